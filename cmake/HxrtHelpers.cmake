@@ -1,0 +1,43 @@
+# Shared helpers for hxrt's per-layer targets.
+
+set(HXRT_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
+    -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+
+# hxrt_layer(NAME SOURCES... DEPS ...) defines library hxrt_NAME for one layer.
+function(hxrt_layer name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(hxrt_${name} ${ARG_SOURCES})
+  add_library(hxrt::${name} ALIAS hxrt_${name})
+  target_include_directories(hxrt_${name} PUBLIC
+      $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+      $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+      PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(hxrt_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  target_compile_options(hxrt_${name} PRIVATE ${HXRT_WARNINGS} $<$<BOOL:${HXRT_WERROR}>:-Werror>)
+  set_target_properties(hxrt_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON EXPORT_NAME ${name})
+endfunction()
+
+# hxrt_test(NAME SOURCES... DEPS ... [LABELS ...]) defines one GoogleTest executable registered with CTest.
+function(hxrt_test name)
+  if(NOT HXRT_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
+  target_compile_options(${name} PRIVATE ${HXRT_WARNINGS} $<$<BOOL:${HXRT_WERROR}>:-Werror>)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 300)
+endfunction()
+
+# hxrt_benchmark(NAME SOURCES... DEPS ...) defines one Google Benchmark program (never run by CTest).
+function(hxrt_benchmark name)
+  if(NOT HXRT_BUILD_BENCHMARKS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+  target_compile_options(${name} PRIVATE ${HXRT_WARNINGS} $<$<BOOL:${HXRT_WERROR}>:-Werror>)
+endfunction()

@@ -1,0 +1,65 @@
+// Device: one opened device of a driver. Creates buffers, streams, events and JIT modules.
+//
+// Ownership: everything created is returned as a unique_ptr owned by the caller and must be destroyed before the
+// Device. Sessions (runtime/) own a Device and everything made from it, and tear it down in order.
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "hxrt/base/status.h"
+#include "hxrt/hal/buffer.h"
+#include "hxrt/hal/event.h"
+#include "hxrt/hal/kernel.h"
+#include "hxrt/hal/stream.h"
+#include "hxrt/hal/types.h"
+
+namespace hxrt::hal {
+
+class Driver;
+
+struct DeviceMemoryStats {
+  uint64_t allocated_bytes = 0;  // bytes held in live Buffers made by allocate()
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t live_buffers = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  Driver& driver() const { return *driver_; }
+
+  // A new buffer of `bytes` (> 0) bytes aligned to info().min_alignment. InvalidArgument for 0; OutOfMemory when
+  // the request exceeds max_allocation_bytes or the device cannot serve it (the message says which).
+  Result<std::unique_ptr<Buffer>> allocate(uint64_t bytes, MemoryKind kind);
+  // Wraps caller-owned host memory as a device-visible buffer without copying (zero copy). Unimplemented where the
+  // device cannot address host memory; the caller keeps ownership and must outlive the buffer.
+  Result<std::unique_ptr<Buffer>> register_host(void* host_pointer, uint64_t bytes);
+  Result<std::unique_ptr<Stream>> create_stream(const StreamOptions& options = {});
+  Result<std::unique_ptr<Event>> create_event();
+  // Compiles a JIT module; Unimplemented on devices without a compiler (cpu).
+  Result<std::unique_ptr<Module>> load_module(const ModuleSource& source);
+
+  virtual DeviceMemoryStats memory_stats() const = 0;
+
+ protected:
+  Device(Driver* driver, DeviceInfo info) : driver_(driver), info_(std::move(info)) {}
+
+  virtual Result<std::unique_ptr<Buffer>> do_allocate(uint64_t bytes, MemoryKind kind) = 0;
+  virtual Result<std::unique_ptr<Buffer>> do_register_host(void* host_pointer, uint64_t bytes) = 0;
+  virtual Result<std::unique_ptr<Stream>> do_create_stream(const StreamOptions& options) = 0;
+  virtual Result<std::unique_ptr<Event>> do_create_event() = 0;
+  virtual Result<std::unique_ptr<Module>> do_load_module(const ModuleSource& source) = 0;
+
+ private:
+  Driver* driver_;
+  DeviceInfo info_;
+};
+
+}  // namespace hxrt::hal

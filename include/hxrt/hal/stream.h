@@ -1,0 +1,102 @@
+// Stream: an in-order asynchronous queue of device work.
+//
+// Commands (launch, copy, fill, host callback, event record, event wait) run in the order enqueued; enqueueing
+// returns at once. Streams of one device run concurrently; order between streams comes only from events.
+//
+// Errors are sticky: the first command that fails puts the stream in the failed state with that Status (plus a
+// context line naming the command). Commands still queued are skipped — events they would record fail with the
+// same error, host callbacks are called with it — and every later enqueue, synchronize and status() reports it
+// until reset(). abort() discards queued work (status Aborted) and interrupts a wait in progress; a kernel already
+// running finishes, or stops early if it polls its cancellation flag. Nothing blocks forever: every wait takes a
+// timeout, and destroying a stream waits for its work to finish (call abort() first to discard it).
+//
+// Lifetimes: buffers, kernels, events and host memory named by a command must stay valid until it has run.
+//
+// The public methods validate their arguments (views in range, sizes equal, objects of this device), so backends
+// (the do_* hooks) receive checked calls. Thread-safety: thread-safe; commands enqueued by one thread keep their
+// order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "hxrt/base/status.h"
+#include "hxrt/hal/buffer.h"
+#include "hxrt/hal/event.h"
+#include "hxrt/hal/kernel.h"
+#include "hxrt/hal/types.h"
+
+namespace hxrt::hal {
+
+class Device;
+
+struct StreamOptions {
+  std::string name;  // shown in traces and errors; defaults to "stream<N>"
+};
+
+// query(): whether all enqueued work has finished, and the sticky status.
+struct StreamState {
+  bool idle = true;
+  uint64_t pending_commands = 0;
+  Status status;
+};
+
+// Called on a stream's thread after the preceding commands ran, with OK or the stream's error. Must not block on
+// the same stream.
+using HostCallback = std::function<void(const Status&)>;
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  Device& device() const { return *device_; }
+  const std::string& name() const { return name_; }
+
+  Status launch(const Kernel& kernel, const LaunchConfig& config, std::span<const KernelArg> args);
+  // Device-to-device copy; dst.size must equal src.size. Buffers of this device, or host-addressable buffers.
+  Status copy(BufferView dst, BufferView src);
+  // Host memory must stay valid (src) or untouched (dst) until the command ran.
+  Status copy_from_host(BufferView dst, const void* src);
+  Status copy_to_host(void* dst, BufferView src);
+  // Fills dst with a repeated 1, 2 or 4-byte pattern; dst.size must be a multiple of pattern_bytes.
+  Status fill(BufferView dst, uint32_t pattern, uint32_t pattern_bytes);
+  Status host_callback(HostCallback callback);
+  Status record(Event& event);
+  // Later commands of this stream run only after `event`'s latest record (as of this call) completes. If that
+  // record fails, this stream fails with its error. If it does not complete within `timeout` of the wait starting
+  // on the device, this stream fails with DeadlineExceeded. FailedPrecondition for an event never recorded.
+  Status wait(Event& event, Duration timeout = kInfinite);
+
+  // Blocks until all enqueued work ran; returns the sticky status, or DeadlineExceeded (work keeps running).
+  virtual Status synchronize(Duration timeout = kInfinite) = 0;
+  virtual StreamState query() const = 0;
+  virtual Status status() const = 0;
+  // Discards queued work and interrupts a wait in progress; the stream is failed with Aborted until reset().
+  virtual void abort() = 0;
+  // Discards queued work, waits for a running command to finish, and clears the sticky error.
+  virtual Status reset() = 0;
+
+ protected:
+  Stream(Device* device, std::string name) : device_(device), name_(std::move(name)) {}
+
+  virtual Status do_launch(const Kernel& kernel, const LaunchConfig& config, std::span<const KernelArg> args) = 0;
+  virtual Status do_copy(BufferView dst, BufferView src) = 0;
+  virtual Status do_copy_from_host(BufferView dst, const void* src) = 0;
+  virtual Status do_copy_to_host(void* dst, BufferView src) = 0;
+  virtual Status do_fill(BufferView dst, uint32_t pattern, uint32_t pattern_bytes) = 0;
+  virtual Status do_host_callback(HostCallback callback) = 0;
+  virtual Status do_record(Event& event) = 0;
+  virtual Status do_wait(Event& event, Duration timeout) = 0;
+
+ private:
+  Status check_view(const BufferView& view, const char* what) const;
+
+  Device* device_;
+  std::string name_;
+};
+
+}  // namespace hxrt::hal

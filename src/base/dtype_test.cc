@@ -1,0 +1,51 @@
+#include "hxrt/base/dtype.h"
+
+#include <gtest/gtest.h>
+
+namespace hxrt {
+namespace {
+
+TEST(DType, BlockLayoutsMatchGgml) {
+  EXPECT_EQ(dtype_info(DType::kQ8_0).block_elements, 32u);
+  EXPECT_EQ(dtype_info(DType::kQ8_0).block_bytes, 34u);
+  EXPECT_EQ(dtype_info(DType::kQ4_0).block_bytes, 18u);
+  EXPECT_EQ(dtype_info(DType::kQ4_1).block_bytes, 20u);
+  EXPECT_EQ(dtype_info(DType::kF16).block_bytes, 2u);
+  EXPECT_TRUE(dtype_info(DType::kQ4_1).is_quantized);
+  EXPECT_FALSE(dtype_info(DType::kBF16).is_quantized);
+}
+
+TEST(DType, NamesRoundTrip) {
+  for (int i = 0; i < kDTypeCount; ++i) {
+    const auto dtype = static_cast<DType>(i);
+    Result<DType> parsed = dtype_from_name(dtype_name(dtype));
+    ASSERT_TRUE(parsed.ok()) << dtype_name(dtype);
+    EXPECT_EQ(*parsed, dtype);
+    EXPECT_EQ(dtype_info(dtype).dtype, dtype);
+  }
+  EXPECT_EQ(dtype_from_name("f128").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fmt::format("{}", DType::kBF16), "bf16");
+}
+
+TEST(DType, GgmlTypeIds) {
+  EXPECT_EQ(*dtype_from_ggml_type(0), DType::kF32);
+  EXPECT_EQ(*dtype_from_ggml_type(1), DType::kF16);
+  EXPECT_EQ(*dtype_from_ggml_type(2), DType::kQ4_0);
+  EXPECT_EQ(*dtype_from_ggml_type(3), DType::kQ4_1);
+  EXPECT_EQ(*dtype_from_ggml_type(8), DType::kQ8_0);
+  EXPECT_EQ(*dtype_from_ggml_type(30), DType::kBF16);
+  Result<DType> unknown = dtype_from_ggml_type(14);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("14"), std::string_view::npos);
+}
+
+TEST(DType, StorageBytes) {
+  EXPECT_EQ(*storage_bytes(DType::kF32, 10), 40u);
+  EXPECT_EQ(*storage_bytes(DType::kQ4_1, 64), 40u);
+  EXPECT_EQ(*storage_bytes(DType::kQ8_0, 0), 0u);
+  EXPECT_EQ(storage_bytes(DType::kQ4_0, 33).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(storage_bytes(DType::kI64, uint64_t{1} << 62).status().code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace hxrt
