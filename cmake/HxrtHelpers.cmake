@@ -1,7 +1,9 @@
 # Shared helpers for hxrt's per-layer targets.
 
 set(HXRT_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
-    -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+    -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough
+    # Designated initializers that rely on default member initializers are idiomatic here.
+    -Wno-missing-field-initializers)
 
 # hxrt_layer(NAME SOURCES... DEPS ...) defines library hxrt_NAME for one layer.
 function(hxrt_layer name)

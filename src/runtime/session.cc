@@ -1,0 +1,199 @@
+#include "hxrt/runtime/session.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/ranges.h>
+
+#include "hxrt/base/logging.h"
+
+namespace hxrt::runtime {
+namespace {
+
+constexpr std::string_view kDefaultStreamName = "default";
+
+}  // namespace
+
+bool TeardownReport::clean() const {
+  return leaked_blocks.empty() && aborted_streams.empty() && stream_errors.empty() && device_buffers_live == 0;
+}
+
+std::string TeardownReport::to_string() const {
+  if (clean()) return fmt::format("clean ({} streams closed, {} events destroyed)", streams_closed, events_destroyed);
+  std::string out;
+  if (!leaked_blocks.empty()) out += fmt::format("leaked pool blocks: {}; ", leaked_blocks.to_string());
+  if (!aborted_streams.empty()) out += fmt::format("aborted busy streams: {}; ", fmt::join(aborted_streams, ", "));
+  if (!stream_errors.empty()) out += fmt::format("failed streams: {}; ", fmt::join(stream_errors, " | "));
+  if (device_buffers_live > 0) out += fmt::format("{} device buffers still live outside the pool; ", device_buffers_live);
+  out += fmt::format("{} streams closed, {} events destroyed", streams_closed, events_destroyed);
+  return out;
+}
+
+Result<std::unique_ptr<Session>> Session::create(const hal::DriverRegistry& drivers, std::string_view device_spec,
+                                                 const SessionOptions& options) {
+  Result<std::unique_ptr<hal::Device>> device = drivers.open(device_spec);
+  if (!device.ok()) {
+    return std::move(device).take_status().with_context(fmt::format("creating session '{}' on device '{}'",
+                                                                    options.name, device_spec));
+  }
+  return create(std::move(device).value(), options);
+}
+
+Result<std::unique_ptr<Session>> Session::create(std::unique_ptr<hal::Device> device, const SessionOptions& options) {
+  if (!device) return invalid_argument("Session::create: null device");
+  if (options.teardown_timeout < hal::Duration::zero()) {
+    return invalid_argument("Session::create: negative teardown timeout");
+  }
+  std::unique_ptr<Session> session(new Session(std::move(device), options));
+  Result<std::unique_ptr<hal::Stream>> stream =
+      session->device_->create_stream(hal::StreamOptions{.name = std::string(kDefaultStreamName)});
+  if (!stream.ok()) {
+    return std::move(stream).take_status().with_context(fmt::format("creating session '{}'", options.name));
+  }
+  session->default_stream_ = std::move(stream).value();
+  HXRT_LOG(kInfo, "session '{}' opened on {} device '{}'", options.name,
+           hal::device_kind_name(session->device_->info().kind), session->device_->info().name);
+  return session;
+}
+
+Session::Session(std::unique_ptr<hal::Device> device, const SessionOptions& options)
+    : options_(options),
+      device_(std::move(device)),
+      pool_(std::make_unique<memory::CachingAllocator>(*device_, options.pool)) {}
+
+Session::~Session() {
+  Result<TeardownReport> report = close();
+  if (!report.ok()) {
+    HXRT_LOG(kError, "session '{}' teardown failed: {}", options_.name, report.status().to_string());
+  } else if (!report->clean()) {
+    HXRT_LOG(kWarn, "session '{}' closed with: {}", options_.name, report->to_string());
+  }
+}
+
+bool Session::closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return closed_;
+}
+
+Status Session::check_open_locked() const {
+  if (closed_) return failed_precondition("session '{}' is closed", options_.name);
+  return ok_status();
+}
+
+Result<hal::Stream*> Session::stream(std::string_view name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  HXRT_RETURN_IF_ERROR(check_open_locked());
+  if (name == kDefaultStreamName) return default_stream_.get();
+  if (name.empty()) return invalid_argument("session '{}': stream names must not be empty", options_.name);
+  if (auto it = streams_.find(name); it != streams_.end()) return it->second.get();
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<hal::Stream> created,
+                        device_->create_stream(hal::StreamOptions{.name = std::string(name)}));
+  hal::Stream* raw = created.get();
+  streams_.emplace(std::string(name), std::move(created));
+  return raw;
+}
+
+std::vector<std::string> Session::stream_names() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> names;
+  if (closed_) return names;
+  names.emplace_back(kDefaultStreamName);
+  for (const auto& [name, stream] : streams_) names.push_back(name);
+  return names;
+}
+
+Result<hal::Event*> Session::create_event() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  HXRT_RETURN_IF_ERROR(check_open_locked());
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<hal::Event> event, device_->create_event());
+  events_.push_back(std::move(event));
+  return events_.back().get();
+}
+
+Status Session::destroy_event(hal::Event* event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  HXRT_RETURN_IF_ERROR(check_open_locked());
+  auto it = std::find_if(events_.begin(), events_.end(), [&](const auto& e) { return e.get() == event; });
+  if (it == events_.end()) return invalid_argument("session '{}' does not own that event", options_.name);
+  events_.erase(it);
+  return ok_status();
+}
+
+Status Session::synchronize(hal::Duration timeout) {
+  std::vector<hal::Stream*> streams;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HXRT_RETURN_IF_ERROR(check_open_locked());
+    streams.push_back(default_stream_.get());
+    for (const auto& [name, stream] : streams_) streams.push_back(stream.get());
+  }
+  const auto deadline = timeout == hal::kInfinite ? std::chrono::steady_clock::time_point::max()
+                                                  : std::chrono::steady_clock::now() + timeout;
+  for (hal::Stream* stream : streams) {
+    hal::Duration left = hal::kInfinite;
+    if (timeout != hal::kInfinite) {
+      left = std::max(hal::Duration::zero(), std::chrono::duration_cast<hal::Duration>(
+                                                 deadline - std::chrono::steady_clock::now()));
+    }
+    HXRT_RETURN_IF_ERROR_CTX(stream->synchronize(left), "synchronizing session '{}'", options_.name);
+  }
+  return ok_status();
+}
+
+Result<TeardownReport> Session::teardown_locked(bool closing) {
+  TeardownReport report;
+  std::vector<hal::Stream*> streams{default_stream_.get()};
+  for (const auto& [name, stream] : streams_) streams.push_back(stream.get());
+
+  // 1-3: drain with one shared deadline; abort what is still busy; collect and clear sticky errors.
+  const auto deadline = std::chrono::steady_clock::now() + options_.teardown_timeout;
+  for (hal::Stream* stream : streams) {
+    const auto left = std::max(hal::Duration::zero(), std::chrono::duration_cast<hal::Duration>(
+                                                          deadline - std::chrono::steady_clock::now()));
+    Status drained = stream->synchronize(left);
+    if (drained.code() == StatusCode::kDeadlineExceeded) {
+      report.aborted_streams.push_back(stream->name());
+      stream->abort();
+    } else if (!drained.ok()) {
+      report.stream_errors.push_back(fmt::format("{}: {}", stream->name(), stream->status().to_string()));
+    }
+  }
+  for (hal::Stream* stream : streams) {
+    HXRT_RETURN_IF_ERROR_CTX(stream->reset(), "resetting stream '{}' of session '{}'", stream->name(),
+                             options_.name);
+  }
+  // 4: events.
+  report.events_destroyed = events_.size();
+  events_.clear();
+  // 5: pool blocks and segments.
+  Result<memory::LeakReport> leaks = pool_->release_all();
+  if (!leaks.ok()) {
+    return std::move(leaks).take_status().with_context(fmt::format("releasing the pool of session '{}'", options_.name));
+  }
+  report.leaked_blocks = std::move(leaks).value();
+  // 6: streams.
+  report.streams_closed = streams_.size() + (closing ? 1 : 0);
+  streams_.clear();
+  if (closing) default_stream_.reset();
+  report.device_buffers_live = device_->memory_stats().live_buffers;
+  return report;
+}
+
+Result<TeardownReport> Session::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  HXRT_RETURN_IF_ERROR(check_open_locked());
+  return teardown_locked(/*closing=*/false);
+}
+
+Result<TeardownReport> Session::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) return TeardownReport{};
+  Result<TeardownReport> report = teardown_locked(/*closing=*/true);
+  closed_ = true;
+  if (report.ok()) {
+    HXRT_LOG(kInfo, "session '{}' closed: {}", options_.name, report->to_string());
+  }
+  return report;
+}
+
+}  // namespace hxrt::runtime

@@ -1,0 +1,13 @@
+// Subcommands of the hxrt CLI. Each registers its options on the app and runs when selected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace hxrt::tools {
+
+// Registers `hxrt devices`: drivers and devices with their capabilities.
+void add_devices_command(CLI::App& app, int* exit_code);
+// Registers `hxrt demo`: streams, events and the memory pool at work on one device.
+void add_demo_command(CLI::App& app, int* exit_code);
+
+}  // namespace hxrt::tools
