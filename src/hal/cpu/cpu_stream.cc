@@ -21,6 +21,12 @@ std::chrono::steady_clock::time_point deadline_after(Duration timeout) {
   return now + timeout;
 }
 
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 int64_t to_ms(Duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
 }  // namespace
@@ -68,9 +74,7 @@ void CpuStream::worker_loop() {
     if (enqueued_.load(std::memory_order_acquire) == dequeued && spin_.count() > 0) {
       const auto spin_end = std::chrono::steady_clock::now() + spin_;
       while (enqueued_.load(std::memory_order_acquire) == dequeued && std::chrono::steady_clock::now() < spin_end) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        cpu_relax();
       }
     }
     Command command;
@@ -280,9 +284,7 @@ Status CpuStream::synchronize(Duration timeout) {
   if (completed_.load(std::memory_order_acquire) < target && spin_.count() > 0) {
     const auto spin_end = std::chrono::steady_clock::now() + std::min<Duration>(spin_, timeout);
     while (completed_.load(std::memory_order_acquire) < target && std::chrono::steady_clock::now() < spin_end) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      cpu_relax();
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
