@@ -1,0 +1,135 @@
+// Graph IR: nodes, values and weights of a compiled, static model graph.
+//
+// A Graph is a DAG. Values are tensors (graph inputs, initializers = weights, node outputs) identified by dense
+// integer ids and unique names; nodes are op applications identified by dense ids and unique names. Each node
+// carries its op type, domain and opset version, typed attributes, an optional kernel hint left by a compiler,
+// and — once fusion ran — a fusion id and the names of the original nodes it replaced. Node ids are the one id of a
+// node across planner, profiler, allocator tags and error reports.
+//
+// Weights (initializers) are WeightData: a pointer and size plus a keep-alive handle, so a reader can leave them
+// in a memory-mapped file (zero copy) and the graph keeps the mapping alive.
+//
+// Validation here is structural (dangling or duplicate values, values produced twice, cycles, outputs never
+// produced, weight sizes); op-level checks (arity, attribute types, dtypes, shapes) belong to ops/ schemas.
+//
+// Thread-safety: thread-compatible; a Graph is built by one thread and then shared read-only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "hxrt/base/status.h"
+#include "hxrt/graph/attribute.h"
+#include "hxrt/graph/dim.h"
+
+namespace hxrt::graph {
+
+using ValueId = int32_t;
+using NodeId = int32_t;
+inline constexpr ValueId kNoValue = -1;  // an omitted optional input
+inline constexpr NodeId kNoNode = -1;
+
+// Bytes of a weight, possibly inside a memory mapping that `keepalive` holds open.
+struct WeightData {
+  const std::byte* data = nullptr;
+  uint64_t size = 0;
+  std::shared_ptr<const void> keepalive;
+  // Copies `bytes` into owned memory.
+  static WeightData copy_of(std::span<const std::byte> bytes);
+};
+
+struct Value {
+  ValueId id = kNoValue;
+  std::string name;
+  TensorDesc desc;
+  NodeId producer = kNoNode;        // kNoNode for graph inputs and initializers
+  std::vector<NodeId> consumers;    // in node order; a node consuming twice appears twice
+  bool is_input = false;
+  bool is_output = false;
+  bool is_initializer = false;
+  WeightData weight;                // initializers only
+};
+
+struct Node {
+  NodeId id = kNoNode;
+  std::string name;
+  std::string op_type;              // "MatMul"
+  std::string domain;               // "" = the default (ONNX-compatible) domain; "hxrt", "hxrt.fused", custom
+  int version = 1;                  // opset version of op_type in its domain
+  AttributeMap attrs;
+  std::vector<ValueId> inputs;      // kNoValue for an omitted optional input
+  std::vector<ValueId> outputs;
+  std::string kernel_hint;          // implementation a compiler asked for ("" = none)
+  int32_t fusion_id = -1;           // >= 0 when this node is a fused instance
+  std::vector<std::string> fused_from;  // names of the original nodes it replaces
+};
+
+class Graph {
+ public:
+  explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  // An independent copy (weights share their bytes through keepalive).
+  Graph clone() const;
+
+  const std::string& name() const { return name_; }
+
+  // Building. Names must be unique among values (and among nodes); AlreadyExists otherwise.
+  Result<ValueId> add_input(std::string name, TensorDesc desc);
+  Result<ValueId> add_initializer(std::string name, TensorDesc desc, WeightData weight);
+  // Adds a node; output values are created with an unknown desc (filled by shape inference) unless given.
+  // Inputs are value names ("" for an omitted optional input); NotFound names a missing input.
+  Result<NodeId> add_node(std::string name, std::string op_type, std::span<const std::string> inputs,
+                          std::span<const std::string> outputs, AttributeMap attrs = {}, std::string domain = "",
+                          int version = 1);
+  Status mark_output(std::string_view value_name);
+
+  // Access.
+  int32_t num_values() const { return static_cast<int32_t>(values_.size()); }
+  int32_t num_nodes() const { return static_cast<int32_t>(nodes_.size()); }
+  const Value& value(ValueId id) const;
+  Value& mutable_value(ValueId id);
+  const Node& node(NodeId id) const;
+  Node& mutable_node(NodeId id);
+  Result<ValueId> find_value(std::string_view name) const;
+  Result<NodeId> find_node(std::string_view name) const;
+  const std::vector<ValueId>& inputs() const { return inputs_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+  const std::vector<ValueId>& initializers() const { return initializers_; }
+  // Nodes in a topological order (stable: insertion order among ready nodes); FailedPrecondition naming a node on
+  // a cycle.
+  Result<std::vector<NodeId>> topological_order() const;
+
+  // Structural validation; the Status names the node and field at fault.
+  Status validate() const;
+
+  // Rewriting (used by passes such as fusion). Removing nodes leaves their ids unused; compact() renumbers nodes
+  // and values densely (dropping values nobody produces or uses that are not inputs/initializers/outputs).
+  Status remove_node(NodeId id);
+  void compact();
+
+  std::string to_string() const;  // a readable listing, one node per line
+
+ private:
+  Result<ValueId> add_value(std::string name, TensorDesc desc);
+  void rebuild_indices();
+
+  std::string name_;
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;                 // removed nodes have id kNoNode
+  std::vector<ValueId> inputs_;
+  std::vector<ValueId> outputs_;
+  std::vector<ValueId> initializers_;
+  std::unordered_map<std::string, ValueId> value_by_name_;
+  std::unordered_map<std::string, NodeId> node_by_name_;
+};
+
+}  // namespace hxrt::graph

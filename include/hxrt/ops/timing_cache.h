@@ -1,0 +1,35 @@
+// TimingCache: measured kernel times per (kernel, shape bucket), as TensorRT's timing cache. Arbitration under
+// the measured policy picks the fastest compatible kernel; the cache is saved to and loaded from JSON so the
+// measurement runs once per machine.
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hxrt/base/status.h"
+
+namespace hxrt::ops {
+
+class TimingCache {
+ public:
+  // Median nanoseconds of `kernel` on `bucket` ("f32[64,576]x[576,1536]"), when measured.
+  std::optional<int64_t> find(std::string_view kernel, std::string_view bucket) const;
+  void record(std::string_view kernel, std::string_view bucket, int64_t nanoseconds);
+  size_t size() const;
+
+  Status save(const std::string& path) const;
+  // Replaces the contents; DataLoss names the file and the problem for a malformed file.
+  Status load(const std::string& path);
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, int64_t, std::less<>> times_;
+};
+
+}  // namespace hxrt::ops
