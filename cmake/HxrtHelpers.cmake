@@ -17,6 +17,7 @@ function(hxrt_layer name)
   target_link_libraries(hxrt_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   target_compile_options(hxrt_${name} PRIVATE ${HXRT_WARNINGS} $<$<BOOL:${HXRT_WERROR}>:-Werror>)
   set_target_properties(hxrt_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON EXPORT_NAME ${name})
+  set_property(GLOBAL APPEND PROPERTY HXRT_LAYER_TARGETS hxrt_${name})
 endfunction()
 
 # hxrt_test(NAME SOURCES... DEPS ... [LABELS ...]) defines one GoogleTest executable registered with CTest.

@@ -1,0 +1,16 @@
+// CPU kernel registration, one function per op family (one file each in this folder);
+// register_cpu_kernels() in cpu_kernels.cc calls them all.
+#pragma once
+
+#include "hxrt/ops/kernel_registry.h"
+
+namespace hxrt::kernels::cpu {
+
+Status register_elementwise(ops::KernelRegistry& registry);   // elementwise.cc
+Status register_normalization(ops::KernelRegistry& registry); // normalization.cc
+Status register_tensor_ops(ops::KernelRegistry& registry);    // tensor_ops.cc
+Status register_linear(ops::KernelRegistry& registry);        // matmul.cc, quant_matmul.cc
+Status register_conv(ops::KernelRegistry& registry);          // conv.cc
+Status register_fused(ops::KernelRegistry& registry);         // fused.cc
+
+}  // namespace hxrt::kernels::cpu

@@ -1,0 +1,20 @@
+// Registration of the built-in op schemas, one function per op family (one file each in this folder).
+// register_builtin_schemas() in op_schema.cc calls them all.
+#pragma once
+
+#include "hxrt/ops/op_schema.h"
+
+namespace hxrt::ops::schemas {
+
+// Shared inference helpers.
+// Numpy-style broadcast of two shapes; records DimChecks for symbolic dims that must match.
+Result<graph::SymShape> broadcast_shapes(InferenceContext& ctx, const graph::SymShape& a, const graph::SymShape& b);
+
+Status register_elementwise(OpSchemaRegistry& registry);  // Add Sub Mul Div Relu Gelu Silu Sigmoid Tanh Cast
+Status register_normalization(OpSchemaRegistry& registry);  // Softmax LayerNormalization RMSNorm RoPE
+Status register_tensor_ops(OpSchemaRegistry& registry);  // Gather Reshape Transpose Concat Slice
+Status register_linear(OpSchemaRegistry& registry);  // MatMul Gemm MatMulQ
+Status register_conv(OpSchemaRegistry& registry);  // Conv BatchNormalization
+Status register_fused(OpSchemaRegistry& registry);  // hxrt.fused ops
+
+}  // namespace hxrt::ops::schemas
