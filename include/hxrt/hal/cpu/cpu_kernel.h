@@ -30,6 +30,7 @@ class CpuLaunchContext {
   size_t num_args() const { return args_.size(); }
   ThreadPool& pool() const { return pool_; }
   bool cancelled() const { return cancel_.load(std::memory_order_relaxed); }
+  const std::atomic<bool>& cancel_flag() const { return cancel_; }
 
   // Host address of buffer argument `index` (aborts when the argument is not a buffer).
   template <typename T = void>

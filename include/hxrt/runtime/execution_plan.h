@@ -1,0 +1,115 @@
+// ExecutionPlan: a graph compiled for one device — built once, run many times with different input shapes.
+//
+// build() runs the planning pipeline (ARCHITECTURE.md, "The path of one request", step 4):
+//   validate → infer shapes symbolically → fuse → select kernels (registry arbitration, explained) → parse
+//   attributes into each kernel's parameters → assign streams to independent branches and add events on
+//   cross-stream edges → plan memory → one ExecutionObject per node.
+// Memory: when every intermediate has a static shape, a liveness plan gives each intermediate a fixed offset in one
+// arena (values whose lifetimes are not ordered by the streams never share bytes); otherwise each intermediate
+// gets a dependency count and returns to the session's pool, in stream order, after its last consumer.
+//
+// Thread-safety: immutable after build(); share it between executors and threads freely.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hxrt/base/status.h"
+#include "hxrt/graph/graph.h"
+#include "hxrt/hal/types.h"
+#include "hxrt/ops/fusion.h"
+#include "hxrt/ops/kernel_registry.h"
+#include "hxrt/ops/op_schema.h"
+
+namespace hxrt::runtime {
+
+// The registries a plan draws on. They must outlive every plan built from them.
+struct PlanContext {
+  const ops::OpSchemaRegistry* schemas = nullptr;
+  const ops::KernelRegistry* kernels = nullptr;
+  const ops::FusionRegistry* fusions = nullptr;  // null: no fusion
+};
+
+struct PlanOptions {
+  bool fuse = true;
+  ops::FusionOptions fusion;
+  ops::SelectionOptions selection;  // forced kernels, hints, timings
+  int max_streams = 4;              // 1 runs everything on one stream
+  bool static_memory_plan = true;   // use the arena when all intermediate shapes are static
+};
+
+// One node ready to launch.
+struct ExecutionObject {
+  graph::NodeId node = graph::kNoNode;  // in plan.graph()
+  const ops::KernelDef* kernel = nullptr;
+  std::unique_ptr<ops::KernelParams> params;
+  std::string selection_reason;          // Selection::explain() of the arbitration
+  std::vector<graph::ValueId> inputs;    // tensor slots (kNoValue = omitted optional input)
+  std::vector<graph::ValueId> outputs;
+  int stream = 0;                        // index among the plan's streams
+  std::vector<int> wait_events;          // events to wait for before the launch (recorded on other streams)
+  int record_event = -1;                 // event recorded after the launch, when another stream consumes it
+  std::vector<graph::ValueId> release_after;  // intermediates whose last consumer is this node
+  int32_t fusion_id = -1;
+};
+
+enum class ValueRole : uint8_t { kInput, kInitializer, kIntermediate, kOutput };
+
+struct ValuePlan {
+  ValueRole role = ValueRole::kIntermediate;
+  int consumers = 0;             // dependency count of an intermediate
+  int producer_stream = -1;
+  bool static_shape = false;
+  uint64_t bytes = 0;            // static shapes only
+  int64_t arena_offset = -1;     // arena plans only
+};
+
+struct MemoryPlanSummary {
+  bool uses_arena = false;
+  uint64_t arena_bytes = 0;         // planned peak
+  uint64_t naive_bytes = 0;         // sum of all intermediate sizes (static shapes)
+  int intermediates = 0;
+  int dynamic_intermediates = 0;    // sized at run time, refcounted
+};
+
+class ExecutionPlan {
+ public:
+  // Takes the graph (it is rewritten by fusion). Errors name the node and the pipeline stage.
+  static Result<std::unique_ptr<ExecutionPlan>> build(graph::Graph graph, const hal::DeviceInfo& device,
+                                                      const PlanContext& context, const PlanOptions& options = {});
+
+  const graph::Graph& graph() const { return graph_; }
+  const hal::DeviceInfo& device() const { return device_; }
+  const std::vector<ExecutionObject>& objects() const { return objects_; }
+  const std::vector<ValuePlan>& values() const { return values_; }
+  const std::vector<ops::FusionGroup>& fusion_groups() const { return fusion_groups_; }
+  const std::vector<ops::DimCheck>& dim_checks() const { return dim_checks_; }
+  int num_streams() const { return num_streams_; }
+  int num_events() const { return num_events_; }
+  const MemoryPlanSummary& memory() const { return memory_; }
+  static constexpr uint64_t kArenaAlignment = 256;
+
+  // A readable report: nodes with their kernels and arbitration reasons, fusion groups, streams and events,
+  // the memory plan (`hxrt inspect`).
+  std::string describe() const;
+
+ private:
+  ExecutionPlan(graph::Graph graph, hal::DeviceInfo device) : graph_(std::move(graph)), device_(std::move(device)) {}
+  Status select_kernels(const PlanContext& context, const PlanOptions& options);
+  void assign_streams(int max_streams);
+  void plan_memory(bool allow_arena);
+
+  graph::Graph graph_;
+  hal::DeviceInfo device_;
+  std::vector<ExecutionObject> objects_;
+  std::vector<ValuePlan> values_;
+  std::vector<ops::FusionGroup> fusion_groups_;
+  std::vector<ops::DimCheck> dim_checks_;
+  int num_streams_ = 1;
+  int num_events_ = 0;
+  MemoryPlanSummary memory_;
+};
+
+}  // namespace hxrt::runtime

@@ -1,0 +1,80 @@
+// Executor: runs an ExecutionPlan on a Session with concrete inputs.
+//
+// Each run binds the inputs' concrete dims to the graph's symbols (checking static dims and the plan's deferred
+// dim equalities), evaluates every value's shape, looks each kernel's tiling up in a cache keyed by (kernel,
+// shape bucket) — computing it on a miss, never re-planning — and launches every ExecutionObject on its stream
+// with event waits on cross-stream edges. Intermediates live in the plan's arena (static plans) or come from the
+// session pool and return to it, stream-ordered, when their dependency count reaches zero. Weights are uploaded
+// once per executor, or used in place (zero copy) where the device addresses host memory. Outputs are downloaded
+// and belong to the caller.
+//
+// Thread-safety: thread-compatible: one run at a time per executor (create one executor per concurrent caller).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hxrt/base/host_tensor.h"
+#include "hxrt/base/status.h"
+#include "hxrt/graph/dim.h"
+#include "hxrt/memory/caching_allocator.h"
+#include "hxrt/runtime/execution_plan.h"
+#include "hxrt/runtime/session.h"
+
+namespace hxrt::runtime {
+
+using TensorMap = std::map<std::string, HostTensor, std::less<>>;
+
+struct RunOptions {
+  hal::Duration timeout = hal::kInfinite;
+};
+
+struct ExecutorStats {
+  uint64_t runs = 0;
+  uint64_t launches = 0;
+  uint64_t tiling_cache_hits = 0;
+  uint64_t tiling_cache_misses = 0;
+  uint64_t peak_intermediate_bytes = 0;  // largest bytes of intermediates live at once in a run (pool mode)
+};
+
+class Executor {
+ public:
+  // The session and plan must outlive the executor. Uploads (or maps) the weights.
+  static Result<std::unique_ptr<Executor>> create(Session& session, std::shared_ptr<const ExecutionPlan> plan);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs with inputs by graph input name; returns every graph output by name. Errors name the input and axis
+  // (bad bindings) or the node (failures).
+  Result<TensorMap> run(const TensorMap& inputs, const RunOptions& options = {});
+
+  const ExecutionPlan& plan() const { return *plan_; }
+  const ExecutorStats& stats() const { return stats_; }
+  // The symbol values of the last run.
+  const graph::SymbolBindings& last_bindings() const { return bindings_; }
+
+ private:
+  struct RunState;
+  Executor(Session& session, std::shared_ptr<const ExecutionPlan> plan) : session_(session), plan_(std::move(plan)) {}
+  Status prepare();
+  Status bind(const TensorMap& inputs, RunState& state);
+  Result<const ops::Tiling*> tiling_for(size_t object, const ops::KernelLaunch& launch);
+
+  Session& session_;
+  std::shared_ptr<const ExecutionPlan> plan_;
+  std::vector<hal::Stream*> streams_;
+  std::vector<hal::Event*> events_;
+  std::vector<std::unique_ptr<hal::Buffer>> weight_buffers_;       // uploaded or registered weights
+  std::unordered_map<graph::ValueId, hal::BufferView> weights_;    // initializer → device memory
+  memory::Allocation arena_;
+  std::unordered_map<std::string, std::unique_ptr<ops::Tiling>> tiling_cache_;
+  graph::SymbolBindings bindings_;
+  ExecutorStats stats_;
+};
+
+}  // namespace hxrt::runtime

@@ -1,0 +1,243 @@
+#include "hxrt/runtime/executor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "hxrt/kernels/cpu_kernels.h"
+
+namespace hxrt::runtime {
+namespace {
+
+using graph::Dim;
+
+graph::WeightData weight_of(const HostTensor& t) { return graph::WeightData::copy_of(t.bytes); }
+
+class ExecutorTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ops::register_builtin_schemas(schemas_).ok());
+    ASSERT_TRUE(kernels::register_cpu_kernels(kernels_).ok());
+    ASSERT_TRUE(ops::register_builtin_fusions(fusions_).ok());
+    ASSERT_TRUE(hal::register_builtin_drivers(drivers_).ok());
+    session_ = std::move(Session::create(drivers_, "cpu")).value();
+  }
+  PlanContext context() const { return PlanContext{&schemas_, &kernels_, &fusions_}; }
+
+  Result<std::unique_ptr<Executor>> compile(graph::Graph graph, const PlanOptions& options = {}) {
+    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
+                          ExecutionPlan::build(std::move(graph), session_->device().info(), context(), options));
+    plan_text_ = plan->describe();
+    return Executor::create(*session_, std::shared_ptr<const ExecutionPlan>(std::move(plan)));
+  }
+
+  void add_node(graph::Graph& g, const std::string& name, const std::string& op, std::vector<std::string> in,
+                std::string out, graph::AttributeMap attrs = {}, const std::string& domain = "") {
+    const int version = schemas_.find(op, domain, 0).value()->since_version;
+    ASSERT_TRUE(g.add_node(name, op, in, std::vector<std::string>{out}, std::move(attrs), domain, version).ok()) << name;
+  }
+
+  // y = relu(x·W1 + b1)·W2 + b2 with x f32[batch, 8].
+  graph::Graph mlp(const Dim& batch) {
+    graph::Graph g("mlp");
+    EXPECT_TRUE(g.add_input("x", {DType::kF32, {batch, 8}}).ok());
+    EXPECT_TRUE(g.add_initializer("w1", {DType::kF32, {8, 16}}, weight_of(w1_)).ok());
+    EXPECT_TRUE(g.add_initializer("b1", {DType::kF32, {16}}, weight_of(b1_)).ok());
+    EXPECT_TRUE(g.add_initializer("w2", {DType::kF32, {16, 4}}, weight_of(w2_)).ok());
+    EXPECT_TRUE(g.add_initializer("b2", {DType::kF32, {4}}, weight_of(b2_)).ok());
+    add_node(g, "fc1", "MatMul", {"x", "w1"}, "h1");
+    add_node(g, "bias1", "Add", {"h1", "b1"}, "h2");
+    add_node(g, "act", "Relu", {"h2"}, "h3");
+    add_node(g, "fc2", "MatMul", {"h3", "w2"}, "h4");
+    add_node(g, "bias2", "Add", {"h4", "b2"}, "y");
+    EXPECT_TRUE(g.mark_output("y").ok());
+    return g;
+  }
+  std::vector<double> mlp_reference(const HostTensor& x) const {
+    const std::vector<float> xs = x.to_f32(), a = w1_.to_f32(), b = b1_.to_f32(), c = w2_.to_f32(), d = b2_.to_f32();
+    const int64_t n = x.shape.dim(0);
+    std::vector<double> y(static_cast<size_t>(n * 4));
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<double> h(16);
+      for (int j = 0; j < 16; ++j) {
+        double s = b[static_cast<size_t>(j)];
+        for (int k = 0; k < 8; ++k) s += double{xs[static_cast<size_t>(r * 8 + k)]} * a[static_cast<size_t>(k * 16 + j)];
+        h[static_cast<size_t>(j)] = std::max(0.0, s);
+      }
+      for (int j = 0; j < 4; ++j) {
+        double s = d[static_cast<size_t>(j)];
+        for (int k = 0; k < 16; ++k) s += h[static_cast<size_t>(k)] * c[static_cast<size_t>(k * 4 + j)];
+        y[static_cast<size_t>(r * 4 + j)] = s;
+      }
+    }
+    return y;
+  }
+  static void expect_close(const std::vector<float>& actual, const std::vector<double>& expected, double tol = 1e-5) {
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < actual.size(); ++i) ASSERT_NEAR(actual[i], expected[i], tol * (1 + std::abs(expected[i]))) << i;
+  }
+
+  std::mt19937 rng_{42};
+  HostTensor w1_ = HostTensor::random_f32({8, 16}, rng_);
+  HostTensor b1_ = HostTensor::random_f32({16}, rng_);
+  HostTensor w2_ = HostTensor::random_f32({16, 4}, rng_);
+  HostTensor b2_ = HostTensor::random_f32({4}, rng_);
+  ops::OpSchemaRegistry schemas_;
+  ops::KernelRegistry kernels_;
+  ops::FusionRegistry fusions_;
+  hal::DriverRegistry drivers_;
+  std::unique_ptr<Session> session_;
+  std::string plan_text_;
+};
+
+TEST_F(ExecutorTest, DynamicBatchRunsWithoutReplanningAndCachesTilings) {
+  Result<std::unique_ptr<Executor>> executor = compile(mlp(Dim::symbol("batch")));
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  EXPECT_NE(plan_text_.find("fusion"), std::string::npos) << plan_text_;
+  EXPECT_NE(plan_text_.find("MatMulBias"), std::string::npos) << plan_text_;
+  EXPECT_NE(plan_text_.find("pool with dependency-counted release"), std::string::npos) << plan_text_;
+  for (int64_t batch : {1, 5, 1, 5, 33}) {
+    const HostTensor x = HostTensor::random_f32({batch, 8}, rng_);
+    Result<TensorMap> out = (*executor)->run({{"x", x}});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    const HostTensor& y = out->at("y");
+    EXPECT_EQ(y.shape, (Shape{batch, 4}));
+    expect_close(y.to_f32(), mlp_reference(x));
+    EXPECT_EQ((*executor)->last_bindings().at("batch"), batch);
+  }
+  const ExecutorStats& stats = (*executor)->stats();
+  EXPECT_EQ(stats.runs, 5u);
+  EXPECT_EQ(stats.tiling_cache_misses, 3u * 3u) << "3 fused nodes x 3 distinct batch sizes";
+  EXPECT_EQ(stats.tiling_cache_hits, 2u * 3u);
+  EXPECT_EQ(session_->pool().stats().active_blocks.current, 0) << "every intermediate and output returned";
+}
+
+TEST_F(ExecutorTest, StaticShapesUseThePlannedArena) {
+  PlanOptions unfused;
+  unfused.fuse = false;
+  Result<std::unique_ptr<Executor>> executor = compile(mlp(Dim(3)), unfused);
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  const MemoryPlanSummary& memory = (*executor)->plan().memory();
+  EXPECT_TRUE(memory.uses_arena);
+  EXPECT_EQ(memory.intermediates, 4);
+  EXPECT_LT(memory.arena_bytes, memory.naive_bytes) << plan_text_;
+  const HostTensor x = HostTensor::random_f32({3, 8}, rng_);
+  Result<TensorMap> out = (*executor)->run({{"x", x}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  expect_close(out->at("y").to_f32(), mlp_reference(x));
+}
+
+TEST_F(ExecutorTest, IndependentBranchesRunOnSeparateStreamsWithTheSameResult) {
+  auto two_branches = [&] {
+    graph::Graph g("branches");
+    EXPECT_TRUE(g.add_input("x", {DType::kF32, {Dim::symbol("n"), 8}}).ok());
+    EXPECT_TRUE(g.add_initializer("wa", {DType::kF32, {8, 16}}, weight_of(w1_)).ok());
+    EXPECT_TRUE(g.add_initializer("wb", {DType::kF32, {8, 16}}, weight_of(w1_)).ok());
+    add_node(g, "a1", "MatMul", {"x", "wa"}, "a");
+    add_node(g, "a2", "Relu", {"a"}, "ar");
+    add_node(g, "b1", "MatMul", {"x", "wb"}, "b");
+    add_node(g, "b2", "Sigmoid", {"b"}, "bs");
+    add_node(g, "join", "Mul", {"ar", "bs"}, "y");
+    EXPECT_TRUE(g.mark_output("y").ok());
+    return g;
+  };
+  PlanOptions single;
+  single.max_streams = 1;
+  Result<std::unique_ptr<Executor>> one = compile(two_branches(), single);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  Result<std::unique_ptr<Executor>> many = compile(two_branches());
+  ASSERT_TRUE(many.ok()) << many.status().to_string();
+  EXPECT_EQ((*one)->plan().num_streams(), 1);
+  EXPECT_EQ((*many)->plan().num_streams(), 2) << plan_text_;
+  EXPECT_GE((*many)->plan().num_events(), 1) << plan_text_;
+  for (int64_t n : {1, 7}) {
+    const HostTensor x = HostTensor::random_f32({n, 8}, rng_);
+    Result<TensorMap> a = (*one)->run({{"x", x}});
+    Result<TensorMap> b = (*many)->run({{"x", x}});
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+    EXPECT_EQ(a->at("y").bytes, b->at("y").bytes) << "same kernels, same order per value: bit-identical";
+  }
+}
+
+TEST_F(ExecutorTest, BadBindingsNameTheInputAndAxis) {
+  Result<std::unique_ptr<Executor>> executor = compile(mlp(Dim::symbol("batch")));
+  ASSERT_TRUE(executor.ok());
+  struct Case {
+    TensorMap inputs;
+    std::string expected;
+  };
+  std::vector<Case> cases;
+  cases.push_back({{}, "missing input 'x'"});
+  cases.push_back({{{"x", HostTensor::random_f32({2, 7}, rng_)}}, "input 'x' axis 1: expected 8, got 7"});
+  cases.push_back({{{"x", HostTensor::random_f32({2, 8, 1}, rng_)}}, "input 'x' has rank 3"});
+  cases.push_back({{{"x", HostTensor::i64({2, 8}, std::vector<int64_t>(16, 1))}}, "input 'x' is i64, the graph expects f32"});
+  cases.push_back({{{"x", HostTensor::random_f32({2, 8}, rng_)}, {"z", HostTensor::random_f32({1}, rng_)}},
+                   "unknown input 'z' (the graph's inputs: x)"});
+  for (const Case& c : cases) {
+    Result<TensorMap> out = (*executor)->run(c.inputs);
+    ASSERT_FALSE(out.ok()) << c.expected;
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status().to_string().find(c.expected), std::string::npos) << out.status().to_string();
+  }
+  // Still usable.
+  EXPECT_TRUE((*executor)->run({{"x", HostTensor::random_f32({2, 8}, rng_)}}).ok());
+}
+
+TEST_F(ExecutorTest, UnsupportedOpsAndShapeErrorsFailThePlanWithTheNodeName) {
+  graph::Graph g("bad");
+  ASSERT_TRUE(g.add_input("x", {DType::kF32, {4, 8}}).ok());
+  ASSERT_TRUE(g.add_node("mystery", "Frobnicate", std::vector<std::string>{"x"}, std::vector<std::string>{"y"}).ok());
+  ASSERT_TRUE(g.mark_output("y").ok());
+  Result<std::unique_ptr<Executor>> unsupported = compile(std::move(g));
+  ASSERT_FALSE(unsupported.ok());
+  EXPECT_NE(unsupported.status().to_string().find("Frobnicate"), std::string::npos) << unsupported.status().to_string();
+
+  graph::Graph m("mismatch");
+  ASSERT_TRUE(m.add_input("a", {DType::kF32, {4, 8}}).ok());
+  ASSERT_TRUE(m.add_input("b", {DType::kF32, {9, 2}}).ok());
+  add_node(m, "mm", "MatMul", {"a", "b"}, "y");
+  ASSERT_TRUE(m.mark_output("y").ok());
+  Result<std::unique_ptr<Executor>> mismatch = compile(std::move(m));
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().to_string().find("'mm'"), std::string::npos) << mismatch.status().to_string();
+}
+
+TEST_F(ExecutorTest, FailingKernelNamesTheNodeAndTheSessionRecovers) {
+  // A registry where a custom Relu that always fails outranks the built-in one.
+  ops::KernelRegistry broken;
+  ASSERT_TRUE(kernels::register_cpu_kernels(broken).ok());
+  ops::KernelDef failing;
+  failing.op_type = "Relu";
+  failing.name = "BrokenRelu";
+  failing.kind = ops::KernelKind::kCustom;
+  failing.priority = 1000;
+  failing.launch = ops::cpu_launch("BrokenRelu", [](const ops::CpuComputeContext&) {
+    return internal_error("injected failure");
+  });
+  ASSERT_TRUE(broken.add(std::move(failing)).ok());
+  PlanOptions unfused;
+  unfused.fuse = false;
+  Result<std::unique_ptr<ExecutionPlan>> plan =
+      ExecutionPlan::build(mlp(Dim::symbol("batch")), session_->device().info(),
+                           PlanContext{&schemas_, &broken, &fusions_}, unfused);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  Result<std::unique_ptr<Executor>> executor =
+      Executor::create(*session_, std::shared_ptr<const ExecutionPlan>(std::move(plan).value()));
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  Result<TensorMap> out = (*executor)->run({{"x", HostTensor::random_f32({2, 8}, rng_)}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().to_string().find("injected failure"), std::string::npos) << out.status().to_string();
+  EXPECT_NE(out.status().to_string().find("BrokenRelu"), std::string::npos) << out.status().to_string();
+  EXPECT_EQ(session_->pool().stats().active_blocks.current, 0) << "the failed run released its memory";
+  // The same session runs a healthy plan right after.
+  Result<std::unique_ptr<Executor>> healthy = compile(mlp(Dim::symbol("batch")), unfused);
+  ASSERT_TRUE(healthy.ok()) << healthy.status().to_string();
+  const HostTensor x = HostTensor::random_f32({2, 8}, rng_);
+  Result<TensorMap> ok = (*healthy)->run({{"x", x}});
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  expect_close(ok->at("y").to_f32(), mlp_reference(x));
+}
+
+}  // namespace
+}  // namespace hxrt::runtime
