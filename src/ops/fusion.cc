@@ -92,7 +92,8 @@ std::optional<FusionMatch> match_rms_norm_mul(const graph::Graph& g, graph::Node
   const graph::Node* mul = single_consumer(g, norm.outputs[0], "Mul");
   if (mul == nullptr) return std::nullopt;
   const graph::ValueId weight = other_operand(*mul, norm.outputs[0]);
-  if (weight == graph::kNoValue || weight == norm.outputs[0] ||
+  // RMSNormMul takes a rank-1 weight.
+  if (weight == graph::kNoValue || weight == norm.outputs[0] || g.value(weight).desc.shape.rank() != 1 ||
       !is_last_axis_vector(g.value(weight).desc, out.shape.dim(-1))) {
     return std::nullopt;
   }

@@ -29,6 +29,8 @@ class Dim {
  public:
   Dim() = default;                      // the static dim 0
   Dim(int64_t value) : value_(value) {}  // NOLINT(google-explicit-constructor): a static dim
+  // A symbolic dim. `name` must be non-empty, and an identifier ([A-Za-z_][A-Za-z0-9_]*) for to_string() to parse
+  // back; readers of foreign formats sanitise their dim names.
   static Dim symbol(std::string_view name);
   // Parses "7", "n_tokens", "past + n_tokens", "(a * 3) / 2"; InvalidArgument naming the position on bad text.
   static Result<Dim> parse(std::string_view text);
@@ -54,8 +56,11 @@ class Dim {
   // equal for some bindings; planners treat them as "check at bind time".
   bool operator==(const Dim& other) const;
 
- private:
+  // The expression tree node of a symbolic dim (opaque; defined in dim.cc).
   struct Expr;
+
+ private:
+  friend struct DimBuilder;  // dim.cc: canonicalising construction of expressions
   explicit Dim(std::shared_ptr<const Expr> expr) : expr_(std::move(expr)) {}
   int64_t value_ = 0;
   std::shared_ptr<const Expr> expr_;  // null for a static dim
@@ -94,3 +99,17 @@ struct TensorDesc {
 };
 
 }  // namespace hxrt::graph
+
+template <>
+struct fmt::formatter<hxrt::graph::Dim> : fmt::formatter<std::string> {
+  auto format(const hxrt::graph::Dim& d, format_context& ctx) const {
+    return fmt::formatter<std::string>::format(d.to_string(), ctx);
+  }
+};
+
+template <>
+struct fmt::formatter<hxrt::graph::SymShape> : fmt::formatter<std::string> {
+  auto format(const hxrt::graph::SymShape& s, format_context& ctx) const {
+    return fmt::formatter<std::string>::format(s.to_string(), ctx);
+  }
+};

@@ -91,14 +91,20 @@ class Graph {
                           std::span<const std::string> outputs, AttributeMap attrs = {}, std::string domain = "",
                           int version = 1);
   Status mark_output(std::string_view value_name);
+  // Declares a value that a node added later produces (add_node adopts it with this desc). Readers use it to
+  // rebuild a graph with its value ids and descs intact; passes use it to give a new node's output a desc.
+  Result<ValueId> declare_value(std::string name, TensorDesc desc);
 
   // Access.
   int32_t num_values() const { return static_cast<int32_t>(values_.size()); }
   int32_t num_nodes() const { return static_cast<int32_t>(nodes_.size()); }
   const Value& value(ValueId id) const;
   Value& mutable_value(ValueId id);
+  // Removed nodes stay addressable by id (with `id == kNoNode`) until compact(); see has_node.
   const Node& node(NodeId id) const;
   Node& mutable_node(NodeId id);
+  // True when `id` names a node that has not been removed.
+  bool has_node(NodeId id) const;
   Result<ValueId> find_value(std::string_view name) const;
   Result<NodeId> find_node(std::string_view name) const;
   const std::vector<ValueId>& inputs() const { return inputs_; }
@@ -115,6 +121,11 @@ class Graph {
   // and values densely (dropping values nobody produces or uses that are not inputs/initializers/outputs).
   Status remove_node(NodeId id);
   void compact();
+  // Rewires input `index` of `node` to `value` (kNoValue to omit it), keeping consumer lists right. Prefer this to
+  // editing Node::inputs through mutable_node, which leaves the links stale (validate() reports that).
+  Status set_node_input(NodeId node, int index, ValueId value);
+  // Makes every node that consumes `from` consume `to` instead (graph outputs are not moved).
+  Status replace_all_uses(ValueId from, ValueId to);
 
   std::string to_string() const;  // a readable listing, one node per line
 
