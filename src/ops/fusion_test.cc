@@ -34,7 +34,8 @@ class FusionTest : public testing::Test {
   }
   std::vector<std::string> op_types() {
     std::vector<std::string> out;
-    for (graph::NodeId id : g_.topological_order().value()) out.push_back(g_.node(id).op_type);
+    const std::vector<graph::NodeId> order = g_.topological_order().value();
+    for (graph::NodeId id : order) out.push_back(g_.node(id).op_type);
     return out;
   }
 

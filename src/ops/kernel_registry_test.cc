@@ -114,9 +114,15 @@ TEST_F(KernelRegistryTest, RegistrationRejectsOverlapsAndIncompleteDefinitions) 
   Status ambiguous = registry_.add(make_kernel("OtherMatMul", 10, {{DType::kF32}, {DType::kF32}}));
   EXPECT_EQ(ambiguous.code(), StatusCode::kAlreadyExists);
   EXPECT_NE(ambiguous.message().find("arbitrary"), std::string_view::npos);
-  KernelDef newer = make_kernel("MatMul", 10);
-  newer.since_version = 20;  // disjoint version range: allowed
+  KernelDef legacy = make_kernel("Legacy", 3);
+  legacy.end_version = 12;
+  EXPECT_TRUE(registry_.add(std::move(legacy)).ok());
+  KernelDef newer = make_kernel("Legacy", 3);
+  newer.since_version = 13;  // same name, disjoint version range: allowed
   EXPECT_TRUE(registry_.add(std::move(newer)).ok());
+  KernelDef overlapping = make_kernel("Legacy", 3);
+  overlapping.since_version = 10;
+  EXPECT_EQ(registry_.add(std::move(overlapping)).code(), StatusCode::kAlreadyExists);
   KernelDef no_launch = make_kernel("X", 1);
   no_launch.launch = nullptr;
   EXPECT_EQ(registry_.add(std::move(no_launch)).code(), StatusCode::kInvalidArgument);
