@@ -30,8 +30,9 @@ function(hxrt_test name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
   target_compile_options(${name} PRIVATE ${HXRT_WARNINGS} $<$<BOOL:${HXRT_WERROR}>:-Werror>)
-  # A list inside PROPERTIES must keep its semicolons escaped, or only the first label sticks.
-  string(REPLACE ";" "\\;" labels "${ARG_LABELS}")
+  # gtest_discover_tests flattens list-valued PROPERTIES, so the labels travel as one "a+b" label; ctest -L takes a
+  # regular expression, so `ctest -L concurrency` still selects "unit+concurrency".
+  string(JOIN "+" labels ${ARG_LABELS})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${labels}" TIMEOUT 300)
 endfunction()
 
