@@ -1,0 +1,455 @@
+#include "kernels/cpu/normalization.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/registration.h"
+
+namespace hxrt::kernels::cpu {
+
+namespace {
+
+// Sum of x[i] in double over kVectorBlock lanes.
+double sum_double(const float* x, int64_t n) {
+  double lanes[kVectorBlock] = {};
+  int64_t i = 0;
+  for (; i + kVectorBlock <= n; i += kVectorBlock) {
+    for (int64_t k = 0; k < kVectorBlock; ++k) lanes[k] += static_cast<double>(x[i + k]);
+  }
+  double sum = 0.0;
+  for (; i < n; ++i) sum += static_cast<double>(x[i]);
+  for (int64_t k = 0; k < kVectorBlock; ++k) sum += lanes[k];
+  return sum;
+}
+
+// Sum of (x[i] - center)² in double.
+double sum_squares_double(const float* x, int64_t n, double center) {
+  double lanes[kVectorBlock] = {};
+  int64_t i = 0;
+  for (; i + kVectorBlock <= n; i += kVectorBlock) {
+    for (int64_t k = 0; k < kVectorBlock; ++k) {
+      const double d = static_cast<double>(x[i + k]) - center;
+      lanes[k] += d * d;
+    }
+  }
+  double sum = 0.0;
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - center;
+    sum += d * d;
+  }
+  for (int64_t k = 0; k < kVectorBlock; ++k) sum += lanes[k];
+  return sum;
+}
+
+float max_float(const float* x, int64_t n) {
+  float lanes[kVectorBlock];
+  std::fill(lanes, lanes + kVectorBlock, -std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + kVectorBlock <= n; i += kVectorBlock) {
+    for (int64_t k = 0; k < kVectorBlock; ++k) lanes[k] = x[i + k] > lanes[k] ? x[i + k] : lanes[k];
+  }
+  float m = -std::numeric_limits<float>::infinity();
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (int64_t k = 0; k < kVectorBlock; ++k) m = lanes[k] > m ? lanes[k] : m;
+  return m;
+}
+
+// y[i] = x[i] * s.
+void scale_row(const float* x, float s, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + kVectorBlock <= n; i += kVectorBlock) {
+    float out[kVectorBlock];
+    for (int64_t k = 0; k < kVectorBlock; ++k) out[k] = x[i + k] * s;
+    std::memcpy(y + i, out, sizeof out);
+  }
+  for (; i < n; ++i) y[i] = x[i] * s;
+}
+
+}  // namespace
+
+void softmax_row(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  const float m = max_float(x, n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = std::exp(x[i] - m);
+    y[i] = e;
+    sum += static_cast<double>(e);
+  }
+  scale_row(y, static_cast<float>(1.0 / sum), y, n);
+}
+
+void softmax_columns(const float* x, float* y, int64_t axis_len, int64_t stride, int64_t cols) {
+  if (axis_len <= 0 || cols <= 0) return;
+  std::vector<float> col_max(x, x + cols);  // (cols)
+  for (int64_t a = 1; a < axis_len; ++a) {
+    const float* xa = x + a * stride;
+    for (int64_t j = 0; j < cols; ++j) col_max[j] = xa[j] > col_max[j] ? xa[j] : col_max[j];
+  }
+  std::vector<double> col_sum(static_cast<size_t>(cols), 0.0);  // (cols)
+  for (int64_t a = 0; a < axis_len; ++a) {
+    const float* xa = x + a * stride;
+    float* ya = y + a * stride;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float e = std::exp(xa[j] - col_max[j]);
+      ya[j] = e;
+      col_sum[j] += static_cast<double>(e);
+    }
+  }
+  std::vector<float> col_inv(static_cast<size_t>(cols));  // (cols)
+  for (int64_t j = 0; j < cols; ++j) col_inv[j] = static_cast<float>(1.0 / col_sum[j]);
+  for (int64_t a = 0; a < axis_len; ++a) {
+    float* ya = y + a * stride;
+    for (int64_t j = 0; j < cols; ++j) ya[j] *= col_inv[j];
+  }
+}
+
+void layer_norm_row(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps) {
+  if (n <= 0) return;
+  const double mean = sum_double(x, n) / static_cast<double>(n);
+  const double var = sum_squares_double(x, n, mean) / static_cast<double>(n);
+  const float inv = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+  const float mean_f = static_cast<float>(mean);
+  int64_t i = 0;
+  for (; i + kVectorBlock <= n; i += kVectorBlock) {
+    float out[kVectorBlock];
+    for (int64_t k = 0; k < kVectorBlock; ++k) out[k] = (x[i + k] - mean_f) * inv * scale[i + k];
+    if (bias != nullptr) {
+      for (int64_t k = 0; k < kVectorBlock; ++k) out[k] += bias[i + k];
+    }
+    std::memcpy(y + i, out, sizeof out);
+  }
+  for (; i < n; ++i) y[i] = (x[i] - mean_f) * inv * scale[i] + (bias != nullptr ? bias[i] : 0.0f);
+}
+
+float rms_inverse(const float* x, int64_t n, float eps) {
+  const double mean_square = n > 0 ? sum_squares_double(x, n, 0.0) / static_cast<double>(n) : 0.0;
+  return static_cast<float>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
+}
+
+void rms_norm_row(const float* x, float* y, int64_t n, float eps) {
+  scale_row(x, rms_inverse(x, n, eps), y, n);
+}
+
+void rms_norm_mul_row(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  const float inv = rms_inverse(x, n, eps);
+  int64_t i = 0;
+  for (; i + kVectorBlock <= n; i += kVectorBlock) {
+    float out[kVectorBlock];
+    for (int64_t k = 0; k < kVectorBlock; ++k) out[k] = x[i + k] * inv * weight[i + k];
+    std::memcpy(y + i, out, sizeof out);
+  }
+  for (; i < n; ++i) y[i] = x[i] * inv * weight[i];
+}
+
+std::string_view rope_mode_name(RopeMode mode) {
+  return mode == RopeMode::kNeox ? "neox" : "normal";
+}
+
+void rope_cos_sin(int64_t position, float theta, int64_t rotary_dims, float* cos_sin) {
+  const double pos = static_cast<double>(position);
+  for (int64_t i = 0; i < rotary_dims / 2; ++i) {
+    const double freq =
+        std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dims));
+    const double angle = pos * freq;
+    cos_sin[2 * i] = static_cast<float>(std::cos(angle));
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void rope_head(const float* x, float* y, int64_t head_dim, int64_t rotary_dims, const float* cos_sin, RopeMode mode) {
+  const int64_t half = rotary_dims / 2;
+  // (i0, i1) is the pair rotated by angle i.
+  const int64_t pair_gap = mode == RopeMode::kNeox ? half : 1;
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t i0 = mode == RopeMode::kNeox ? i : 2 * i;
+    const int64_t i1 = i0 + pair_gap;
+    const float c = cos_sin[2 * i];
+    const float s = cos_sin[2 * i + 1];
+    const float x0 = x[i0];
+    const float x1 = x[i1];
+    y[i0] = x0 * c - x1 * s;
+    y[i1] = x0 * s + x1 * c;
+  }
+  if (y != x && rotary_dims < head_dim) {
+    std::memcpy(y + rotary_dims, x + rotary_dims, static_cast<size_t>(head_dim - rotary_dims) * sizeof(float));
+  }
+}
+
+// ---- Kernels ----------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Elements per chunk; a chunk covers whole rows, at least one.
+constexpr int64_t kRowGrainElements = 16384;
+// Columns per chunk of a strided (inner > 1) softmax.
+constexpr int64_t kSoftmaxColumnBlock = 256;
+
+int64_t rows_per_chunk(const ops::Tiling& tiling, int64_t row_elements) {
+  return std::max<int64_t>(
+      1, tiling_grain(tiling, "grain_elements", kRowGrainElements) / std::max<int64_t>(row_elements, 1));
+}
+
+Result<int> normalize_axis(int64_t axis, int rank, std::string_view op) {
+  if (axis < -rank || axis >= rank) return invalid_argument("{}: axis {} out of range for rank {}", op, axis, rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+class SoftmaxParams final : public ops::KernelParams {
+ public:
+  explicit SoftmaxParams(int64_t softmax_axis) : axis(softmax_axis) {}
+  std::string to_string() const override { return fmt::format("axis={}", axis); }
+  int64_t axis;
+};
+
+class LayerNormParams final : public ops::KernelParams {
+ public:
+  LayerNormParams(int64_t norm_axis, float norm_eps) : axis(norm_axis), epsilon(norm_eps) {}
+  std::string to_string() const override { return fmt::format("axis={},epsilon={}", axis, epsilon); }
+  int64_t axis;
+  float epsilon;
+};
+
+class RmsNormParams final : public ops::KernelParams {
+ public:
+  explicit RmsNormParams(float norm_eps) : epsilon(norm_eps) {}
+  std::string to_string() const override { return fmt::format("epsilon={}", epsilon); }
+  float epsilon;
+};
+
+class RopeParams final : public ops::KernelParams {
+ public:
+  RopeParams(float rope_theta, int64_t dims, RopeMode rope_mode)
+      : theta(rope_theta), rotary_dims(dims), mode(rope_mode) {}
+  std::string to_string() const override {
+    return fmt::format("theta={},rotary_dims={},mode={}", theta, rotary_dims, rope_mode_name(mode));
+  }
+  float theta;
+  int64_t rotary_dims;  // 0 = head_dim
+  RopeMode mode;
+};
+
+// Product of dims [begin, end) of a shape.
+int64_t dims_product(const Shape& shape, int begin, int end) {
+  int64_t p = 1;
+  for (int d = begin; d < end; ++d) p *= shape.dims()[static_cast<size_t>(d)];
+  return p;
+}
+
+Status compute_softmax(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& y = ctx.output(0);
+  if (y.num_elements() == 0) return ok_status();
+  HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(ctx.params<SoftmaxParams>().axis, x.shape.rank(), "Softmax"));
+  const int64_t outer = dims_product(x.shape, 0, axis);
+  const int64_t axis_len = x.shape.dims()[static_cast<size_t>(axis)];
+  const int64_t inner = dims_product(x.shape, axis + 1, x.shape.rank());
+  const float* px = x.data<const float>();
+  float* py = y.data<float>();
+  if (inner == 1) {
+    ctx.pool().parallel_for(outer, rows_per_chunk(ctx.tiling(), axis_len), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) softmax_row(px + r * axis_len, py + r * axis_len, axis_len);
+    });
+    return ok_status();
+  }
+  // Units are (outer index, block of columns) pairs.
+  const int64_t blocks = (inner + kSoftmaxColumnBlock - 1) / kSoftmaxColumnBlock;
+  const int64_t unit_elements = axis_len * std::min(inner, kSoftmaxColumnBlock);
+  ctx.pool().parallel_for(outer * blocks, rows_per_chunk(ctx.tiling(), unit_elements), [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t o = u / blocks;
+      const int64_t col = (u % blocks) * kSoftmaxColumnBlock;
+      const int64_t offset = o * axis_len * inner + col;
+      softmax_columns(px + offset, py + offset, axis_len, inner, std::min(kSoftmaxColumnBlock, inner - col));
+    }
+  });
+  return ok_status();
+}
+
+Status compute_layer_norm(const ops::CpuComputeContext& ctx) {
+  const auto& params = ctx.params<LayerNormParams>();
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& scale = ctx.input(1);
+  const ops::TensorRef& y = ctx.output(0);
+  if (y.num_elements() == 0) return ok_status();
+  HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(params.axis, x.shape.rank(), "LayerNormalization"));
+  const int64_t n = dims_product(x.shape, axis, x.shape.rank());
+  const int64_t rows = dims_product(x.shape, 0, axis);
+  if (scale.num_elements() != n) {
+    return invalid_argument("LayerNormalization: Scale {} has {} elements, the normalised dims of X {} have {}",
+                            scale.shape, scale.num_elements(), x.shape, n);
+  }
+  const float* bias = nullptr;
+  if (ctx.has_input(2)) {
+    if (ctx.input(2).num_elements() != n) {
+      return invalid_argument("LayerNormalization: B {} has {} elements, the normalised dims of X {} have {}",
+                              ctx.input(2).shape, ctx.input(2).num_elements(), x.shape, n);
+    }
+    bias = ctx.input(2).data<const float>();
+  }
+  const float* px = x.data<const float>();
+  const float* ps = scale.data<const float>();
+  float* py = y.data<float>();
+  ctx.pool().parallel_for(rows, rows_per_chunk(ctx.tiling(), n), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) layer_norm_row(px + r * n, ps, bias, py + r * n, n, params.epsilon);
+  });
+  return ok_status();
+}
+
+Status compute_rms_norm(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& y = ctx.output(0);
+  if (y.num_elements() == 0) return ok_status();
+  if (x.shape.rank() == 0) return invalid_argument("RMSNorm: X must have rank >= 1");
+  const int64_t n = x.shape.dim(-1);
+  const int64_t rows = x.num_elements() / n;
+  const float eps = ctx.params<RmsNormParams>().epsilon;
+  const float* px = x.data<const float>();
+  float* py = y.data<float>();
+  ctx.pool().parallel_for(rows, rows_per_chunk(ctx.tiling(), n), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) rms_norm_row(px + r * n, py + r * n, n, eps);
+  });
+  return ok_status();
+}
+
+Status compute_rope(const ops::CpuComputeContext& ctx) {
+  const auto& params = ctx.params<RopeParams>();
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& positions = ctx.input(1);
+  const ops::TensorRef& y = ctx.output(0);
+  if (x.shape.rank() < 3) return invalid_argument("RoPE: X {} must be [..., n_tokens, n_heads, head_dim]", x.shape);
+  const int64_t n_tokens = x.shape.dim(-3);
+  const int64_t n_heads = x.shape.dim(-2);
+  const int64_t head_dim = x.shape.dim(-1);
+  const int64_t rotary_dims = params.rotary_dims == 0 ? head_dim : params.rotary_dims;
+  if (rotary_dims % 2 != 0 || rotary_dims > head_dim || rotary_dims < 0) {
+    return invalid_argument("RoPE: rotary_dims {} must be even and at most head_dim {}", rotary_dims, head_dim);
+  }
+  if (positions.num_elements() != n_tokens) {
+    return invalid_argument("RoPE: positions {} must hold n_tokens = {} values", positions.shape, n_tokens);
+  }
+  if (positions.dtype != DType::kI32 && positions.dtype != DType::kI64) {
+    return invalid_argument("RoPE: positions must be i32 or i64, got {}", positions.dtype);
+  }
+  if (y.num_elements() == 0) return ok_status();
+  const int64_t token_rows = x.num_elements() / (n_heads * head_dim);  // (outer * n_tokens)
+  const int64_t row_elements = n_heads * head_dim;
+  const float* px = x.data<const float>();
+  float* py = y.data<float>();
+  const void* pos_data = positions.data<const void>();
+  const bool pos_i64 = positions.dtype == DType::kI64;
+  ctx.pool().parallel_for(token_rows, rows_per_chunk(ctx.tiling(), row_elements), [&](int64_t begin, int64_t end) {
+    std::vector<float> cos_sin(static_cast<size_t>(std::max<int64_t>(rotary_dims, 2)));  // (rotary_dims/2, 2)
+    int64_t cached_position = std::numeric_limits<int64_t>::min();
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t t = r % n_tokens;
+      const int64_t pos = pos_i64 ? static_cast<const int64_t*>(pos_data)[t]
+                                  : static_cast<int64_t>(static_cast<const int32_t*>(pos_data)[t]);
+      if (pos != cached_position) {
+        rope_cos_sin(pos, params.theta, rotary_dims, cos_sin.data());
+        cached_position = pos;
+      }
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const int64_t offset = r * row_elements + h * head_dim;
+        rope_head(px + offset, py + offset, head_dim, rotary_dims, cos_sin.data(), params.mode);
+      }
+    }
+  });
+  return ok_status();
+}
+
+// The grid counts chunks of about kRowGrainElements elements (whole rows).
+ops::TilingFn row_tiling() {
+  return [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
+    const int64_t elements = q.outputs.empty() ? 0 : q.outputs[0].num_elements();
+    return chunk_tiling("grain_elements", kRowGrainElements, elements);
+  };
+}
+
+ops::KernelDef make_def(std::string op_type, std::string domain, int since_version, size_t float_inputs,
+                        std::string description) {
+  ops::KernelDef def;
+  def.op_type = std::move(op_type);
+  def.domain = std::move(domain);
+  def.since_version = since_version;
+  def.input_dtypes.assign(float_inputs, std::vector<DType>{DType::kF32});
+  def.name = fmt::format("{}F32", def.op_type);
+  def.description = std::move(description);
+  def.tiling = row_tiling();
+  return def;
+}
+
+Result<float> get_epsilon(const graph::Node& node) {
+  HXRT_ASSIGN_OR_RETURN(const double eps, node.attrs.get_float("epsilon", 1e-5));
+  if (!(eps >= 0.0))
+    return invalid_argument("node '{}' ({}): attribute 'epsilon' = {} must be >= 0", node.name, node.op_type, eps);
+  return static_cast<float>(eps);
+}
+
+}  // namespace
+
+Status register_normalization(ops::KernelRegistry& registry) {
+  ops::KernelDef softmax = make_def("Softmax", "", 13, 1, "f32 numerically stable softmax over any axis");
+  softmax.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    HXRT_ASSIGN_OR_RETURN(const int64_t axis, node.attrs.get_int("axis", -1));
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<SoftmaxParams>(axis));
+  };
+  softmax.launch = ops::cpu_launch(softmax.name, compute_softmax);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(softmax)));
+
+  ops::KernelDef layer_norm =
+      make_def("LayerNormalization", "", 17, 3, "f32 layer norm over axis..end, mean/variance in double");
+  layer_norm.parse_attrs = [](const graph::Graph&,
+                              const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    HXRT_ASSIGN_OR_RETURN(const int64_t axis, node.attrs.get_int("axis", -1));
+    HXRT_ASSIGN_OR_RETURN(const float eps, get_epsilon(node));
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<LayerNormParams>(axis, eps));
+  };
+  layer_norm.launch = ops::cpu_launch(layer_norm.name, compute_layer_norm);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(layer_norm)));
+
+  ops::KernelDef rms_norm =
+      make_def("RMSNorm", "hxrt", 1, 1, "f32 RMS norm over the last axis, sum of squares in double");
+  rms_norm.parse_attrs = [](const graph::Graph&,
+                            const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    HXRT_ASSIGN_OR_RETURN(const float eps, get_epsilon(node));
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<RmsNormParams>(eps));
+  };
+  rms_norm.launch = ops::cpu_launch(rms_norm.name, compute_rms_norm);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(rms_norm)));
+
+  ops::KernelDef rope = make_def("RoPE", "hxrt", 1, 1, "f32 rotary embedding, normal or neox pairs, i32/i64 positions");
+  rope.input_dtypes.push_back({DType::kI32, DType::kI64});
+  rope.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    HXRT_ASSIGN_OR_RETURN(const double theta, node.attrs.get_float("theta", 10000.0));
+    HXRT_ASSIGN_OR_RETURN(const int64_t rotary_dims, node.attrs.get_int("rotary_dims", 0));
+    Result<std::string> mode = node.attrs.get_string("mode", "normal");
+    if (!mode.ok()) return mode.status();
+    const bool neox = mode.value() == "neox";
+    if (!neox && mode.value() != "normal") {
+      return invalid_argument("node '{}' (RoPE): attribute 'mode' must be \"normal\" or \"neox\", got \"{}\"",
+                              node.name, mode.value());
+    }
+    if (!(theta > 0.0))
+      return invalid_argument("node '{}' (RoPE): attribute 'theta' = {} must be > 0", node.name, theta);
+    if (rotary_dims < 0 || rotary_dims % 2 != 0) {
+      return invalid_argument("node '{}' (RoPE): attribute 'rotary_dims' = {} must be even and >= 0", node.name,
+                              rotary_dims);
+    }
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<RopeParams>(static_cast<float>(theta), rotary_dims,
+                                                                           neox ? RopeMode::kNeox : RopeMode::kNormal));
+  };
+  rope.launch = ops::cpu_launch(rope.name, compute_rope);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(rope)));
+  return ok_status();
+}
+
+}  // namespace hxrt::kernels::cpu

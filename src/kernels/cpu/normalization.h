@@ -1,0 +1,52 @@
+// CPU normalization and position math: Softmax, LayerNormalization, RMSNorm and RoPE.
+//
+// Plain functions over pointers and counts, reused by the fused kernels (RMSNormMul) and called by the kernels that
+// register_normalization() (registration.h) adds. Reductions (sums of x, of squares, of exp) accumulate in double
+// across kVectorBlock independent lanes, so they vectorise (Note [Vectorised loops] in elementwise.h) and stay
+// accurate: against a double reference the outputs agree to about 1e-6 relative for rows of up to 10^5
+// elements; the remaining error is the float rounding of each output element and of expf.
+//
+// Thread-safety: pure functions; safe from any thread. y may equal x (in place) but not overlap it partially.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace hxrt::kernels::cpu {
+
+// ---- Softmax ----
+// y = exp(x - max) / sum(exp(x - max)) over each contiguous row of n elements.
+void softmax_row(const float* x, float* y, int64_t n);
+// Softmax along a strided axis for a block of `cols` adjacent columns: element (a, j) is x[a * stride + j] for
+// a < axis_len, j < cols (cols <= stride). This is softmax over axis 1 of a tensor viewed as [outer, axis_len,
+// inner] with stride = inner, vectorised across the columns.
+void softmax_columns(const float* x, float* y, int64_t axis_len, int64_t stride, int64_t cols);
+
+// ---- LayerNormalization ----
+// y = (x - mean) / sqrt(var + eps) * scale + bias over one row of n elements (two-pass mean and variance).
+// bias may be null.
+void layer_norm_row(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps);
+
+// ---- RMSNorm ----
+// 1 / sqrt(mean(x²) + eps) for one row of n elements.
+float rms_inverse(const float* x, int64_t n, float eps);
+// y = x / sqrt(mean(x²) + eps) over one row of n elements.
+void rms_norm_row(const float* x, float* y, int64_t n, float eps);
+// y = x / sqrt(mean(x²) + eps) * weight: RMSNorm followed by the per-channel weight of LLaMA-style models.
+void rms_norm_mul_row(const float* x, const float* weight, float* y, int64_t n, float eps);
+
+// ---- RoPE ----
+enum class RopeMode : uint8_t {
+  kNormal,  // pairs (2i, 2i+1): ggml's LLaMA layout
+  kNeox,    // pairs (i, i + rotary_dims/2): GPT-NeoX / Hugging Face layout
+};
+std::string_view rope_mode_name(RopeMode mode);
+
+// Fills cos_sin[2i], cos_sin[2i+1] with cos and sin of position·theta^(-2i/rotary_dims) for i < rotary_dims/2.
+// Angles are computed in double so that large positions keep their precision.
+void rope_cos_sin(int64_t position, float theta, int64_t rotary_dims, float* cos_sin);
+// Rotates one head of head_dim elements: the first rotary_dims (even, <= head_dim) are rotated in pairs by the
+// table from rope_cos_sin; the rest are copied.
+void rope_head(const float* x, float* y, int64_t head_dim, int64_t rotary_dims, const float* cos_sin, RopeMode mode);
+
+}  // namespace hxrt::kernels::cpu

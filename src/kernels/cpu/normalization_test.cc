@@ -1,0 +1,362 @@
+#include "kernels/cpu/normalization.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/testing/kernel_harness.h"
+#include "ops/schemas/schemas.h"
+
+namespace hxrt::kernels::cpu {
+namespace {
+
+using testing::HostTensor;
+using testing::normalized_max_error;
+using testing::OpCall;
+using testing::run_op;
+
+// Values in ±[0.05, scale): never zero.
+std::vector<float> random_values(int64_t n, std::mt19937& rng, float scale = 3.0f) {
+  std::uniform_real_distribution<float> dist(0.05f, scale);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = sign(rng) ? -dist(rng) : dist(rng);
+  return v;
+}
+
+int64_t product(const Shape& s, int begin, int end) {
+  int64_t p = 1;
+  for (int d = begin; d < end; ++d) p *= s.dims()[d];
+  return p;
+}
+
+// ---- Softmax ----
+
+std::vector<double> reference_softmax(const std::vector<float>& x, const Shape& shape, int axis) {
+  const int64_t outer = product(shape, 0, axis);
+  const int64_t len = shape.dims()[axis];
+  const int64_t inner = product(shape, axis + 1, shape.rank());
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      double m = -INFINITY;
+      for (int64_t a = 0; a < len; ++a) m = std::max(m, static_cast<double>(x[(o * len + a) * inner + j]));
+      double sum = 0.0;
+      for (int64_t a = 0; a < len; ++a) sum += std::exp(x[(o * len + a) * inner + j] - m);
+      for (int64_t a = 0; a < len; ++a) {
+        const size_t i = static_cast<size_t>((o * len + a) * inner + j);
+        y[i] = std::exp(x[i] - m) / sum;
+      }
+    }
+  }
+  return y;
+}
+
+TEST(NormalizationTest, SoftmaxEveryAxisAgainstReference) {
+  std::mt19937 rng(1);
+  for (const Shape& shape : {Shape{1}, Shape{17}, Shape{3, 129}, Shape{2, 5, 7}, Shape{3, 300, 2}, Shape{2, 3, 257}}) {
+    for (int axis = -shape.rank(); axis < shape.rank(); ++axis) {
+      auto x = random_values(shape.num_elements(), rng, 8.0f);
+      x[0] = 80.0f;  // exp(80) overflows float without the max subtraction
+      OpCall call{.op_type = "Softmax"};
+      call.attrs.set("axis", int64_t{axis});
+      call.inputs = {HostTensor::f32(shape, x)};
+      auto result = run_op(call);
+      ASSERT_TRUE(result.ok()) << result.status().to_string();
+      const int a = axis < 0 ? axis + shape.rank() : axis;
+      EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), reference_softmax(x, shape, a)), 1e-6)
+          << shape.to_string() << " axis " << axis;
+    }
+  }
+  // Default axis = -1.
+  const auto x = random_values(2 * 9, rng);
+  OpCall call{.op_type = "Softmax"};
+  call.inputs = {HostTensor::f32(Shape{2, 9}, x)};
+  auto result = run_op(call);
+  ASSERT_TRUE(result.ok());
+  EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), reference_softmax(x, Shape{2, 9}, 1)), 1e-6);
+}
+
+TEST(NormalizationTest, SoftmaxRejectsBadAxis) {
+  std::mt19937 rng(2);
+  OpCall call{.op_type = "Softmax"};
+  call.attrs.set("axis", int64_t{2});
+  call.inputs = {HostTensor::random_f32(Shape{3, 4}, rng)};
+  auto result = run_op(call);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().to_string().find("'axis'"), std::string::npos) << result.status().to_string();
+}
+
+// ---- LayerNormalization ----
+
+std::vector<double> reference_layer_norm(const std::vector<float>& x, const std::vector<float>& scale,
+                                         const std::vector<float>* bias, int64_t n, double eps) {
+  std::vector<double> y(x.size());
+  for (size_t r = 0; r < x.size() / static_cast<size_t>(n); ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i) mean += x[r * n + i];
+    mean /= static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i) var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
+    var /= static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i) {
+      y[r * n + i] = (x[r * n + i] - mean) / std::sqrt(var + eps) * scale[i] + (bias ? (*bias)[i] : 0.0);
+    }
+  }
+  return y;
+}
+
+TEST(NormalizationTest, LayerNormAxesBiasAndEpsilon) {
+  std::mt19937 rng(3);
+  struct Case {
+    Shape shape;
+    int axis;
+    bool bias;
+    double eps;
+  };
+  const std::vector<Case> cases = {
+      {{1}, -1, true, 1e-5},      {{3, 17}, -1, true, 1e-5},   {{4, 129}, 1, false, 1e-3},  {{2, 3, 5}, 1, true, 1e-5},
+      {{2, 3, 5}, -2, true, 0.5}, {{2, 3, 5}, 0, false, 1e-5}, {{7, 1000}, -1, true, 1e-6},
+  };
+  for (const Case& c : cases) {
+    const int axis = c.axis < 0 ? c.axis + c.shape.rank() : c.axis;
+    const int64_t n = product(c.shape, axis, c.shape.rank());
+    std::vector<int64_t> norm_dims(c.shape.dims().begin() + axis, c.shape.dims().end());
+    const Shape norm_shape = Shape::make(norm_dims).value();
+    const auto x = random_values(c.shape.num_elements(), rng);
+    const auto scale = random_values(n, rng, 2.0f);
+    const auto bias = random_values(n, rng, 1.0f);
+    OpCall call{.op_type = "LayerNormalization"};
+    call.attrs.set("axis", int64_t{c.axis});
+    if (c.eps != 1e-5) call.attrs.set("epsilon", c.eps);
+    call.inputs = {HostTensor::f32(c.shape, x), HostTensor::f32(norm_shape, scale)};
+    if (c.bias) call.inputs.push_back(HostTensor::f32(norm_shape, bias));
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(),
+                                   reference_layer_norm(x, scale, c.bias ? &bias : nullptr, n, c.eps)),
+              2e-6)
+        << c.shape.to_string() << " axis " << c.axis;
+  }
+}
+
+TEST(NormalizationTest, LayerNormRejectsWrongScaleShape) {
+  std::mt19937 rng(4);
+  OpCall call{.op_type = "LayerNormalization"};
+  call.inputs = {HostTensor::random_f32(Shape{3, 8}, rng), HostTensor::random_f32(Shape{7}, rng)};
+  auto result = run_op(call);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().to_string().find("Scale"), std::string::npos) << result.status().to_string();
+}
+
+// ---- RMSNorm ----
+
+std::vector<double> reference_rms_norm(const std::vector<float>& x, int64_t n, double eps,
+                                       const std::vector<float>* weight = nullptr) {
+  std::vector<double> y(x.size());
+  for (size_t r = 0; r < x.size() / static_cast<size_t>(n); ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[r * n + i]) * x[r * n + i];
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = x[r * n + i] * inv * (weight ? (*weight)[i] : 1.0);
+  }
+  return y;
+}
+
+TEST(NormalizationTest, RmsNormAgainstReference) {
+  std::mt19937 rng(5);
+  for (const Shape& shape : {Shape{1}, Shape{17}, Shape{3, 129}, Shape{2, 3, 576}, Shape{5, 4097}}) {
+    for (double eps : {1e-5, 1e-6, 0.1}) {
+      const auto x = random_values(shape.num_elements(), rng);
+      OpCall call{.op_type = "RMSNorm", .domain = "hxrt"};
+      call.attrs.set("epsilon", eps);
+      call.inputs = {HostTensor::f32(shape, x)};
+      auto result = run_op(call);
+      ASSERT_TRUE(result.ok()) << result.status().to_string();
+      // Sums of squares accumulate in double; the only error left is float rounding of each output.
+      EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), reference_rms_norm(x, shape.dim(-1), eps)), 1e-6)
+          << shape.to_string() << " eps " << eps;
+    }
+  }
+}
+
+TEST(NormalizationTest, RmsNormRowFunctionsForFusedKernels) {
+  std::mt19937 rng(6);
+  const int64_t n = 1000;
+  const auto x = random_values(n, rng);
+  const auto w = random_values(n, rng, 2.0f);
+  std::vector<float> y(n), yw(n);
+  rms_norm_row(x.data(), y.data(), n, 1e-5f);
+  rms_norm_mul_row(x.data(), w.data(), yw.data(), n, 1e-5f);
+  EXPECT_LT(normalized_max_error(y, reference_rms_norm(x, n, 1e-5)), 1e-6);
+  EXPECT_LT(normalized_max_error(yw, reference_rms_norm(x, n, 1e-5, &w)), 1e-6);
+  // In place.
+  std::vector<float> z = x;
+  rms_norm_row(z.data(), z.data(), n, 1e-5f);
+  EXPECT_EQ(z, y);
+}
+
+// ---- RoPE ----
+
+// Double reference straight from docs/ops.md: pair i rotates by pos·theta^(-2i/rotary_dims).
+std::vector<double> reference_rope(const std::vector<float>& x, const Shape& shape, const std::vector<int64_t>& pos,
+                                   double theta, int64_t rotary_dims, bool neox) {
+  const int64_t n_tokens = shape.dim(-3), n_heads = shape.dim(-2), head_dim = shape.dim(-1);
+  const int64_t r = rotary_dims == 0 ? head_dim : rotary_dims;
+  std::vector<double> y(x.begin(), x.end());
+  const int64_t rows = shape.num_elements() / (n_heads * head_dim);
+  for (int64_t row = 0; row < rows; ++row) {
+    const double p = static_cast<double>(pos[static_cast<size_t>(row % n_tokens)]);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const int64_t base = (row * n_heads + h) * head_dim;
+      for (int64_t i = 0; i < r / 2; ++i) {
+        const double angle = p * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(r));
+        const int64_t i0 = neox ? i : 2 * i;
+        const int64_t i1 = neox ? i + r / 2 : 2 * i + 1;
+        const double x0 = x[base + i0], x1 = x[base + i1];
+        y[base + i0] = x0 * std::cos(angle) - x1 * std::sin(angle);
+        y[base + i1] = x0 * std::sin(angle) + x1 * std::cos(angle);
+      }
+    }
+  }
+  return y;
+}
+
+TEST(NormalizationTest, RopeModesPositionsAndRotaryDims) {
+  std::mt19937 rng(7);
+  struct Case {
+    Shape shape;
+    int64_t rotary_dims;
+    std::string mode;
+    double theta;
+    bool i32_positions;
+  };
+  const std::vector<Case> cases = {
+      {{1, 1, 2}, 0, "normal", 10000.0, false},    {{5, 3, 64}, 0, "normal", 10000.0, false},
+      {{5, 3, 64}, 0, "neox", 10000.0, true},      {{7, 2, 16}, 8, "normal", 500000.0, false},
+      {{7, 2, 16}, 6, "neox", 10000.0, true},      {{2, 17, 3, 8}, 0, "neox", 1000.0, false},
+      {{2, 17, 3, 8}, 4, "normal", 10000.0, true},
+  };
+  for (const Case& c : cases) {
+    const int64_t n_tokens = c.shape.dim(-3);
+    std::vector<int64_t> pos(static_cast<size_t>(n_tokens));
+    std::uniform_int_distribution<int64_t> p(0, 4000);
+    for (int64_t& v : pos) v = p(rng);
+    pos[0] = 3;
+    const auto x = random_values(c.shape.num_elements(), rng, 2.0f);
+    OpCall call{.op_type = "RoPE", .domain = "hxrt"};
+    call.attrs.set("mode", c.mode);
+    call.attrs.set("theta", c.theta);
+    if (c.rotary_dims != 0) call.attrs.set("rotary_dims", c.rotary_dims);
+    if (c.i32_positions) {
+      call.inputs = {HostTensor::f32(c.shape, x),
+                     HostTensor::i32(Shape{n_tokens}, std::vector<int32_t>(pos.begin(), pos.end()))};
+    } else {
+      call.inputs = {HostTensor::f32(c.shape, x), HostTensor::i64(Shape{n_tokens}, pos)};
+    }
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    // Angles are computed in double; cos/sin are rounded to float once.
+    EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(),
+                                   reference_rope(x, c.shape, pos, c.theta, c.rotary_dims, c.mode == "neox")),
+              1e-6)
+        << c.shape.to_string() << " " << c.mode << " rotary_dims " << c.rotary_dims;
+  }
+}
+
+TEST(NormalizationTest, RopeNormalAndNeoxDiffer) {
+  // Guards against a mode mix-up that both references would share: (x0, x1) = (1, 0) at angle 1 in "normal"
+  // mode rotates the adjacent pair only.
+  const std::vector<float> x = {1, 0, 0, 0};
+  std::vector<float> cos_sin(4);
+  rope_cos_sin(1, 10000.0f, 4, cos_sin.data());
+  EXPECT_FLOAT_EQ(cos_sin[0], static_cast<float>(std::cos(1.0)));
+  EXPECT_FLOAT_EQ(cos_sin[1], static_cast<float>(std::sin(1.0)));
+  std::vector<float> normal(4), neox(4);
+  rope_head(x.data(), normal.data(), 4, 4, cos_sin.data(), RopeMode::kNormal);
+  rope_head(x.data(), neox.data(), 4, 4, cos_sin.data(), RopeMode::kNeox);
+  EXPECT_FLOAT_EQ(normal[1], static_cast<float>(std::sin(1.0)));
+  EXPECT_FLOAT_EQ(normal[2], 0.0f);
+  EXPECT_FLOAT_EQ(neox[1], 0.0f);
+  EXPECT_FLOAT_EQ(neox[2], static_cast<float>(std::sin(1.0)));
+}
+
+TEST(NormalizationTest, RopeRejectsBadInputs) {
+  std::mt19937 rng(8);
+  auto run = [&](const Shape& x_shape, const Shape& pos_shape, graph::AttributeMap attrs) {
+    OpCall call{.op_type = "RoPE", .domain = "hxrt", .attrs = std::move(attrs)};
+    std::vector<int64_t> pos(static_cast<size_t>(pos_shape.num_elements()), 1);
+    call.inputs = {HostTensor::random_f32(x_shape, rng), HostTensor::i64(pos_shape, pos)};
+    return run_op(call);
+  };
+  EXPECT_FALSE(run(Shape{4, 8}, Shape{4}, {}).ok());     // rank < 3
+  EXPECT_FALSE(run(Shape{4, 2, 8}, Shape{5}, {}).ok());  // positions length
+  graph::AttributeMap odd;
+  odd.set("rotary_dims", int64_t{3});
+  EXPECT_FALSE(run(Shape{4, 2, 8}, Shape{4}, odd).ok());  // odd rotary_dims
+  graph::AttributeMap too_many;
+  too_many.set("rotary_dims", int64_t{10});
+  EXPECT_FALSE(run(Shape{4, 2, 8}, Shape{4}, too_many).ok());  // rotary_dims > head_dim
+  graph::AttributeMap mode;
+  mode.set("mode", "glm");
+  auto bad_mode = run(Shape{4, 2, 8}, Shape{4}, mode);
+  ASSERT_FALSE(bad_mode.ok());
+  EXPECT_NE(bad_mode.status().to_string().find("'mode'"), std::string::npos);
+}
+
+// ---- Symbolic shape inference ----
+
+struct Inferred {
+  Status status;
+  std::string desc;
+  std::vector<ops::DimCheck> checks;
+};
+
+Inferred infer(const std::string& op_type, const std::string& domain, const std::vector<graph::TensorDesc>& inputs,
+               graph::AttributeMap attrs = {}) {
+  ops::OpSchemaRegistry registry;
+  EXPECT_TRUE(ops::schemas::register_normalization(registry).ok());
+  graph::Graph g;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    names.push_back(fmt::format("x{}", i));
+    EXPECT_TRUE(g.add_input(names.back(), inputs[i]).ok());
+  }
+  const std::vector<std::string> outputs = {"y"};
+  auto schema = registry.find(op_type, domain, 0);
+  EXPECT_TRUE(schema.ok());
+  auto node = g.add_node("n", op_type, names, outputs, std::move(attrs), domain, (*schema)->since_version);
+  EXPECT_TRUE(node.ok());
+  Inferred out;
+  out.status = registry.infer_node(g, *node, &out.checks);
+  if (out.status.ok()) out.desc = g.value(g.node(*node).outputs[0]).desc.to_string();
+  return out;
+}
+
+TEST(NormalizationTest, SymbolicInference) {
+  const graph::Dim n = graph::Dim::symbol("n_tokens");
+  const graph::TensorDesc x{DType::kF32, {n, 576}};
+  EXPECT_EQ(infer("Softmax", "", {x}).desc, "f32[n_tokens, 576]");
+  EXPECT_EQ(infer("RMSNorm", "hxrt", {x}).desc, "f32[n_tokens, 576]");
+  Inferred ln = infer("LayerNormalization", "", {x, {DType::kF32, {576}}, {DType::kF32, {576}}});
+  ASSERT_TRUE(ln.status.ok()) << ln.status.to_string();
+  EXPECT_EQ(ln.desc, "f32[n_tokens, 576]");
+  EXPECT_FALSE(infer("LayerNormalization", "", {x, {DType::kF32, {575}}}).status.ok());
+
+  const graph::TensorDesc q{DType::kF32, {n, 9, 64}};
+  Inferred rope = infer("RoPE", "hxrt", {q, {DType::kI32, {n}}});
+  ASSERT_TRUE(rope.status.ok()) << rope.status.to_string();
+  EXPECT_EQ(rope.desc, "f32[n_tokens, 9, 64]");
+  EXPECT_TRUE(rope.checks.empty());
+  // A positions length that is another symbol is checked at bind time.
+  Inferred other = infer("RoPE", "hxrt", {q, {DType::kI64, {graph::Dim::symbol("m")}}});
+  ASSERT_TRUE(other.status.ok());
+  EXPECT_EQ(other.checks.size(), 1u);
+  // Wrong dtype of positions is caught by the schema.
+  EXPECT_FALSE(infer("RoPE", "hxrt", {q, {DType::kF32, {n}}}).status.ok());
+}
+
+}  // namespace
+}  // namespace hxrt::kernels::cpu

@@ -1,0 +1,516 @@
+#include "kernels/cpu/tensor_ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/registration.h"
+
+namespace hxrt::kernels::cpu {
+
+// ---- Strided copy -----------------------------------------------------------------------------------------------
+
+StridedCopy StridedCopy::make(std::span<const int64_t> out_dims, std::span<const int64_t> src_strides, int64_t src_base,
+                              size_t element_bytes) {
+  StridedCopy plan;
+  plan.base_ = src_base;
+  plan.element_bytes_ = element_bytes;
+  const bool empty = std::any_of(out_dims.begin(), out_dims.end(), [](int64_t d) { return d == 0; });
+  if (empty) {
+    plan.rank_ = 1;
+    plan.dims_[0] = 0;
+    plan.strides_[0] = 1;
+    plan.rows_ = 0;
+    plan.cols_ = 0;
+    return plan;
+  }
+  // Drop dims of 1; merge a dim into the next kept one when the source is contiguous across both.
+  int rank = 0;
+  for (size_t d = 0; d < out_dims.size(); ++d) {
+    const int64_t dim = out_dims[d];
+    const int64_t stride = src_strides[d];
+    if (dim == 1) continue;
+    if (rank > 0 && plan.strides_[rank - 1] == stride * dim) {
+      plan.dims_[rank - 1] *= dim;
+      plan.strides_[rank - 1] = stride;
+    } else {
+      plan.dims_[rank] = dim;
+      plan.strides_[rank] = stride;
+      ++rank;
+    }
+  }
+  if (rank == 0) {  // a single element
+    plan.dims_[0] = 1;
+    plan.strides_[0] = 1;
+    rank = 1;
+  }
+  plan.rank_ = rank;
+  plan.cols_ = plan.dims_[rank - 1];
+  plan.rows_ = 1;
+  for (int d = 0; d + 1 < rank; ++d) plan.rows_ *= plan.dims_[d];
+  return plan;
+}
+
+namespace {
+
+template <size_t kBytes>
+void strided_row(const std::byte* src, int64_t stride, std::byte* dst, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    std::memcpy(dst + j * static_cast<int64_t>(kBytes), src + j * stride * static_cast<int64_t>(kBytes), kBytes);
+}
+
+}  // namespace
+
+void StridedCopy::run(const std::byte* src, std::byte* dst, int64_t row_begin, int64_t row_end) const {
+  if (row_begin >= row_end || cols_ == 0) return;
+  const int outer_rank = rank_ - 1;
+  const int64_t inner_stride = strides_[static_cast<size_t>(outer_rank)];
+  const auto eb = static_cast<int64_t>(element_bytes_);
+  const int64_t row_bytes = cols_ * eb;
+  // Odometer over the outer dims, started at row_begin.
+  std::array<int64_t, Shape::kMaxRank> index{};
+  int64_t offset = base_;
+  int64_t rest = row_begin;
+  for (int d = outer_rank - 1; d >= 0; --d) {
+    index[d] = rest % dims_[d];
+    rest /= dims_[d];
+    offset += index[d] * strides_[d];
+  }
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const std::byte* s = src + offset * eb;
+    std::byte* o = dst + r * row_bytes;
+    if (inner_stride == 1) {
+      std::memcpy(o, s, static_cast<size_t>(row_bytes));
+    } else {
+      switch (element_bytes_) {
+        case 1: strided_row<1>(s, inner_stride, o, cols_); break;
+        case 2: strided_row<2>(s, inner_stride, o, cols_); break;
+        case 4: strided_row<4>(s, inner_stride, o, cols_); break;
+        case 8: strided_row<8>(s, inner_stride, o, cols_); break;
+        default:
+          for (int64_t j = 0; j < cols_; ++j) std::memcpy(o + j * eb, s + j * inner_stride * eb, element_bytes_);
+      }
+    }
+    for (int d = outer_rank - 1; d >= 0; --d) {
+      ++index[d];
+      offset += strides_[d];
+      if (index[d] < dims_[d]) break;
+      offset -= dims_[d] * strides_[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// ---- Transpose --------------------------------------------------------------------------------------------------
+
+Status check_permutation(std::span<const int64_t> perm, int rank) {
+  if (static_cast<int>(perm.size()) != rank) {
+    return invalid_argument("perm [{}] has {} entries for rank {}", fmt::join(perm, ", "), perm.size(), rank);
+  }
+  std::array<bool, Shape::kMaxRank> seen{};
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) {
+      return invalid_argument("perm [{}] is not a permutation of 0..{}", fmt::join(perm, ", "), rank - 1);
+    }
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return ok_status();
+}
+
+Shape transposed_shape(const Shape& in, std::span<const int64_t> perm) {
+  std::array<int64_t, Shape::kMaxRank> dims{};
+  for (size_t i = 0; i < perm.size(); ++i) dims[i] = in.dims()[static_cast<size_t>(perm[i])];
+  return Shape::make(std::span<const int64_t>(dims.data(), perm.size())).value();
+}
+
+StridedCopy transpose_plan(const Shape& in, std::span<const int64_t> perm, size_t element_bytes) {
+  const auto in_strides = in.strides();
+  std::array<int64_t, Shape::kMaxRank> dims{};
+  std::array<int64_t, Shape::kMaxRank> strides{};
+  for (size_t i = 0; i < perm.size(); ++i) {
+    dims[i] = in.dims()[static_cast<size_t>(perm[i])];
+    strides[i] = in_strides[static_cast<size_t>(perm[i])];
+  }
+  return StridedCopy::make(std::span<const int64_t>(dims.data(), perm.size()),
+                           std::span<const int64_t>(strides.data(), perm.size()), 0, element_bytes);
+}
+
+// ---- Slice ------------------------------------------------------------------------------------------------------
+
+SliceAxis slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  if (start < 0) start += dim;
+  if (end < 0) end += dim;
+  SliceAxis axis;
+  axis.step = step;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    axis.count = end > start ? (end - start + step - 1) / step : 0;
+  } else {
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+    axis.count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+  }
+  axis.start = start;
+  return axis;
+}
+
+StridedCopy slice_plan(const Shape& in, std::span<const SliceAxis> axes, size_t element_bytes) {
+  const auto in_strides = in.strides();
+  std::array<int64_t, Shape::kMaxRank> dims{};
+  std::array<int64_t, Shape::kMaxRank> strides{};
+  int64_t base = 0;
+  for (size_t d = 0; d < axes.size(); ++d) {
+    dims[d] = axes[d].count;
+    strides[d] = in_strides[d] * axes[d].step;
+    if (axes[d].count > 0) base += axes[d].start * in_strides[d];
+  }
+  return StridedCopy::make(std::span<const int64_t>(dims.data(), axes.size()),
+                           std::span<const int64_t>(strides.data(), axes.size()), base, element_bytes);
+}
+
+// ---- Gather -----------------------------------------------------------------------------------------------------
+
+namespace {
+template <typename I>
+Status resolve_typed(const I* indices, int64_t n, int64_t axis_dim, int64_t* out) {
+  for (int64_t k = 0; k < n; ++k) {
+    const auto v = static_cast<int64_t>(indices[k]);
+    const int64_t resolved = v < 0 ? v + axis_dim : v;
+    if (resolved < 0 || resolved >= axis_dim) {
+      return out_of_range("Gather: index {} at position {} is out of range for an axis of {} (valid: [{}, {}))", v, k,
+                          axis_dim, -axis_dim, axis_dim);
+    }
+    out[k] = resolved;
+  }
+  return ok_status();
+}
+}  // namespace
+
+Status resolve_gather_indices(DType index_dtype, const void* indices, int64_t n, int64_t axis_dim, int64_t* out) {
+  switch (index_dtype) {
+    case DType::kI32: return resolve_typed(static_cast<const int32_t*>(indices), n, axis_dim, out);
+    case DType::kI64: return resolve_typed(static_cast<const int64_t*>(indices), n, axis_dim, out);
+    default: return invalid_argument("Gather: indices must be i32 or i64, got {}", index_dtype);
+  }
+}
+
+void gather_rows(const std::byte* src, const int64_t* idx, int64_t n_indices, int64_t axis_dim, size_t row_bytes,
+                 std::byte* dst, int64_t unit_begin, int64_t unit_end) {
+  for (int64_t u = unit_begin; u < unit_end; ++u) {
+    const int64_t o = u / n_indices;
+    const int64_t k = u % n_indices;
+    std::memcpy(dst + static_cast<size_t>(u) * row_bytes, src + static_cast<size_t>(o * axis_dim + idx[k]) * row_bytes,
+                row_bytes);
+  }
+}
+
+// ---- Concat -----------------------------------------------------------------------------------------------------
+
+void concat_rows(const std::byte* src, size_t src_row_bytes, std::byte* dst, size_t dst_row_bytes, size_t dst_offset,
+                 int64_t outer_begin, int64_t outer_end) {
+  for (int64_t o = outer_begin; o < outer_end; ++o) {
+    const auto row = static_cast<size_t>(o);
+    std::memcpy(dst + row * dst_row_bytes + dst_offset, src + row * src_row_bytes, src_row_bytes);
+  }
+}
+
+size_t element_bytes(DType dtype) {
+  const DTypeInfo& info = dtype_info(dtype);
+  return info.block_elements == 1 ? info.block_bytes : 0;
+}
+
+// ---- Kernels ----------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Bytes per chunk of a copy: large enough to amortise scheduling, small enough to spread a few MiB over the cores.
+constexpr int64_t kCopyGrainBytes = 256 * 1024;
+
+class AxisParams final : public ops::KernelParams {
+ public:
+  explicit AxisParams(int64_t op_axis) : axis(op_axis) {}
+  std::string to_string() const override { return fmt::format("axis={}", axis); }
+  int64_t axis;
+};
+
+class TransposeParams final : public ops::KernelParams {
+ public:
+  explicit TransposeParams(std::vector<int64_t> permutation) : perm(std::move(permutation)) {}
+  std::string to_string() const override {
+    return perm.empty() ? "perm=reverse" : fmt::format("perm=[{}]", fmt::join(perm, ","));
+  }
+  std::vector<int64_t> perm;  // empty = reverse the dims
+};
+
+class NoParams final : public ops::KernelParams {};
+
+Result<int> normalize_axis(int64_t axis, int rank, std::string_view op) {
+  if (axis < -rank || axis >= rank) return invalid_argument("{}: axis {} out of range for rank {}", op, axis, rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+int64_t dims_product(const Shape& shape, int begin, int end) {
+  int64_t p = 1;
+  for (int d = begin; d < end; ++d) p *= shape.dims()[static_cast<size_t>(d)];
+  return p;
+}
+
+Result<size_t> plain_element_bytes(DType dtype, std::string_view op) {
+  const size_t bytes = element_bytes(dtype);
+  if (bytes == 0) return invalid_argument("{}: block-quantized dtype {} is not supported", op, dtype);
+  return bytes;
+}
+
+int64_t units_per_chunk(const ops::Tiling& tiling, int64_t unit_bytes) {
+  return std::max<int64_t>(1, tiling_grain(tiling, "grain_bytes", kCopyGrainBytes) / std::max<int64_t>(unit_bytes, 1));
+}
+
+// Reads an i32 or i64 tensor (Slice's starts/ends/axes/steps).
+Result<std::vector<int64_t>> read_ints(const ops::TensorRef& t, std::string_view name) {
+  std::vector<int64_t> values(static_cast<size_t>(t.num_elements()));
+  if (t.dtype == DType::kI64) {
+    std::memcpy(values.data(), t.data<const int64_t>(), values.size() * sizeof(int64_t));
+  } else if (t.dtype == DType::kI32) {
+    const auto* p = t.data<const int32_t>();
+    for (size_t i = 0; i < values.size(); ++i) values[i] = p[i];
+  } else {
+    return invalid_argument("Slice: input '{}' must be i32 or i64, got {}", name, t.dtype);
+  }
+  return values;
+}
+
+Status compute_gather(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& data = ctx.input(0);
+  const ops::TensorRef& indices = ctx.input(1);
+  const ops::TensorRef& y = ctx.output(0);
+  HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(ctx.params<AxisParams>().axis, data.shape.rank(), "Gather"));
+  const int64_t outer = dims_product(data.shape, 0, axis);
+  const int64_t axis_dim = data.shape.dims()[static_cast<size_t>(axis)];
+  const int64_t inner = dims_product(data.shape, axis + 1, data.shape.rank());
+  HXRT_ASSIGN_OR_RETURN(const uint64_t row_bytes, storage_bytes(data.dtype, static_cast<uint64_t>(inner)));
+  const int64_t n_indices = indices.num_elements();
+  if (y.num_elements() != outer * n_indices * inner) {
+    return internal_error("Gather: output {} does not hold {} x {} x {} elements", y.shape, outer, n_indices, inner);
+  }
+  std::vector<int64_t> resolved(static_cast<size_t>(n_indices));  // (n_indices)
+  HXRT_RETURN_IF_ERROR(
+      resolve_gather_indices(indices.dtype, indices.data<const void>(), n_indices, axis_dim, resolved.data()));
+  if (y.num_elements() == 0) return ok_status();
+  const auto* src = data.data<const std::byte>();
+  auto* dst = y.data<std::byte>();
+  ctx.pool().parallel_for(outer * n_indices, units_per_chunk(ctx.tiling(), static_cast<int64_t>(row_bytes)),
+                          [&](int64_t begin, int64_t end) {
+                            gather_rows(src, resolved.data(), n_indices, axis_dim, row_bytes, dst, begin, end);
+                          });
+  return ok_status();
+}
+
+Status compute_reshape(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& y = ctx.output(0);
+  if (x.num_elements() != y.num_elements()) {
+    return invalid_argument("Reshape: input {} has {} elements but the output {} has {}", x.shape, x.num_elements(),
+                            y.shape, y.num_elements());
+  }
+  HXRT_ASSIGN_OR_RETURN(const uint64_t bytes, storage_bytes(x.dtype, static_cast<uint64_t>(x.num_elements())));
+  const auto* src = x.data<const std::byte>();
+  auto* dst = y.data<std::byte>();
+  if (bytes == 0 || src == dst) return ok_status();  // an aliased (in-place) reshape has nothing to copy
+  const int64_t grain = tiling_grain(ctx.tiling(), "grain_bytes", kCopyGrainBytes);
+  ctx.pool().parallel_for(static_cast<int64_t>(bytes), grain, [&](int64_t begin, int64_t end) {
+    std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin));
+  });
+  return ok_status();
+}
+
+Status run_strided_copy(const ops::CpuComputeContext& ctx, const StridedCopy& plan, size_t eb) {
+  const auto* src = ctx.input(0).data<const std::byte>();
+  auto* dst = ctx.output(0).data<std::byte>();
+  if (plan.rows() == 0 || plan.cols() == 0) return ok_status();
+  ctx.pool().parallel_for(plan.rows(), units_per_chunk(ctx.tiling(), plan.cols() * static_cast<int64_t>(eb)),
+                          [&](int64_t begin, int64_t end) { plan.run(src, dst, begin, end); });
+  return ok_status();
+}
+
+Status compute_transpose(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& y = ctx.output(0);
+  std::vector<int64_t> perm = ctx.params<TransposeParams>().perm;
+  if (perm.empty()) {
+    for (int d = x.shape.rank() - 1; d >= 0; --d) perm.push_back(d);
+  }
+  HXRT_RETURN_IF_ERROR_CTX(check_permutation(perm, x.shape.rank()), "Transpose of {}", x.shape);
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(x.dtype, "Transpose"));
+  if (!(transposed_shape(x.shape, perm) == y.shape)) {
+    return internal_error("Transpose: output {} is not the transpose of {}", y.shape, x.shape);
+  }
+  return run_strided_copy(ctx, transpose_plan(x.shape, perm, eb), eb);
+}
+
+Status compute_concat(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& y = ctx.output(0);
+  const int rank = y.shape.rank();
+  HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(ctx.params<AxisParams>().axis, rank, "Concat"));
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(y.dtype, "Concat"));
+  const int64_t outer = dims_product(y.shape, 0, axis);
+  const int64_t inner = dims_product(y.shape, axis + 1, rank);
+  const size_t dst_row = static_cast<size_t>(y.shape.dims()[static_cast<size_t>(axis)] * inner) * eb;
+  // Byte offset of each input inside an output row; shapes are checked so that no copy leaves its row.
+  const size_t n_inputs = ctx.num_inputs();
+  std::vector<size_t> offsets(n_inputs + 1, 0);
+  for (size_t i = 0; i < n_inputs; ++i) {
+    const ops::TensorRef& in = ctx.input(i);
+    bool match = in.shape.rank() == rank && in.dtype == y.dtype;
+    for (int d = 0; match && d < rank; ++d) {
+      match = d == axis || in.shape.dims()[static_cast<size_t>(d)] == y.shape.dims()[static_cast<size_t>(d)];
+    }
+    if (!match) {
+      return invalid_argument("Concat: input {} ({}{}) does not match the output {}{} outside axis {}", i, in.dtype,
+                              in.shape, y.dtype, y.shape, axis);
+    }
+    offsets[i + 1] = offsets[i] + static_cast<size_t>(in.shape.dims()[static_cast<size_t>(axis)] * inner) * eb;
+  }
+  if (offsets[n_inputs] != dst_row) {
+    return invalid_argument("Concat: inputs fill {} bytes of each output row of {} bytes", offsets[n_inputs], dst_row);
+  }
+  if (dst_row == 0 || outer == 0) return ok_status();
+  auto* dst = y.data<std::byte>();
+  const int64_t units = outer * static_cast<int64_t>(n_inputs);  // (outer, input) pairs
+  const int64_t unit_bytes = static_cast<int64_t>(dst_row / n_inputs);
+  ctx.pool().parallel_for(units, units_per_chunk(ctx.tiling(), unit_bytes), [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t o = u / static_cast<int64_t>(n_inputs);
+      const auto i = static_cast<size_t>(u % static_cast<int64_t>(n_inputs));
+      const size_t src_row = offsets[i + 1] - offsets[i];
+      if (src_row == 0) continue;
+      concat_rows(ctx.input(i).data<const std::byte>(), src_row, dst, dst_row, offsets[i], o, o + 1);
+    }
+  });
+  return ok_status();
+}
+
+// Note [Slice on symbolic axes]: shape inference may assume that a symbolic dim is at least as long as the constant
+// bounds (schemas/tensor_ops.cc). Here the exact ONNX slice is recomputed from the bound shape and must match the
+// planned output shape, so a wrong assumption becomes an error instead of a wrong read.
+Status compute_slice(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& y = ctx.output(0);
+  const int rank = x.shape.rank();
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(x.dtype, "Slice"));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> starts, read_ints(ctx.input(1), "starts"));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> ends, read_ints(ctx.input(2), "ends"));
+  std::vector<int64_t> axes;
+  if (ctx.has_input(3)) {
+    HXRT_ASSIGN_OR_RETURN(axes, read_ints(ctx.input(3), "axes"));
+  } else {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<int64_t> steps(starts.size(), 1);
+  if (ctx.has_input(4)) {
+    HXRT_ASSIGN_OR_RETURN(steps, read_ints(ctx.input(4), "steps"));
+  }
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return invalid_argument("Slice: starts, ends, axes and steps have {}, {}, {} and {} values", starts.size(),
+                            ends.size(), axes.size(), steps.size());
+  }
+  std::array<SliceAxis, Shape::kMaxRank> plan_axes{};
+  std::array<bool, Shape::kMaxRank> sliced{};
+  for (int d = 0; d < rank; ++d) plan_axes[d] = SliceAxis{0, 1, x.shape.dims()[static_cast<size_t>(d)]};
+  for (size_t i = 0; i < starts.size(); ++i) {
+    HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(axes[i], rank, "Slice"));
+    if (sliced[axis]) return invalid_argument("Slice: axis {} appears twice in axes", axis);
+    if (steps[i] == 0) return invalid_argument("Slice: step {} is 0", i);
+    sliced[axis] = true;
+    plan_axes[axis] = slice_axis(x.shape.dims()[static_cast<size_t>(axis)], starts[i], ends[i], steps[i]);
+  }
+  for (int d = 0; d < rank; ++d) {
+    if (plan_axes[d].count != y.shape.dims()[static_cast<size_t>(d)]) {
+      return invalid_argument(
+          "Slice: slicing {} gives {} elements on axis {} but the planned output is {} (a symbolic dim shorter than "
+          "the slice bounds?)",
+          x.shape, plan_axes[d].count, d, y.shape);
+    }
+  }
+  return run_strided_copy(ctx, slice_plan(x.shape, std::span<const SliceAxis>(plan_axes.data(), rank), eb), eb);
+}
+
+ops::TilingFn copy_tiling() {
+  return [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
+    int64_t bytes = 0;
+    if (!q.outputs.empty()) {
+      const size_t eb = std::max<size_t>(1, element_bytes(q.outputs[0].dtype));
+      bytes = q.outputs[0].num_elements() * static_cast<int64_t>(eb);
+    }
+    return chunk_tiling("grain_bytes", kCopyGrainBytes, bytes);
+  };
+}
+
+ops::KernelDef copy_def(std::string op_type, int since_version, std::string description) {
+  ops::KernelDef def;
+  def.op_type = std::move(op_type);
+  def.since_version = since_version;
+  def.name = def.op_type;
+  def.description = std::move(description);
+  def.tiling = copy_tiling();
+  def.parse_attrs = [](const graph::Graph&, const graph::Node&) -> Result<std::unique_ptr<ops::KernelParams>> {
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<NoParams>());
+  };
+  return def;
+}
+
+ops::ParseAttrsFn parse_axis(int64_t fallback, bool required) {
+  return
+      [fallback, required](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+        Result<int64_t> axis = required ? node.attrs.get_int("axis") : node.attrs.get_int("axis", fallback);
+        if (!axis.ok()) {
+          return std::move(axis).take_status().with_context(
+              fmt::format("parsing attribute 'axis' of node '{}' ({})", node.name, node.op_type));
+        }
+        return std::unique_ptr<ops::KernelParams>(std::make_unique<AxisParams>(axis.value()));
+      };
+}
+
+}  // namespace
+
+Status register_tensor_ops(ops::KernelRegistry& registry) {
+  ops::KernelDef gather = copy_def("Gather", 13, "row gather by byte size (any dtype, quantized rows included)");
+  gather.input_dtypes = {{}, {DType::kI32, DType::kI64}};
+  gather.parse_attrs = parse_axis(0, false);
+  gather.launch = ops::cpu_launch(gather.name, compute_gather);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(gather)));
+
+  ops::KernelDef reshape = copy_def("Reshape", 14, "byte copy (skipped when the planner aliases input and output)");
+  reshape.input_dtypes = {{}, {DType::kI64}};
+  reshape.launch = ops::cpu_launch(reshape.name, compute_reshape);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(reshape)));
+
+  ops::KernelDef transpose = copy_def("Transpose", 13, "strided copy with merged dims, rank <= 8, any plain dtype");
+  transpose.parse_attrs = [](const graph::Graph&,
+                             const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    HXRT_ASSIGN_OR_RETURN(std::vector<int64_t> perm, node.attrs.get_ints("perm", std::vector<int64_t>{}));
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<TransposeParams>(std::move(perm)));
+  };
+  transpose.launch = ops::cpu_launch(transpose.name, compute_transpose);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(transpose)));
+
+  ops::KernelDef concat = copy_def("Concat", 13, "row copies on any axis, any plain dtype");
+  concat.parse_attrs = parse_axis(0, true);
+  concat.launch = ops::cpu_launch(concat.name, compute_concat);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(concat)));
+
+  ops::KernelDef slice = copy_def("Slice", 13, "ONNX slice as a strided copy, negative steps included");
+  const std::vector<DType> index_types = {DType::kI32, DType::kI64};
+  slice.input_dtypes = {{}, index_types, index_types, index_types, index_types};
+  slice.launch = ops::cpu_launch(slice.name, compute_slice);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(slice)));
+  return ok_status();
+}
+
+}  // namespace hxrt::kernels::cpu

@@ -1,0 +1,185 @@
+// Schemas of the normalization and position ops (docs/ops.md, "Normalization and position"): Softmax,
+// LayerNormalization, RMSNorm and RoPE.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ops/schemas/schemas.h"
+
+namespace hxrt::ops::schemas {
+
+namespace {
+
+const std::vector<DType>& float_types() {
+  static const std::vector<DType> types = {DType::kF32};
+  return types;
+}
+
+// Resolves attribute `name` (an axis) against `rank`; the error names the attribute.
+Result<int> axis_attr(InferenceContext& ctx, std::string_view name, int64_t fallback, int rank) {
+  Result<int64_t> axis = ctx.attrs().get_int(name, fallback);
+  if (!axis.ok()) return ctx.error(fmt::format("attribute '{}': {}", name, axis.status().message()));
+  if (axis.value() < -rank || axis.value() >= rank) {
+    return ctx.error(
+        fmt::format("attribute '{}' = {} is out of range for input 'X' of rank {}", name, axis.value(), rank));
+  }
+  return static_cast<int>(axis.value() < 0 ? axis.value() + rank : axis.value());
+}
+
+Status epsilon_attr(InferenceContext& ctx) {
+  Result<double> eps = ctx.attrs().get_float("epsilon", 1e-5);
+  if (!eps.ok()) return ctx.error(fmt::format("attribute 'epsilon': {}", eps.status().message()));
+  if (!(eps.value() >= 0.0)) return ctx.error(fmt::format("attribute 'epsilon' = {} must be >= 0", eps.value()));
+  return ok_status();
+}
+
+Status infer_softmax(InferenceContext& ctx) {
+  const graph::TensorDesc& x = ctx.input(0);
+  if (x.shape.rank() == 0) return ctx.error("input 'X' must have rank >= 1");
+  HXRT_ASSIGN_OR_RETURN(const int axis, axis_attr(ctx, "axis", -1, x.shape.rank()));
+  (void)axis;
+  ctx.set_output(0, x);
+  return ok_status();
+}
+
+// Scale and B must have the shape of X's normalised dims (X.shape[axis:]).
+Status check_norm_operand(InferenceContext& ctx, size_t input, std::string_view name, int axis) {
+  const graph::TensorDesc& x = ctx.input(0);
+  const graph::TensorDesc& t = ctx.input(input);
+  if (t.dtype != x.dtype) {
+    return ctx.error(fmt::format("input '{}' has dtype {}, X has {}", name, t.dtype, x.dtype));
+  }
+  const int norm_rank = x.shape.rank() - axis;
+  if (t.shape.rank() != norm_rank) {
+    return ctx.error(fmt::format("input '{}' {} must have the shape of X's normalised dims (X {} from axis {})", name,
+                                 t.shape.to_string(), x.shape.to_string(), axis));
+  }
+  for (int d = 0; d < norm_rank; ++d) {
+    HXRT_RETURN_IF_ERROR(ctx.require_equal(
+        t.shape.dims()[static_cast<size_t>(d)], x.shape.dims()[static_cast<size_t>(axis + d)],
+        fmt::format("LayerNormalization '{}': {} dim {} vs X dim {}", ctx.node().name, name, d, axis + d)));
+  }
+  return ok_status();
+}
+
+Status infer_layer_norm(InferenceContext& ctx) {
+  const graph::TensorDesc& x = ctx.input(0);
+  if (x.shape.rank() == 0) return ctx.error("input 'X' must have rank >= 1");
+  HXRT_ASSIGN_OR_RETURN(const int axis, axis_attr(ctx, "axis", -1, x.shape.rank()));
+  HXRT_RETURN_IF_ERROR(epsilon_attr(ctx));
+  HXRT_RETURN_IF_ERROR(check_norm_operand(ctx, 1, "Scale", axis));
+  if (ctx.has_input(2)) HXRT_RETURN_IF_ERROR(check_norm_operand(ctx, 2, "B", axis));
+  ctx.set_output(0, x);
+  return ok_status();
+}
+
+Status infer_rms_norm(InferenceContext& ctx) {
+  const graph::TensorDesc& x = ctx.input(0);
+  if (x.shape.rank() == 0) return ctx.error("input 'X' must have rank >= 1");
+  HXRT_RETURN_IF_ERROR(epsilon_attr(ctx));
+  ctx.set_output(0, x);
+  return ok_status();
+}
+
+Status infer_rope(InferenceContext& ctx) {
+  const graph::TensorDesc& x = ctx.input(0);
+  const graph::TensorDesc& positions = ctx.input(1);
+  if (x.shape.rank() < 3) {
+    return ctx.error(
+        fmt::format("input 'X' {} must have rank >= 3: [..., n_tokens, n_heads, head_dim]", x.shape.to_string()));
+  }
+  if (positions.shape.rank() != 1) {
+    return ctx.error(fmt::format("input 'positions' {} must have rank 1: [n_tokens]", positions.shape.to_string()));
+  }
+  HXRT_RETURN_IF_ERROR(
+      ctx.require_equal(positions.shape.dim(0), x.shape.dim(-3),
+                        fmt::format("RoPE '{}': positions length vs n_tokens (X dim -3)", ctx.node().name)));
+  Result<double> theta = ctx.attrs().get_float("theta", 10000.0);
+  if (!theta.ok()) return ctx.error(fmt::format("attribute 'theta': {}", theta.status().message()));
+  if (!(theta.value() > 0.0)) return ctx.error(fmt::format("attribute 'theta' = {} must be > 0", theta.value()));
+  Result<std::string> mode = ctx.attrs().get_string("mode", "normal");
+  if (!mode.ok()) return ctx.error(fmt::format("attribute 'mode': {}", mode.status().message()));
+  if (mode.value() != "normal" && mode.value() != "neox") {
+    return ctx.error(fmt::format("attribute 'mode' must be \"normal\" or \"neox\", got \"{}\"", mode.value()));
+  }
+  Result<int64_t> rotary_dims = ctx.attrs().get_int("rotary_dims", 0);
+  if (!rotary_dims.ok()) return ctx.error(fmt::format("attribute 'rotary_dims': {}", rotary_dims.status().message()));
+  if (rotary_dims.value() < 0 || rotary_dims.value() % 2 != 0) {
+    return ctx.error(fmt::format("attribute 'rotary_dims' = {} must be even and >= 0", rotary_dims.value()));
+  }
+  const graph::Dim& head_dim = x.shape.dim(-1);
+  if (head_dim.is_static()) {
+    if (rotary_dims.value() > head_dim.value()) {
+      return ctx.error(
+          fmt::format("attribute 'rotary_dims' = {} exceeds head_dim {}", rotary_dims.value(), head_dim.value()));
+    }
+    if (rotary_dims.value() == 0 && head_dim.value() % 2 != 0) {
+      return ctx.error(fmt::format("head_dim {} must be even when rotary_dims is 0", head_dim.value()));
+    }
+  }
+  ctx.set_output(0, x);
+  return ok_status();
+}
+
+}  // namespace
+
+Status register_normalization(OpSchemaRegistry& registry) {
+  OpSchema softmax;
+  softmax.op_type = "Softmax";
+  softmax.since_version = 13;
+  softmax.inputs = {{.name = "input"}};
+  softmax.outputs = {{.name = "output"}};
+  softmax.attrs = {{.name = "axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(-1)}};
+  softmax.type_constraints = {{"T", float_types()}};
+  softmax.infer = infer_softmax;
+  softmax.doc = "exp(x - max) / sum(exp(x - max)) along axis";
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(softmax)));
+
+  OpSchema layer_norm;
+  layer_norm.op_type = "LayerNormalization";
+  layer_norm.since_version = 17;
+  layer_norm.inputs = {{.name = "X"}, {.name = "Scale"}, {.name = "B", .optional = true}};
+  layer_norm.outputs = {{.name = "Y"}};
+  // stash_type (the precision of mean and variance) is accepted for ONNX compatibility; hxrt always uses double.
+  layer_norm.attrs = {{.name = "axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(-1)},
+                      {.name = "epsilon", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(1e-5)},
+                      {.name = "stash_type", .type = graph::AttrType::kInt, .default_value = graph::Attribute(1)}};
+  layer_norm.type_constraints = {{"T", float_types()}};
+  layer_norm.infer = infer_layer_norm;
+  layer_norm.doc =
+      "normalises over dims axis..end: y = (x - mean) / sqrt(var + epsilon) * Scale + B. Only output Y (ONNX's "
+      "optional Mean and InvStdDev outputs are not produced)";
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(layer_norm)));
+
+  OpSchema rms_norm;
+  rms_norm.op_type = "RMSNorm";
+  rms_norm.domain = "hxrt";
+  rms_norm.inputs = {{.name = "X"}};
+  rms_norm.outputs = {{.name = "Y"}};
+  rms_norm.attrs = {{.name = "epsilon", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(1e-5)}};
+  rms_norm.type_constraints = {{"T", float_types()}};
+  rms_norm.infer = infer_rms_norm;
+  rms_norm.doc = "y = x / sqrt(mean(x^2 over the last axis) + epsilon); no weight (a Mul follows)";
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(rms_norm)));
+
+  OpSchema rope;
+  rope.op_type = "RoPE";
+  rope.domain = "hxrt";
+  rope.inputs = {{.name = "X"}, {.name = "positions", .type_var = "Tpos"}};
+  rope.outputs = {{.name = "Y"}};
+  rope.attrs = {{.name = "theta", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(10000.0)},
+                {.name = "rotary_dims", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)},
+                {.name = "mode", .type = graph::AttrType::kString, .default_value = graph::Attribute("normal")}};
+  rope.type_constraints = {{"T", float_types()}, {"Tpos", {DType::kI32, DType::kI64}}};
+  rope.infer = infer_rope;
+  rope.doc =
+      "rotary position embedding of X [..., n_tokens, n_heads, head_dim] at positions [n_tokens]: pairs rotate by "
+      "pos * theta^(-2i/rotary_dims); mode \"normal\" pairs (2i, 2i+1), \"neox\" pairs (i, i + rotary_dims/2)";
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(rope)));
+  return ok_status();
+}
+
+}  // namespace hxrt::ops::schemas
