@@ -9,5 +9,9 @@ namespace hxrt::tools {
 void add_devices_command(CLI::App& app, int* exit_code);
 // Registers `hxrt demo`: streams, events and the memory pool at work on one device.
 void add_demo_command(CLI::App& app, int* exit_code);
+// Registers `hxrt run`: a graph file on .npy inputs, outputs written as .npy, timed.
+void add_run_command(CLI::App& app, int* exit_code);
+// Registers `hxrt inspect`: the execution plan of a graph file (kernels and why, fusion, streams, memory).
+void add_inspect_command(CLI::App& app, int* exit_code);
 
 }  // namespace hxrt::tools

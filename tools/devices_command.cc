@@ -7,20 +7,10 @@
 
 #include "commands.h"
 #include "hxrt/hal/driver.h"
+#include "text_format.h"
 
 namespace hxrt::tools {
 namespace {
-
-std::string human_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return fmt::format("{:.1f} {}", value, units[unit]);
-}
 
 int run_devices(bool json) {
   hal::DriverRegistry registry;

@@ -1,4 +1,5 @@
-// hxrt: command-line front end of the runtime.
+// hxrt: command-line front end of the runtime. Exit status: 0 on success, 1 when the command fails (the Status is
+// printed to stderr), 2 on a usage error (unknown option, missing argument).
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
@@ -9,6 +10,13 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   hxrt::tools::add_devices_command(app, &exit_code);
   hxrt::tools::add_demo_command(app, &exit_code);
-  CLI11_PARSE(app, argc, argv);
+  hxrt::tools::add_run_command(app, &exit_code);
+  hxrt::tools::add_inspect_command(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; usage errors exit 2, leaving 1 to errors of the command itself.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   return exit_code;
 }

@@ -1,0 +1,206 @@
+#include "kernels/cpu/conv.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/testing/kernel_harness.h"
+
+namespace hxrt::kernels::cpu {
+namespace {
+
+using testing::HostTensor;
+using testing::OpCall;
+using testing::run_op;
+
+std::vector<float> random_floats(int64_t count, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Tolerance: normalised max error against double; float sums over C·kH·kW <= a few hundred terms.
+constexpr double kTolerance = 1e-5;
+
+struct ConvCase {
+  std::string name;
+  Shape x;  // [n, c, h, w]
+  Shape w;  // [m, c/group, kh, kw]
+  std::vector<int64_t> strides{1, 1};
+  std::vector<int64_t> pads{0, 0, 0, 0};  // top, left, bottom, right (explicit padding for the reference)
+  std::vector<int64_t> dilations{1, 1};
+  int64_t group = 1;
+  std::string auto_pad = "NOTSET";
+  bool bias = true;
+};
+
+// Direct convolution in double with explicit pads.
+std::vector<double> reference_conv(const ConvCase& c, const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>* bias, Shape* out_shape) {
+  const int64_t n = c.x.dim(0), ch = c.x.dim(1), h = c.x.dim(2), wd = c.x.dim(3);
+  const int64_t m = c.w.dim(0), cg = c.w.dim(1), kh = c.w.dim(2), kw = c.w.dim(3);
+  const int64_t mg = m / c.group;
+  const int64_t oh = (h + c.pads[0] + c.pads[2] - (c.dilations[0] * (kh - 1) + 1)) / c.strides[0] + 1;
+  const int64_t ow = (wd + c.pads[1] + c.pads[3] - (c.dilations[1] * (kw - 1) + 1)) / c.strides[1] + 1;
+  *out_shape = Shape{n, m, oh, ow};
+  std::vector<double> y(static_cast<size_t>(n * m * oh * ow));
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t oc = 0; oc < m; ++oc) {
+      const int64_t g = oc / mg;
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double sum = bias != nullptr ? (*bias)[static_cast<size_t>(oc)] : 0.0;
+          for (int64_t ci = 0; ci < cg; ++ci) {
+            for (int64_t ki = 0; ki < kh; ++ki) {
+              for (int64_t kj = 0; kj < kw; ++kj) {
+                const int64_t iy = oy * c.strides[0] - c.pads[0] + ki * c.dilations[0];
+                const int64_t ix = ox * c.strides[1] - c.pads[1] + kj * c.dilations[1];
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                sum += double{x[static_cast<size_t>(((b * ch + g * cg + ci) * h + iy) * wd + ix)]} *
+                       w[static_cast<size_t>(((oc * cg + ci) * kh + ki) * kw + kj)];
+              }
+            }
+          }
+          y[static_cast<size_t>(((b * m + oc) * oh + oy) * ow + ox)] = sum;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<ConvCase> conv_cases() {
+  std::vector<ConvCase> cases;
+  cases.push_back({.name = "3x3 pad 1", .x = Shape{2, 3, 7, 9}, .w = Shape{4, 3, 3, 3}, .pads = {1, 1, 1, 1}});
+  cases.push_back({.name = "strided dilated asymmetric pads",
+                   .x = Shape{1, 2, 11, 10},
+                   .w = Shape{5, 2, 3, 2},
+                   .strides = {2, 1},
+                   .pads = {0, 1, 2, 0},
+                   .dilations = {2, 2},
+                   .bias = false});
+  cases.push_back({.name = "group 2", .x = Shape{2, 4, 6, 5}, .w = Shape{6, 2, 3, 2}, .pads = {1, 0, 1, 1}, .group = 2});
+  cases.push_back({.name = "depthwise", .x = Shape{1, 3, 8, 8}, .w = Shape{3, 1, 3, 3}, .pads = {1, 1, 1, 1}, .group = 3});
+  cases.push_back({.name = "1x1 direct", .x = Shape{2, 5, 6, 7}, .w = Shape{7, 5, 1, 1}});
+  // SAME_UPPER on 7 with k=3, s=2: out 4, total pad 2 → 1 / 1; SAME_LOWER on 6 with k=4, s=1: total 3 → 2 / 1.
+  cases.push_back({.name = "SAME_UPPER", .x = Shape{1, 2, 7, 7}, .w = Shape{3, 2, 3, 3}, .strides = {2, 2},
+                   .pads = {1, 1, 1, 1}, .auto_pad = "SAME_UPPER"});
+  cases.push_back({.name = "SAME_LOWER", .x = Shape{1, 2, 6, 6}, .w = Shape{3, 2, 4, 4}, .pads = {2, 2, 1, 1},
+                   .auto_pad = "SAME_LOWER"});
+  cases.push_back({.name = "VALID", .x = Shape{1, 3, 9, 9}, .w = Shape{2, 3, 4, 4}, .strides = {3, 3},
+                   .auto_pad = "VALID"});
+  // A larger image so that the output splits into several column blocks.
+  cases.push_back({.name = "65x33", .x = Shape{1, 8, 65, 33}, .w = Shape{16, 8, 3, 3}, .pads = {1, 1, 1, 1}});
+  return cases;
+}
+
+OpCall conv_call(const ConvCase& c, const std::vector<float>& x, const std::vector<float>& w,
+                 const std::vector<float>* bias) {
+  OpCall call;
+  call.op_type = "Conv";
+  call.attrs.set("strides", c.strides);
+  call.attrs.set("dilations", c.dilations);
+  call.attrs.set("group", c.group);
+  if (c.auto_pad == "NOTSET") {
+    call.attrs.set("pads", c.pads);
+  } else {
+    call.attrs.set("auto_pad", c.auto_pad);
+  }
+  call.inputs = {HostTensor::f32(c.x, x), HostTensor::f32(c.w, w)};
+  if (bias != nullptr) call.inputs.push_back(HostTensor::f32(Shape{c.w.dim(0)}, *bias));
+  call.constant_inputs = {1};
+  return call;
+}
+
+TEST(ConvOpTest, MatchesDirectConvolution) {
+  std::mt19937 rng(21);
+  for (const ConvCase& c : conv_cases()) {
+    const std::vector<float> x = random_floats(c.x.num_elements(), rng);
+    const std::vector<float> w = random_floats(c.w.num_elements(), rng);
+    const std::vector<float> bias = random_floats(c.w.dim(0), rng);
+    Shape expected_shape;
+    const std::vector<double> expected = reference_conv(c, x, w, c.bias ? &bias : nullptr, &expected_shape);
+    auto result = run_op(conv_call(c, x, w, c.bias ? &bias : nullptr));
+    ASSERT_TRUE(result.ok()) << c.name << ": " << result.status().to_string();
+    EXPECT_EQ(result->outputs[0].shape, expected_shape) << c.name << ": " << result->outputs[0].shape.to_string();
+    EXPECT_LE(testing::normalized_max_error(result->outputs[0].to_f32(), expected), kTolerance) << c.name;
+  }
+}
+
+TEST(ConvOpTest, SchemaRejectsChannelMismatchAndBadAttributes) {
+  std::mt19937 rng(3);
+  ConvCase c{.name = "bad", .x = Shape{1, 3, 5, 5}, .w = Shape{4, 2, 3, 3}};
+  auto mismatch = run_op(conv_call(c, random_floats(75, rng), random_floats(72, rng), nullptr));
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().to_string().find("channels"), std::string::npos) << mismatch.status().to_string();
+
+  ConvCase strided{.name = "zero stride", .x = Shape{1, 2, 5, 5}, .w = Shape{4, 2, 3, 3}, .strides = {0, 1}};
+  auto zero = run_op(conv_call(strided, random_floats(50, rng), random_floats(72, rng), nullptr));
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().to_string().find("strides"), std::string::npos) << zero.status().to_string();
+
+  ConvCase too_big{.name = "kernel too big", .x = Shape{1, 2, 2, 2}, .w = Shape{4, 2, 3, 3}};
+  EXPECT_FALSE(run_op(conv_call(too_big, random_floats(8, rng), random_floats(72, rng), nullptr)).ok());
+}
+
+TEST(ConvGeometryTest, SamePaddingSplitsLikeOnnx) {
+  ConvAttrs attrs;
+  attrs.strides = {1, 1};
+  attrs.auto_pad = "SAME_UPPER";
+  auto upper = conv2d_geometry(attrs, Shape{1, 1, 6, 6}, Shape{1, 1, 4, 4});
+  ASSERT_TRUE(upper.ok());
+  EXPECT_EQ(upper->pad_top, 1);  // total 3: 1 before, 2 after
+  EXPECT_EQ(upper->oh, 6);
+  attrs.auto_pad = "SAME_LOWER";
+  EXPECT_EQ(conv2d_geometry(attrs, Shape{1, 1, 6, 6}, Shape{1, 1, 4, 4})->pad_top, 2);
+}
+
+TEST(BatchNormOpTest, MatchesReferenceForRank4AndRank2) {
+  std::mt19937 rng(8);
+  for (const Shape& shape : {Shape{2, 5, 3, 4}, Shape{3, 5}}) {
+    const int64_t channels = shape.dim(1);
+    const std::vector<float> x = random_floats(shape.num_elements(), rng);
+    const std::vector<float> scale = random_floats(channels, rng);
+    const std::vector<float> b = random_floats(channels, rng);
+    const std::vector<float> mean = random_floats(channels, rng);
+    const std::vector<float> var = random_floats(channels, rng, 0.1f, 2.0f);
+    const double epsilon = 1e-3;
+    const int64_t inner = shape.num_elements() / (shape.dim(0) * channels);
+    std::vector<double> expected(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t c = static_cast<size_t>((static_cast<int64_t>(i) / inner) % channels);
+      expected[i] = (x[i] - double{mean[c]}) / std::sqrt(double{var[c]} + epsilon) * scale[c] + b[c];
+    }
+    OpCall call;
+    call.op_type = "BatchNormalization";
+    call.attrs.set("epsilon", epsilon);
+    call.inputs = {HostTensor::f32(shape, x), HostTensor::f32(Shape{channels}, scale),
+                   HostTensor::f32(Shape{channels}, b), HostTensor::f32(Shape{channels}, mean),
+                   HostTensor::f32(Shape{channels}, var)};
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    EXPECT_EQ(result->outputs[0].shape, shape);
+    EXPECT_LE(testing::normalized_max_error(result->outputs[0].to_f32(), expected), kTolerance);
+  }
+}
+
+TEST(BatchNormOpTest, SchemaRejectsWrongParameterLength) {
+  std::mt19937 rng(1);
+  OpCall call;
+  call.op_type = "BatchNormalization";
+  call.inputs = {HostTensor::random_f32(Shape{1, 4, 2, 2}, rng), HostTensor::random_f32(Shape{4}, rng),
+                 HostTensor::random_f32(Shape{3}, rng), HostTensor::random_f32(Shape{4}, rng),
+                 HostTensor::random_f32(Shape{4}, rng, 0.5f, 1.0f)};
+  auto result = run_op(call);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().to_string().find("'B'"), std::string::npos) << result.status().to_string();
+}
+
+}  // namespace
+}  // namespace hxrt::kernels::cpu

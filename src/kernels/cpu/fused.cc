@@ -1,0 +1,240 @@
+#include "kernels/cpu/fused.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/normalization.h"
+#include "kernels/cpu/registration.h"
+
+namespace hxrt::kernels::cpu {
+
+Result<Activation> activation_from_name(std::string_view name) {
+  if (name == "none") return Activation::kNone;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "gelu_tanh") return Activation::kGeluTanh;
+  return invalid_argument("activation must be \"none\", \"gelu\" or \"gelu_tanh\", got \"{}\"", name);
+}
+
+void bias_activation(float* c, int64_t rows, int64_t n, const float* bias, Activation activation) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = c + i * n;
+    for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+    switch (activation) {
+      case Activation::kNone: break;
+      case Activation::kGelu:
+        for (int64_t j = 0; j < n; ++j) row[j] = gelu_erf(row[j]);
+        break;
+      case Activation::kGeluTanh:
+        for (int64_t j = 0; j < n; ++j) row[j] = gelu_tanh(row[j]);
+        break;
+    }
+  }
+}
+
+namespace {
+
+template <typename Body>
+void run_chunks(ThreadPool* pool, int64_t count, int64_t grain, Body&& body) {
+  if (pool != nullptr && count > grain) {
+    pool->parallel_for(count, grain, body);
+  } else if (count > 0) {
+    body(0, count);
+  }
+}
+
+}  // namespace
+
+void rmsnorm_mul(const float* x, const float* weight, int64_t rows, int64_t d, float epsilon, float* y,
+                 ThreadPool* pool) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, d));
+  run_chunks(pool, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) rms_norm_mul_row(x + r * d, weight, y + r * d, d, epsilon);
+  });
+}
+
+void swiglu(const float* gate, const float* up, int64_t count, float* y, ThreadPool* pool) {
+  run_chunks(pool, count, 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = silu(gate[i]) * up[i];
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Kernels
+namespace {
+
+constexpr std::string_view kFusedDomain = "hxrt.fused";
+
+Status require_f32(const ops::TensorRef& t, std::string_view name) {
+  if (t.dtype != DType::kF32) return invalid_argument("input '{}' must be f32, got {}", name, t.dtype);
+  return ok_status();
+}
+
+// ConvBnRelu: inputs X, W, B (optional), scale, bias, mean, var.
+struct ConvBnReluParams final : ops::KernelParams {
+  ConvAttrs conv;
+  float epsilon = 1e-5f;
+  bool relu = true;
+  std::string to_string() const override {
+    return fmt::format("{}, epsilon={}, relu={}", conv.to_string(), epsilon, relu ? 1 : 0);
+  }
+};
+
+Status conv_bn_relu_compute(const ops::CpuComputeContext& ctx) {
+  const auto& params = ctx.params<ConvBnReluParams>();
+  HXRT_ASSIGN_OR_RETURN(const Conv2dGeometry g, conv2d_geometry(params.conv, ctx.input(0).shape, ctx.input(1).shape));
+  static constexpr std::string_view kNames[] = {"X", "W", "B", "scale", "bias", "mean", "var"};
+  for (size_t i = 0; i < 7; ++i) {
+    if (i == 2 && !ctx.has_input(2)) continue;
+    HXRT_RETURN_IF_ERROR(require_f32(ctx.input(i), kNames[i]));
+    if (i >= 2 && ctx.input(i).num_elements() != g.m) {
+      return invalid_argument("ConvBnRelu input '{}' {} must have M={} values", kNames[i], ctx.input(i).shape, g.m);
+    }
+  }
+  const ops::TensorRef& y = ctx.output(0);
+  if (y.dtype != DType::kF32 || !(y.shape == g.output_shape())) {
+    return invalid_argument("ConvBnRelu output is {} {}, expected f32 {}", y.dtype, y.shape, g.output_shape());
+  }
+  // (M) folded BatchNormalization: y = (conv + B) · scale' + shift'.
+  std::vector<float> scale(static_cast<size_t>(g.m));
+  std::vector<float> shift(static_cast<size_t>(g.m));
+  batchnorm_fold(g.m, ctx.input(3).data<float>(), ctx.input(4).data<float>(), ctx.input(5).data<float>(),
+                 ctx.input(6).data<float>(), params.epsilon, scale.data(), shift.data());
+  ChannelEpilogue epilogue;
+  epilogue.bias = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
+  epilogue.scale = scale.data();
+  epilogue.shift = shift.data();
+  epilogue.relu = params.relu;
+  conv2d_nchw(g, ctx.input(0).data<float>(), ctx.input(1).data<float>(), epilogue, y.data<float>(),
+              ctx.tiling().get("tile_cols", 256), &ctx.pool());
+  return ok_status();
+}
+
+struct MatMulBiasParams final : ops::KernelParams {
+  Activation activation = Activation::kNone;
+  std::string to_string() const override {
+    switch (activation) {
+      case Activation::kNone: return "activation=none";
+      case Activation::kGelu: return "activation=gelu";
+      case Activation::kGeluTanh: return "activation=gelu_tanh";
+    }
+    return "";
+  }
+};
+
+Status matmul_bias_compute(const ops::CpuComputeContext& ctx) {
+  const auto& params = ctx.params<MatMulBiasParams>();
+  const ops::TensorRef& b = ctx.input(1);
+  const ops::TensorRef& bias = ctx.input(2);
+  HXRT_RETURN_IF_ERROR(require_f32(bias, "bias"));
+  if (b.shape.rank() < 2 || bias.num_elements() != b.shape.dim(-1)) {
+    return invalid_argument("MatMulBias bias {} must have N values for B {}", bias.shape, b.shape);
+  }
+  const float* bias_data = bias.data<float>();
+  const Activation activation = params.activation;
+  const RowBlockEpilogue epilogue = [bias_data, activation](float* c, int64_t rows, int64_t n) {
+    bias_activation(c, rows, n, bias_data, activation);
+  };
+  return matmul_compute(ctx, MatMulImpl::kBlas, &epilogue);
+}
+
+struct RMSNormMulParams final : ops::KernelParams {
+  float epsilon = 1e-5f;
+  std::string to_string() const override { return fmt::format("epsilon={}", epsilon); }
+};
+
+Status rmsnorm_mul_compute(const ops::CpuComputeContext& ctx) {
+  const float epsilon = ctx.params<RMSNormMulParams>().epsilon;
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& weight = ctx.input(1);
+  const ops::TensorRef& y = ctx.output(0);
+  HXRT_RETURN_IF_ERROR(require_f32(x, "X"));
+  HXRT_RETURN_IF_ERROR(require_f32(weight, "weight"));
+  if (x.shape.rank() < 1 || weight.num_elements() != x.shape.dim(-1) || !(y.shape == x.shape)) {
+    return invalid_argument("RMSNormMul: X {}, weight {} and Y {} do not fit", x.shape, weight.shape, y.shape);
+  }
+  const int64_t d = x.shape.dim(-1);
+  const int64_t rows = d == 0 ? 0 : x.num_elements() / d;
+  rmsnorm_mul(x.data<float>(), weight.data<float>(), rows, d, epsilon, y.data<float>(), &ctx.pool());
+  return ok_status();
+}
+
+Status swiglu_compute(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& gate = ctx.input(0);
+  const ops::TensorRef& up = ctx.input(1);
+  const ops::TensorRef& y = ctx.output(0);
+  HXRT_RETURN_IF_ERROR(require_f32(gate, "gate"));
+  HXRT_RETURN_IF_ERROR(require_f32(up, "up"));
+  if (!(gate.shape == up.shape) || !(y.shape == gate.shape)) {
+    return invalid_argument("SwiGLU: gate {}, up {} and Y {} must have one shape", gate.shape, up.shape, y.shape);
+  }
+  swiglu(gate.data<float>(), up.data<float>(), gate.num_elements(), y.data<float>(), &ctx.pool());
+  return ok_status();
+}
+
+ops::KernelDef fused_def(std::string op_type, size_t inputs, std::string description) {
+  ops::KernelDef def;
+  def.op_type = op_type;
+  def.domain = std::string(kFusedDomain);
+  def.device = hal::DeviceKind::kCpu;
+  def.input_dtypes.assign(inputs, {DType::kF32});
+  def.kind = ops::KernelKind::kFused;
+  def.name = std::move(op_type);
+  def.priority = 10;
+  def.description = std::move(description);
+  return def;
+}
+
+}  // namespace
+
+Status register_fused(ops::KernelRegistry& registry) {
+  ops::KernelDef conv = fused_def("ConvBnRelu", 7, "im2col + sgemm with BN folded (and Relu) in the tile epilogue");
+  conv.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    auto params = std::make_unique<ConvBnReluParams>();
+    HXRT_ASSIGN_OR_RETURN(params->conv, parse_conv_attrs(node.attrs));
+    HXRT_ASSIGN_OR_RETURN(const double epsilon, node.attrs.get_float("epsilon", 1e-5));
+    HXRT_ASSIGN_OR_RETURN(const int64_t relu, node.attrs.get_int("relu", 1));
+    params->epsilon = static_cast<float>(epsilon);
+    params->relu = relu != 0;
+    return std::unique_ptr<ops::KernelParams>(std::move(params));
+  };
+  conv.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
+    if (query.params == nullptr) return invalid_argument("ConvBnRelu tiling needs its params");
+    return conv_tiling(static_cast<const ConvBnReluParams&>(*query.params).conv, query);
+  };
+  conv.launch = ops::cpu_launch("ConvBnRelu", conv_bn_relu_compute);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(conv)));
+
+  ops::KernelDef matmul_bias =
+      fused_def("MatMulBias", 3, "OpenBLAS sgemm per M-block, bias and activation applied to each block in cache");
+  matmul_bias.parse_attrs = [](const graph::Graph&,
+                               const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    auto params = std::make_unique<MatMulBiasParams>();
+    HXRT_ASSIGN_OR_RETURN(const std::string name, node.attrs.get_string("activation", "none"));
+    HXRT_ASSIGN_OR_RETURN(params->activation, activation_from_name(name));
+    return std::unique_ptr<ops::KernelParams>(std::move(params));
+  };
+  matmul_bias.tiling = matmul_tiling;
+  matmul_bias.launch = ops::cpu_launch("MatMulBias", matmul_bias_compute);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(matmul_bias)));
+
+  ops::KernelDef rms = fused_def("RMSNormMul", 2, "RMSNorm and the weight multiply in one pass per row");
+  rms.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    auto params = std::make_unique<RMSNormMulParams>();
+    HXRT_ASSIGN_OR_RETURN(const double epsilon, node.attrs.get_float("epsilon", 1e-5));
+    params->epsilon = static_cast<float>(epsilon);
+    return std::unique_ptr<ops::KernelParams>(std::move(params));
+  };
+  rms.launch = ops::cpu_launch("RMSNormMul", rmsnorm_mul_compute);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(rms)));
+
+  ops::KernelDef swiglu_def = fused_def("SwiGLU", 2, "silu(gate) · up in one pass");
+  swiglu_def.launch = ops::cpu_launch("SwiGLU", swiglu_compute);
+  return registry.add(std::move(swiglu_def));
+}
+
+}  // namespace hxrt::kernels::cpu

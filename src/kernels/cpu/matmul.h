@@ -1,0 +1,66 @@
+// Dense f32 matrix multiplication on the CPU: MatMul (two implementations for arbitration) and Gemm.
+//
+//   "MatMul"         (priority 10): OpenBLAS cblas_sgemm per batch matrix and M-block.
+//   "BatchMatMulV3"  (priority 5):  hxrt's own cache-blocked kernel (AVX-512 / AVX2+FMA, scalar fallback).
+//   "Gemm"           (priority 10): cblas_sgemm with transA/transB, alpha, beta and a broadcast C.
+//
+// Both MatMul implementations split the work into (batch × M-block) tasks over the device's intra-op pool; OpenBLAS
+// itself is kept single-threaded (blas_use_single_thread) so its threads and ours never oversubscribe the cores.
+//
+// The pure functions below take pointers and leading dimensions (row-major, in elements) so tests and the fused
+// kernels (MatMulBias) reuse them.
+//
+// Thread-safety: every function is reentrant; concurrent calls on disjoint outputs are safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "hxrt/base/shape.h"
+#include "hxrt/base/status.h"
+#include "hxrt/ops/kernel_def.h"
+
+namespace hxrt::kernels::cpu {
+
+// Instruction sets of the blocked kernel; kScalar runs everywhere.
+enum class GemmIsa : uint8_t { kScalar, kAvx2, kAvx512 };
+std::string_view gemm_isa_name(GemmIsa isa);
+bool gemm_isa_supported(GemmIsa isa);
+GemmIsa gemm_best_isa();  // the widest supported ISA (detected once)
+
+// Calls openblas_set_num_threads(1) once per process; every BLAS user of this library calls it before BLAS work.
+void blas_use_single_thread();
+
+// C[m, n] = A[m, k] · B[k, n], row-major with leading dimensions lda/ldb/ldc; C is overwritten (k == 0 gives 0).
+void sgemm_blas(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                int64_t ldc);
+void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                   float* c, int64_t ldc, GemmIsa isa = gemm_best_isa());
+
+// Batch-broadcast geometry of numpy matmul on concrete shapes (rank-1 operands as in numpy).
+struct MatMulGeometry {
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  std::vector<int64_t> a_offsets;  // (batch) element offset of each output batch's A matrix
+  std::vector<int64_t> b_offsets;  // (batch) element offset of each output batch's B matrix
+  Shape out;                       // output shape
+  int64_t batch() const { return static_cast<int64_t>(a_offsets.size()); }
+};
+// InvalidArgument (naming both shapes) when K differs or batch dims do not broadcast.
+Result<MatMulGeometry> matmul_geometry(const Shape& a, const Shape& b);
+
+enum class MatMulImpl : uint8_t { kBlas, kBlocked };
+
+// Runs numpy matmul of ctx.input(0) × ctx.input(1) into ctx.output(0) as (batch × M-block) pool tasks, using
+// the tiling value "tile_m". `epilogue`, when set, is applied to each finished block of rows (rows × n, row-major,
+// leading dimension n) by the task that computed it, while the block is still in cache (MatMulBias uses it).
+using RowBlockEpilogue = std::function<void(float* c, int64_t rows, int64_t n)>;
+Status matmul_compute(const ops::CpuComputeContext& ctx, MatMulImpl impl, const RowBlockEpilogue* epilogue);
+
+// Tiling shared by MatMul-like kernels: tile_m sized so that the pool gets a few tasks per thread.
+Result<ops::Tiling> matmul_tiling(const ops::TilingQuery& query);
+
+}  // namespace hxrt::kernels::cpu

@@ -1,0 +1,569 @@
+#include "kernels/cpu/quant_matmul.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "hxrt/base/check.h"
+#include "hxrt/base/float16.h"
+#include "hxrt/ops/kernel_def.h"
+
+namespace hxrt::kernels::cpu {
+
+std::string_view quant_isa_name(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::kScalar: return "scalar";
+    case QuantIsa::kAvx2: return "avx2";
+    case QuantIsa::kAvx512Vnni: return "avx512vnni";
+  }
+  return "unknown";
+}
+
+bool quant_isa_supported(QuantIsa isa) {
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  switch (isa) {
+    case QuantIsa::kScalar: return true;
+    case QuantIsa::kAvx2: return avx2;
+    case QuantIsa::kAvx512Vnni:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+QuantIsa quant_best_isa() {
+  static const QuantIsa best = [] {
+    if (quant_isa_supported(QuantIsa::kAvx512Vnni)) return QuantIsa::kAvx512Vnni;
+    if (quant_isa_supported(QuantIsa::kAvx2)) return QuantIsa::kAvx2;
+    return QuantIsa::kScalar;
+  }();
+  return best;
+}
+
+bool matmulq_weight_supported(DType w_type) {
+  switch (w_type) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kF16:
+    case DType::kF32: return true;
+    default: return false;
+  }
+}
+
+void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out) {
+  const int64_t nb = k / kQuantBlock;
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int64_t i = 0; i < kQuantBlock; ++i) {
+      const int q = static_cast<int>(std::nearbyint(xb[i] * inv));
+      out[b].qs[i] = static_cast<int8_t>(std::clamp(q, -127, 127));
+      sum += out[b].qs[i];
+    }
+    out[b].d = d;
+    out[b].s = d * static_cast<float>(sum);
+  }
+}
+
+Status dequantize_row(DType w_type, const void* row, int64_t k, float* out) {
+  if (!matmulq_weight_supported(w_type)) return invalid_argument("dequantize_row: unsupported type {}", w_type);
+  if (dtype_info(w_type).is_quantized && k % kQuantBlock != 0) {
+    return invalid_argument("dequantize_row: k={} is not a multiple of {} for {}", k, kQuantBlock, w_type);
+  }
+  const int64_t nb = k / kQuantBlock;
+  switch (w_type) {
+    case DType::kF32: std::memcpy(out, row, static_cast<size_t>(k) * sizeof(float)); break;
+    case DType::kF16: {
+      const auto* h = static_cast<const uint16_t*>(row);
+      for (int64_t i = 0; i < k; ++i) out[i] = f16_to_f32(h[i]);
+      break;
+    }
+    case DType::kQ8_0: {
+      const auto* blocks = static_cast<const BlockQ8_0*>(row);
+      for (int64_t b = 0; b < nb; ++b) {
+        const float d = f16_to_f32(blocks[b].d);
+        for (int i = 0; i < 32; ++i) out[b * 32 + i] = d * static_cast<float>(blocks[b].qs[i]);
+      }
+      break;
+    }
+    case DType::kQ4_0: {
+      const auto* blocks = static_cast<const BlockQ4_0*>(row);
+      for (int64_t b = 0; b < nb; ++b) {
+        const float d = f16_to_f32(blocks[b].d);
+        for (int j = 0; j < 16; ++j) {
+          out[b * 32 + j] = d * static_cast<float>((blocks[b].qs[j] & 0x0F) - 8);
+          out[b * 32 + j + 16] = d * static_cast<float>((blocks[b].qs[j] >> 4) - 8);
+        }
+      }
+      break;
+    }
+    case DType::kQ4_1: {
+      const auto* blocks = static_cast<const BlockQ4_1*>(row);
+      for (int64_t b = 0; b < nb; ++b) {
+        const float d = f16_to_f32(blocks[b].d);
+        const float m = f16_to_f32(blocks[b].m);
+        for (int j = 0; j < 16; ++j) {
+          out[b * 32 + j] = d * static_cast<float>(blocks[b].qs[j] & 0x0F) + m;
+          out[b * 32 + j + 16] = d * static_cast<float>(blocks[b].qs[j] >> 4) + m;
+        }
+      }
+      break;
+    }
+    default: break;
+  }
+  return ok_status();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Quantized dot products. Each W block contributes  d_w·d_a·Σ u·q  +  c_w·s_a  where u are the block's unsigned
+// integers (nibbles, or |q| for q8_0 with the activation's signs flipped to match), and c_w is the offset term:
+// -8·d_w for q4_0, m for q4_1, 0 for q8_0. See Note [Batch invariance] in the header for why the multi-row
+// kernels keep each row's operation sequence identical to the one-row kernel.
+namespace {
+
+constexpr int kMaxRows = 4;  // rows of A per micro-kernel call
+
+template <DType W>
+struct WeightBlock;
+template <>
+struct WeightBlock<DType::kQ8_0> {
+  using Type = BlockQ8_0;
+};
+template <>
+struct WeightBlock<DType::kQ4_0> {
+  using Type = BlockQ4_0;
+};
+template <>
+struct WeightBlock<DType::kQ4_1> {
+  using Type = BlockQ4_1;
+};
+
+// --- scalar ---------------------------------------------------------------------------------------------------
+
+template <DType W>
+float dot_scalar(const void* w_row, const BlockQ8A* a, int64_t nb) {
+  const auto* w = static_cast<const typename WeightBlock<W>::Type*>(w_row);
+  float sum = 0.0f;
+  float extra = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t isum = 0;
+    const float dw = f16_to_f32(w[b].d);
+    if constexpr (W == DType::kQ8_0) {
+      for (int i = 0; i < 32; ++i) isum += int32_t{w[b].qs[i]} * int32_t{a[b].qs[i]};
+    } else {
+      for (int j = 0; j < 16; ++j) {
+        isum += int32_t{static_cast<uint8_t>(w[b].qs[j] & 0x0F)} * int32_t{a[b].qs[j]};
+        isum += int32_t{static_cast<uint8_t>(w[b].qs[j] >> 4)} * int32_t{a[b].qs[j + 16]};
+      }
+    }
+    sum += dw * a[b].d * static_cast<float>(isum);
+    if constexpr (W == DType::kQ4_0) extra += -8.0f * dw * a[b].s;
+    if constexpr (W == DType::kQ4_1) extra += f16_to_f32(w[b].m) * a[b].s;
+  }
+  return sum + extra;
+}
+
+template <DType W>
+void rows_scalar(int rows, const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {
+  for (int r = 0; r < rows; ++r) out[r] = dot_scalar<W>(w_row, a + r * nb, nb);
+}
+
+// --- AVX2 and AVX-512 VNNI --------------------------------------------------------------------------------------
+
+__attribute__((target("avx2"))) inline __m256i expand_nibbles(const uint8_t* qs) {
+  // Low nibbles are elements 0..15 (low lane), high nibbles elements 16..31 (high lane).
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+__attribute__((target("avx2"))) inline float hsum256(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 shuf = _mm_movehdup_ps(lo);
+  __m128 sums = _mm_add_ps(lo, shuf);
+  shuf = _mm_movehl_ps(shuf, sums);
+  sums = _mm_add_ss(sums, shuf);
+  return _mm_cvtss_f32(sums);
+}
+
+// Unsigned W integers of one block, the sign source for q8_0, the scale and the offset coefficient.
+struct DecodedBlock {
+  __m256i u;
+  __m256i sign;
+  float d;
+  float c;
+};
+
+template <DType W>
+__attribute__((target("avx2,f16c"))) inline DecodedBlock decode_block(const typename WeightBlock<W>::Type& block) {
+  DecodedBlock out;
+  out.d = _cvtsh_ss(block.d);
+  if constexpr (W == DType::kQ8_0) {
+    out.sign = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs));
+    out.u = _mm256_sign_epi8(out.sign, out.sign);  // |q|; -128 becomes the unsigned 128
+    out.c = 0.0f;
+  } else {
+    out.u = expand_nibbles(block.qs);
+    out.sign = _mm256_setzero_si256();
+    if constexpr (W == DType::kQ4_0) out.c = -8.0f * out.d;
+    if constexpr (W == DType::kQ4_1) out.c = _cvtsh_ss(block.m);
+  }
+  return out;
+}
+
+template <DType W>
+__attribute__((target("avx2"))) inline __m256i signed_activation(const DecodedBlock& wb, const BlockQ8A& a) {
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+  if constexpr (W == DType::kQ8_0) return _mm256_sign_epi8(q, wb.sign);
+  return q;
+}
+
+template <DType W, int R>
+__attribute__((target("avx2,fma,f16c"))) void rows_avx2(const void* w_row, const BlockQ8A* a, int64_t nb,
+                                                         float* out) {
+  const auto* w = static_cast<const typename WeightBlock<W>::Type*>(w_row);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R];
+  float extra[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    extra[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const DecodedBlock wb = decode_block<W>(w[b]);
+    for (int r = 0; r < R; ++r) {
+      const BlockQ8A& ab = a[r * nb + b];
+      const __m256i pairs = _mm256_maddubs_epi16(wb.u, signed_activation<W>(wb, ab));
+      const __m256i idot = _mm256_madd_epi16(pairs, ones);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(wb.d * ab.d), acc[r]);
+      extra[r] = std::fma(wb.c, ab.s, extra[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) + extra[r];
+}
+
+template <DType W, int R>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))) void rows_vnni(const void* w_row,
+                                                                                            const BlockQ8A* a,
+                                                                                            int64_t nb, float* out) {
+  const auto* w = static_cast<const typename WeightBlock<W>::Type*>(w_row);
+  __m256 acc[R];
+  float extra[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    extra[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const DecodedBlock wb = decode_block<W>(w[b]);
+    for (int r = 0; r < R; ++r) {
+      const BlockQ8A& ab = a[r * nb + b];
+      const __m256i idot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wb.u, signed_activation<W>(wb, ab));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(wb.d * ab.d), acc[r]);
+      extra[r] = std::fma(wb.c, ab.s, extra[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) + extra[r];
+}
+
+// out[r] = dot(W row, activation row r) for r < rows (<= kMaxRows); the activation rows are nb blocks apart.
+using RowsFn = void (*)(const void* w_row, const BlockQ8A* a, int64_t nb, float* out);
+
+template <DType W>
+RowsFn rows_kernel(QuantIsa isa, int rows) {
+  static constexpr RowsFn kVnni[kMaxRows + 1] = {nullptr, &rows_vnni<W, 1>, &rows_vnni<W, 2>, &rows_vnni<W, 3>,
+                                                 &rows_vnni<W, 4>};
+  static constexpr RowsFn kAvx2[kMaxRows + 1] = {nullptr, &rows_avx2<W, 1>, &rows_avx2<W, 2>, &rows_avx2<W, 3>,
+                                                 &rows_avx2<W, 4>};
+  switch (isa) {
+    case QuantIsa::kAvx512Vnni: return kVnni[rows];
+    case QuantIsa::kAvx2: return kAvx2[rows];
+    case QuantIsa::kScalar: break;
+  }
+  return nullptr;
+}
+
+// --- float W (f32, f16): one row at a time on f32 activations ---------------------------------------------------
+
+template <DType W>
+float dot_float_scalar(const void* w_row, const float* a, int64_t k) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < k; ++i) {
+    float wv;
+    if constexpr (W == DType::kF32) {
+      wv = static_cast<const float*>(w_row)[i];
+    } else {
+      wv = f16_to_f32(static_cast<const uint16_t*>(w_row)[i]);
+    }
+    sum += wv * a[i];
+  }
+  return sum;
+}
+
+template <DType W>
+__attribute__((target("avx2,fma,f16c"))) float dot_float_avx2(const void* w_row, const float* a, int64_t k) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    __m256 wv;
+    if constexpr (W == DType::kF32) {
+      wv = _mm256_loadu_ps(static_cast<const float*>(w_row) + i);
+    } else {
+      wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w_row) + i)));
+    }
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), wv, acc);
+  }
+  if (i < k) {  // tail: zero-padded copies
+    alignas(32) float at[8] = {};
+    alignas(32) float wt[8] = {};
+    for (int64_t j = i; j < k; ++j) {
+      at[j - i] = a[j];
+      if constexpr (W == DType::kF32) {
+        wt[j - i] = static_cast<const float*>(w_row)[j];
+      } else {
+        wt[j - i] = _cvtsh_ss(static_cast<const uint16_t*>(w_row)[j]);
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_load_ps(at), _mm256_load_ps(wt), acc);
+  }
+  return hsum256(acc);
+}
+
+template <DType W>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) float dot_float_avx512(const void* w_row,
+                                                                                          const float* a,
+                                                                                          int64_t k) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i += 16) {
+    const int64_t left = k - i;
+    const __mmask16 mask = left >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1u);
+    __m512 wv;
+    if constexpr (W == DType::kF32) {
+      wv = _mm512_maskz_loadu_ps(mask, static_cast<const float*>(w_row) + i);
+    } else {
+      // The maskz forms avoid GCC 12's false -Wuninitialized on the unmasked intrinsics' undefined sources.
+      wv = _mm512_maskz_cvtph_ps(__mmask16{0xFFFF},
+                                 _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(w_row) + i));
+    }
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + i), wv, acc);
+  }
+  // Reduced through memory: GCC 12 reports a false -Wuninitialized inside the 512→256 extract intrinsics.
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, acc);
+  return hsum256(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
+}
+
+using FloatDotFn = float (*)(const void* w_row, const float* a, int64_t k);
+
+template <DType W>
+FloatDotFn float_dot_kernel(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::kAvx512Vnni: return &dot_float_avx512<W>;
+    case QuantIsa::kAvx2: return &dot_float_avx2<W>;
+    case QuantIsa::kScalar: break;
+  }
+  return &dot_float_scalar<W>;
+}
+
+// Computes rows [i0, i0 + rows) × W rows [j0, j1) of Y for a quantized W.
+template <DType W>
+void quant_tile(QuantIsa isa, const BlockQ8A* aq, int64_t nb, const std::byte* w, uint64_t w_row_bytes, int64_t n,
+                const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  float res[kMaxRows];
+  for (int64_t i = i0; i < i1; i += kMaxRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, i1 - i));
+    const BlockQ8A* a = aq + i * nb;
+    const RowsFn fn = rows_kernel<W>(isa, rows);
+    for (int64_t j = j0; j < j1; ++j) {
+      const void* w_row = w + static_cast<uint64_t>(j) * w_row_bytes;
+      if (fn != nullptr) {
+        fn(w_row, a, nb, res);
+      } else {
+        rows_scalar<W>(rows, w_row, a, nb, res);
+      }
+      const float b = bias != nullptr ? bias[j] : 0.0f;
+      for (int r = 0; r < rows; ++r) y[(i + r) * n + j] = res[r] + b;
+    }
+  }
+}
+
+template <DType W>
+void float_tile(QuantIsa isa, const float* a, int64_t k, const std::byte* w, uint64_t w_row_bytes, int64_t n,
+                const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const FloatDotFn fn = float_dot_kernel<W>(isa);
+  for (int64_t i = i0; i < i1; ++i) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const float b = bias != nullptr ? bias[j] : 0.0f;
+      y[i * n + j] = fn(w + static_cast<uint64_t>(j) * w_row_bytes, a + i * k, k) + b;
+    }
+  }
+}
+
+template <typename Body>
+void run_tasks(ThreadPool* pool, int64_t count, Body&& body) {
+  if (pool != nullptr && count > 1) {
+    pool->parallel_for(count, 1, body);
+  } else if (count > 0) {
+    body(0, count);
+  }
+}
+
+}  // namespace
+
+Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const void* w, int64_t n, const float* bias,
+                    float* y, QuantMatMulTiles tiles, QuantIsa isa, ThreadPool* pool) {
+  if (!matmulq_weight_supported(w_type)) {
+    return invalid_argument("MatMulQ: weight type {} is not supported (q8_0, q4_0, q4_1, f16, f32)", w_type);
+  }
+  const bool quantized = dtype_info(w_type).is_quantized;
+  if (quantized && k % kQuantBlock != 0) {
+    return invalid_argument("MatMulQ: K={} is not a multiple of {} for a {} weight", k, kQuantBlock, w_type);
+  }
+  if (!quant_isa_supported(isa)) return invalid_argument("MatMulQ: ISA {} is not supported here", quant_isa_name(isa));
+  if (m == 0 || n == 0) return ok_status();
+  HXRT_ASSIGN_OR_RETURN(const uint64_t w_row_bytes, storage_bytes(w_type, static_cast<uint64_t>(k)));
+  const auto* wb = static_cast<const std::byte*>(w);
+  const int64_t tile_m = std::max<int64_t>(1, tiles.tile_m);
+  const int64_t tile_n = std::max<int64_t>(1, tiles.tile_n);
+  const int64_t m_tiles = (m + tile_m - 1) / tile_m;
+  const int64_t n_tiles = (n + tile_n - 1) / tile_n;
+
+  std::vector<BlockQ8A> aq;  // (m, k / 32) quantized activations
+  const int64_t nb = k / kQuantBlock;
+  if (quantized) {
+    aq.resize(static_cast<size_t>(m * nb));
+    run_tasks(pool, m, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) quantize_activation_row(a + i * k, k, aq.data() + i * nb);
+    });
+  }
+  run_tasks(pool, m_tiles * n_tiles, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t i0 = (task / n_tiles) * tile_m;
+      const int64_t j0 = (task % n_tiles) * tile_n;
+      const int64_t i1 = std::min(m, i0 + tile_m);
+      const int64_t j1 = std::min(n, j0 + tile_n);
+      switch (w_type) {
+        case DType::kQ8_0:
+          quant_tile<DType::kQ8_0>(isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);
+          break;
+        case DType::kQ4_0:
+          quant_tile<DType::kQ4_0>(isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);
+          break;
+        case DType::kQ4_1:
+          quant_tile<DType::kQ4_1>(isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);
+          break;
+        case DType::kF16: float_tile<DType::kF16>(isa, a, k, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1); break;
+        case DType::kF32: float_tile<DType::kF32>(isa, a, k, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1); break;
+        default: break;
+      }
+    }
+  });
+  return ok_status();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Kernel
+namespace {
+
+// Geometry of a MatMulQ launch from concrete shapes: A [..., K], W [N, K] → Y [..., N].
+struct QuantGeometry {
+  int64_t m = 0;
+  int64_t k = 0;
+  int64_t n = 0;
+};
+
+Result<QuantGeometry> quant_geometry(const Shape& a, const Shape& w) {
+  if (a.rank() < 1) return invalid_argument("MatMulQ: A must have rank >= 1, got {}", a);
+  if (w.rank() != 2) return invalid_argument("MatMulQ: W must be [N, K], got {}", w);
+  QuantGeometry g;
+  g.k = a.dim(-1);
+  g.n = w.dim(0);
+  if (w.dim(1) != g.k) return invalid_argument("MatMulQ: A {} has K={} but W {} has K={}", a, g.k, w, w.dim(1));
+  g.m = 1;
+  for (int i = 0; i + 1 < a.rank(); ++i) g.m *= a.dim(i);
+  return g;
+}
+
+// Decode (m small) splits over N only; prefill tiles M×N so each W tile is reused across tile_m rows.
+QuantMatMulTiles choose_tiles(int64_t m, int64_t n, int64_t units) {
+  QuantMatMulTiles tiles;
+  tiles.tile_m = m <= 2 * kMaxRows ? std::max<int64_t>(1, m) : 32;
+  const int64_t m_tiles = (m + tiles.tile_m - 1) / tiles.tile_m;
+  const int64_t wanted_n_tiles = std::max<int64_t>(1, (4 * units + m_tiles - 1) / m_tiles);
+  tiles.tile_n = std::clamp<int64_t>((n + wanted_n_tiles - 1) / wanted_n_tiles, 16, 128);
+  return tiles;
+}
+
+Result<ops::Tiling> quant_tiling(const ops::TilingQuery& query) {
+  if (query.inputs.size() < 2) return invalid_argument("MatMulQ tiling needs A and W");
+  HXRT_ASSIGN_OR_RETURN(const QuantGeometry g, quant_geometry(query.inputs[0].shape, query.inputs[1].shape));
+  const int64_t units = query.device != nullptr && query.device->compute_units > 0 ? query.device->compute_units : 1;
+  const QuantMatMulTiles tiles = choose_tiles(g.m, g.n, units);
+  ops::Tiling tiling;
+  tiling.values = {{"tile_m", tiles.tile_m}, {"tile_n", tiles.tile_n}};
+  tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (g.n + tiles.tile_n - 1) / tiles.tile_n)),
+                        static_cast<uint32_t>(std::max<int64_t>(1, (g.m + tiles.tile_m - 1) / tiles.tile_m)), 1};
+  return tiling;
+}
+
+Status quant_compute(const ops::CpuComputeContext& ctx) {
+  if (ctx.num_inputs() < 2) return invalid_argument("MatMulQ needs inputs A and W");
+  const ops::TensorRef& a = ctx.input(0);
+  const ops::TensorRef& w = ctx.input(1);
+  const ops::TensorRef& y = ctx.output(0);
+  if (a.dtype != DType::kF32 || y.dtype != DType::kF32) {
+    return invalid_argument("MatMulQ: A and Y must be f32, got {} and {}", a.dtype, y.dtype);
+  }
+  HXRT_ASSIGN_OR_RETURN(const QuantGeometry g, quant_geometry(a.shape, w.shape));
+  std::vector<int64_t> out_dims(a.shape.dims().begin(), a.shape.dims().end());
+  out_dims.back() = g.n;
+  HXRT_ASSIGN_OR_RETURN(const Shape expected, Shape::make(out_dims));
+  if (!(y.shape == expected)) return invalid_argument("MatMulQ: output shape {} is not {}", y.shape, expected);
+  HXRT_ASSIGN_OR_RETURN(const uint64_t w_bytes, storage_bytes(w.dtype, static_cast<uint64_t>(g.n * g.k)));
+  if (w.view.size < w_bytes) {
+    return invalid_argument("MatMulQ: W {} {} needs {} bytes, buffer holds {}", w.dtype, w.shape, w_bytes,
+                            w.view.size);
+  }
+  const float* bias = nullptr;
+  if (ctx.has_input(2)) {
+    const ops::TensorRef& b = ctx.input(2);
+    if (b.dtype != DType::kF32 || b.num_elements() != g.n) {
+      return invalid_argument("MatMulQ: bias must be f32 [{}], got {} {}", g.n, b.dtype, b.shape);
+    }
+    bias = b.data<float>();
+  }
+  QuantMatMulTiles tiles;
+  tiles.tile_m = ctx.tiling().get("tile_m", 32);
+  tiles.tile_n = ctx.tiling().get("tile_n", 64);
+  return quant_matmul(w.dtype, a.data<float>(), g.m, g.k, w.data(), g.n, bias, y.data<float>(), tiles,
+                      quant_best_isa(), &ctx.pool());
+}
+
+}  // namespace
+
+Status register_quant_matmul(ops::KernelRegistry& registry) {
+  ops::KernelDef def;
+  def.op_type = "MatMulQ";
+  def.domain = "hxrt";
+  def.device = hal::DeviceKind::kCpu;
+  def.input_dtypes = {{DType::kF32},
+                      {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32},
+                      {DType::kF32}};
+  def.name = "MatMulQ";
+  def.priority = 10;
+  def.description = fmt::format("q8 activations × GGUF blocks, integer dot products ({}), batch invariant",
+                                quant_isa_name(quant_best_isa()));
+  def.tiling = quant_tiling;
+  def.launch = ops::cpu_launch("MatMulQ", quant_compute);
+  return registry.add(std::move(def));
+}
+
+}  // namespace hxrt::kernels::cpu

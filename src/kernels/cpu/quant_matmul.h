@@ -1,0 +1,79 @@
+// MatMulQ on the CPU: Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]) with W in a GGUF layout (q8_0, q4_0, q4_1, f16, f32).
+//
+// Quantized W: each activation row is first quantized to BlockQ8A blocks (32 values: float scale, int8 values and
+// the scaled block sum), then every output is a sum over blocks of integer dot products scaled in float
+// (AVX-512 VNNI vpdpbusd, AVX2 vpmaddubsw, or scalar). f16 and f32 W use float dot products on the f32 activations.
+//
+// Note [Batch invariance]: the value of Y[i, j] depends only on row i of A, row j of W, the weight type and the ISA —
+// never on m, on the tiling or on which other rows share the batch. Every (i, j) goes through the same sequence of
+// floating-point operations: the multi-row micro-kernels run, for each row, exactly the instructions of the one-row
+// kernel, and nothing is reduced across rows or split along K. So prefill, decode and batched decode give a
+// request bit-identical logits. (Different ISAs may differ in the last bits.)
+//
+// Thread-safety: every function is reentrant.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "hxrt/base/dtype.h"
+#include "hxrt/base/status.h"
+#include "hxrt/base/thread_pool.h"
+#include "hxrt/ops/kernel_registry.h"
+
+namespace hxrt::kernels::cpu {
+
+inline constexpr int64_t kQuantBlock = 32;  // values per block of every quantized type
+
+// GGUF/ggml block layouts (f16 fields as raw bits).
+struct BlockQ8_0 {
+  uint16_t d;        // scale
+  int8_t qs[32];     // value i = d * qs[i]
+};
+struct BlockQ4_0 {
+  uint16_t d;        // scale
+  uint8_t qs[16];    // value i = d * (nibble - 8); low nibble of qs[j] is element j, high nibble element j + 16
+};
+struct BlockQ4_1 {
+  uint16_t d;        // scale
+  uint16_t m;        // minimum
+  uint8_t qs[16];    // value i = d * nibble + m; same nibble order as q4_0
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
+
+// A quantized activation block: value i ≈ d * qs[i]; s = d * Σ qs (for the offsets of q4_0 and q4_1).
+struct BlockQ8A {
+  float d;
+  float s;
+  int8_t qs[32];
+};
+
+enum class QuantIsa : uint8_t { kScalar, kAvx2, kAvx512Vnni };
+std::string_view quant_isa_name(QuantIsa isa);
+bool quant_isa_supported(QuantIsa isa);
+QuantIsa quant_best_isa();  // detected once
+
+// True for the W dtypes MatMulQ accepts.
+bool matmulq_weight_supported(DType w_type);
+
+// Quantizes k floats (k a multiple of 32) into k / 32 blocks: d = max|x| / 127, qs = round(x / d).
+void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out);
+
+// Expands one W row of k values (k a multiple of 32 for quantized types) to floats; the reference for tests.
+Status dequantize_row(DType w_type, const void* row, int64_t k, float* out);
+
+struct QuantMatMulTiles {
+  int64_t tile_m = 32;  // activation rows per task
+  int64_t tile_n = 64;  // W rows per task
+};
+
+// Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]); bias may be null. Splits (m-tiles × n-tiles) over `pool` when given.
+// InvalidArgument for an unsupported W type or, for quantized W, k not a multiple of 32.
+Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const void* w, int64_t n, const float* bias,
+                    float* y, QuantMatMulTiles tiles = {}, QuantIsa isa = quant_best_isa(),
+                    ThreadPool* pool = nullptr);
+
+// Registers the "MatMulQ" kernel (domain hxrt); called by register_linear.
+Status register_quant_matmul(ops::KernelRegistry& registry);
+
+}  // namespace hxrt::kernels::cpu

@@ -1,0 +1,366 @@
+#include "kernels/cpu/quant_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hxrt/base/float16.h"
+#include "hxrt/graph/graph.h"
+#include "hxrt/ops/op_schema.h"
+#include "kernels/testing/kernel_harness.h"
+
+namespace hxrt::kernels::cpu {
+namespace {
+
+using testing::HostTensor;
+using testing::OpCall;
+using testing::run_op;
+
+// Random GGUF-layout weights [n, k] of `type` (k a multiple of 32 for quantized types); never all zeros.
+std::vector<std::byte> random_weights(DType type, int64_t n, int64_t k, std::mt19937& rng) {
+  const uint64_t bytes = storage_bytes(type, static_cast<uint64_t>(n * k)).value();
+  std::vector<std::byte> out(bytes);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> scale(0.002f, 0.03f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const int64_t blocks = n * k / kQuantBlock;
+  switch (type) {
+    case DType::kF32: {
+      std::vector<float> v(static_cast<size_t>(n * k));
+      for (float& x : v) x = value(rng);
+      std::memcpy(out.data(), v.data(), bytes);
+      break;
+    }
+    case DType::kF16: {
+      std::vector<uint16_t> v(static_cast<size_t>(n * k));
+      for (uint16_t& x : v) x = f32_to_f16(value(rng));
+      std::memcpy(out.data(), v.data(), bytes);
+      break;
+    }
+    case DType::kQ8_0: {
+      auto* b = reinterpret_cast<BlockQ8_0*>(out.data());
+      for (int64_t i = 0; i < blocks; ++i) {
+        b[i].d = f32_to_f16(scale(rng));
+        // -128 included: the kernels must treat it as a full-range value.
+        for (int8_t& q : b[i].qs) q = static_cast<int8_t>(byte(rng) - 128);
+      }
+      break;
+    }
+    case DType::kQ4_0: {
+      auto* b = reinterpret_cast<BlockQ4_0*>(out.data());
+      for (int64_t i = 0; i < blocks; ++i) {
+        b[i].d = f32_to_f16(scale(rng) * 8.0f);
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(byte(rng));
+      }
+      break;
+    }
+    case DType::kQ4_1: {
+      auto* b = reinterpret_cast<BlockQ4_1*>(out.data());
+      for (int64_t i = 0; i < blocks; ++i) {
+        b[i].d = f32_to_f16(scale(rng) * 8.0f);
+        b[i].m = f32_to_f16(-value(rng) * 0.5f);
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(byte(rng));
+      }
+      break;
+    }
+    default: ADD_FAILURE() << "no generator for " << dtype_name(type);
+  }
+  return out;
+}
+
+std::vector<float> random_floats(int64_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Reference: Y[m, n] = A · dequant(W)ᵀ (+ bias) in double. With `quantize_a`, A is first rounded through the same
+// q8 activation blocks the kernels use, so the comparison isolates the kernels' arithmetic.
+std::vector<double> reference(DType type, const std::vector<float>& a, int64_t m, int64_t k,
+                              const std::vector<std::byte>& w, int64_t n, const float* bias, bool quantize_a) {
+  const uint64_t row_bytes = storage_bytes(type, static_cast<uint64_t>(k)).value();
+  std::vector<float> wf(static_cast<size_t>(n * k));
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_TRUE(dequantize_row(type, w.data() + j * row_bytes, k, wf.data() + j * k).ok());
+  }
+  std::vector<double> af(a.begin(), a.end());
+  if (quantize_a) {
+    std::vector<BlockQ8A> blocks(static_cast<size_t>(k / kQuantBlock));
+    for (int64_t i = 0; i < m; ++i) {
+      quantize_activation_row(a.data() + i * k, k, blocks.data());
+      for (int64_t p = 0; p < k; ++p) {
+        const BlockQ8A& b = blocks[static_cast<size_t>(p / kQuantBlock)];
+        af[static_cast<size_t>(i * k + p)] = double{b.d} * b.qs[p % kQuantBlock];
+      }
+    }
+  }
+  std::vector<double> y(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = bias != nullptr ? bias[j] : 0.0;
+      for (int64_t p = 0; p < k; ++p) sum += af[static_cast<size_t>(i * k + p)] * wf[static_cast<size_t>(j * k + p)];
+      y[static_cast<size_t>(i * n + j)] = sum;
+    }
+  }
+  return y;
+}
+
+std::vector<QuantIsa> supported_isas() {
+  std::vector<QuantIsa> isas;
+  for (QuantIsa isa : {QuantIsa::kScalar, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni}) {
+    if (quant_isa_supported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+constexpr DType kWeightTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
+
+TEST(QuantMatMulTest, DequantizeFollowsGgmlNibbleOrder) {
+  // Low nibble of byte j is element j, high nibble element j + 16.
+  BlockQ4_0 q40{};
+  BlockQ4_1 q41{};
+  q40.d = f32_to_f16(1.0f);
+  q41.d = f32_to_f16(2.0f);
+  q41.m = f32_to_f16(-1.0f);
+  for (int j = 0; j < 16; ++j) {
+    q40.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+    q41.qs[j] = q40.qs[j];
+  }
+  float out[32];
+  ASSERT_TRUE(dequantize_row(DType::kQ4_0, &q40, 32, out).ok());
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], static_cast<float>(j - 8)) << j;
+    EXPECT_EQ(out[j + 16], static_cast<float>(15 - j - 8)) << j;
+  }
+  ASSERT_TRUE(dequantize_row(DType::kQ4_1, &q41, 32, out).ok());
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], 2.0f * static_cast<float>(j) - 1.0f) << j;
+    EXPECT_EQ(out[j + 16], 2.0f * static_cast<float>(15 - j) - 1.0f) << j;
+  }
+  BlockQ8_0 q80{};
+  q80.d = f32_to_f16(0.5f);
+  for (int i = 0; i < 32; ++i) q80.qs[i] = static_cast<int8_t>(i - 16);
+  ASSERT_TRUE(dequantize_row(DType::kQ8_0, &q80, 32, out).ok());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], 0.5f * static_cast<float>(i - 16));
+}
+
+TEST(QuantMatMulTest, ActivationQuantizationRoundTrips) {
+  std::mt19937 rng(7);
+  const std::vector<float> x = random_floats(96, rng);
+  std::vector<BlockQ8A> blocks(3);
+  quantize_activation_row(x.data(), 96, blocks.data());
+  for (int b = 0; b < 3; ++b) {
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      const float back = blocks[static_cast<size_t>(b)].d * blocks[static_cast<size_t>(b)].qs[i];
+      EXPECT_NEAR(back, x[static_cast<size_t>(b * 32 + i)], blocks[static_cast<size_t>(b)].d * 0.5f + 1e-7f);
+      sum += blocks[static_cast<size_t>(b)].qs[i];
+    }
+    EXPECT_FLOAT_EQ(blocks[static_cast<size_t>(b)].s, blocks[static_cast<size_t>(b)].d * static_cast<float>(sum));
+  }
+}
+
+// Every weight type × every ISA of this CPU × odd shapes, against the double reference.
+// Tolerances (normalised max error, see normalized_max_error):
+//   against the reference on the same q8-rounded activations: 1e-5 (only float summation order differs);
+//   against exact f32 activations: 2e-2 for quantized W (activation rounding: |Δa| <= max|a_block| / 254);
+//   f16/f32 W use exact activations: 1e-5.
+TEST(QuantMatMulTest, MatchesDequantizedReferenceForEveryTypeAndIsa) {
+  std::mt19937 rng(42);
+  const int64_t ms[] = {1, 3, 7};
+  const int64_t ks[] = {32, 96, 576};
+  const int64_t ns[] = {1, 7, 33, 65};
+  for (DType type : kWeightTypes) {
+    for (int64_t k : ks) {
+      for (int64_t n : ns) {
+        const std::vector<std::byte> w = random_weights(type, n, k, rng);
+        const std::vector<float> bias = random_floats(n, rng);
+        for (int64_t m : ms) {
+          const std::vector<float> a = random_floats(m * k, rng);
+          const bool quantized = dtype_info(type).is_quantized;
+          const std::vector<double> exact = reference(type, a, m, k, w, n, bias.data(), false);
+          const std::vector<double> same_a = reference(type, a, m, k, w, n, bias.data(), quantized);
+          for (QuantIsa isa : supported_isas()) {
+            std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
+            ASSERT_TRUE(quant_matmul(type, a.data(), m, k, w.data(), n, bias.data(), y.data(), {2, 16}, isa).ok());
+            SCOPED_TRACE(fmt::format("{} {} m={} k={} n={}", dtype_name(type), quant_isa_name(isa), m, k, n));
+            EXPECT_LE(testing::normalized_max_error(y, same_a), 1e-5);
+            EXPECT_LE(testing::normalized_max_error(y, exact), quantized ? 2e-2 : 1e-5);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Note [Batch invariance] in quant_matmul.h: a row's result is bit-identical whether it is computed alone, in a
+// batch, or under any tiling.
+TEST(QuantMatMulTest, RowsAreBatchInvariantBitForBit) {
+  std::mt19937 rng(3);
+  ThreadPool pool(2);
+  const int64_t m = 37;
+  const int64_t k = 160;
+  const int64_t n = 45;
+  for (DType type : kWeightTypes) {
+    const std::vector<std::byte> w = random_weights(type, n, k, rng);
+    const std::vector<float> a = random_floats(m * k, rng);
+    for (QuantIsa isa : supported_isas()) {
+      SCOPED_TRACE(fmt::format("{} {}", dtype_name(type), quant_isa_name(isa)));
+      std::vector<float> alone(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i) {
+        ASSERT_TRUE(
+            quant_matmul(type, a.data() + i * k, 1, k, w.data(), n, nullptr, alone.data() + i * n, {1, 64}, isa).ok());
+      }
+      for (QuantMatMulTiles tiles : {QuantMatMulTiles{32, 64}, QuantMatMulTiles{5, 7}, QuantMatMulTiles{37, 1},
+                                     QuantMatMulTiles{3, 45}}) {
+        std::vector<float> batch(static_cast<size_t>(m * n));
+        ASSERT_TRUE(quant_matmul(type, a.data(), m, k, w.data(), n, nullptr, batch.data(), tiles, isa, &pool).ok());
+        EXPECT_EQ(std::memcmp(alone.data(), batch.data(), batch.size() * sizeof(float)), 0)
+            << "tiles " << tiles.tile_m << "x" << tiles.tile_n;
+      }
+      // A sub-batch starting at row 5 gives the same rows too.
+      std::vector<float> sub(static_cast<size_t>(6 * n));
+      ASSERT_TRUE(quant_matmul(type, a.data() + 5 * k, 6, k, w.data(), n, nullptr, sub.data(), {4, 16}, isa).ok());
+      EXPECT_EQ(std::memcmp(alone.data() + 5 * n, sub.data(), sub.size() * sizeof(float)), 0);
+    }
+  }
+}
+
+TEST(QuantMatMulTest, RejectsKNotAMultipleOf32) {
+  std::vector<std::byte> w(18 * 4);
+  std::vector<float> a(48, 1.0f);
+  std::vector<float> y(2);
+  const Status status = quant_matmul(DType::kQ4_0, a.data(), 1, 48, w.data(), 2, nullptr, y.data());
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("multiple of 32"), std::string_view::npos) << status.to_string();
+  EXPECT_EQ(quant_matmul(DType::kI8, a.data(), 1, 48, w.data(), 2, nullptr, y.data()).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// --- through the op path -----------------------------------------------------------------------------------------
+
+OpCall matmulq_call(DType type, const Shape& a_shape, int64_t n, std::mt19937& rng, bool with_bias,
+                    std::vector<float>* a_out, std::vector<std::byte>* w_out, std::vector<float>* bias_out) {
+  const int64_t k = a_shape.dim(-1);
+  *w_out = random_weights(type, n, k, rng);
+  *a_out = random_floats(a_shape.num_elements(), rng);
+  OpCall call;
+  call.op_type = "MatMulQ";
+  call.domain = "hxrt";
+  call.inputs.push_back(HostTensor::f32(a_shape, *a_out));
+  call.inputs.push_back(HostTensor::raw(type, Shape{n, k}, *w_out));
+  call.constant_inputs = {1};
+  if (with_bias) {
+    *bias_out = random_floats(n, rng);
+    call.inputs.push_back(HostTensor::f32(Shape{n}, *bias_out));
+  }
+  return call;
+}
+
+TEST(QuantMatMulOpTest, EveryWeightTypeWithLeadingDimsAndBias) {
+  std::mt19937 rng(11);
+  for (DType type : kWeightTypes) {
+    for (bool with_bias : {false, true}) {
+      std::vector<float> a;
+      std::vector<std::byte> w;
+      std::vector<float> bias;
+      const Shape a_shape{2, 3, 96};
+      const OpCall call = matmulq_call(type, a_shape, 33, rng, with_bias, &a, &w, &bias);
+      auto result = run_op(call);
+      ASSERT_TRUE(result.ok()) << result.status().to_string();
+      EXPECT_EQ(result->kernel, "MatMulQ");
+      ASSERT_EQ(result->outputs.size(), 1u);
+      EXPECT_EQ(result->outputs[0].shape, (Shape{2, 3, 33}));
+      const std::vector<double> expected =
+          reference(type, a, 6, 96, w, 33, with_bias ? bias.data() : nullptr, dtype_info(type).is_quantized);
+      EXPECT_LE(testing::normalized_max_error(result->outputs[0].to_f32(), expected), 1e-5)
+          << dtype_name(type) << " bias=" << with_bias;
+    }
+  }
+}
+
+TEST(QuantMatMulOpTest, DecodeRowEqualsPrefillRowBitForBit) {
+  std::mt19937 rng(5);
+  std::vector<float> a;
+  std::vector<std::byte> w;
+  std::vector<float> bias;
+  OpCall prefill = matmulq_call(DType::kQ4_1, Shape{9, 576}, 130, rng, true, &a, &w, &bias);
+  auto batch = run_op(prefill);
+  ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+  const std::vector<float> all = batch->outputs[0].to_f32();
+  for (int64_t i : {0, 4, 8}) {
+    OpCall decode = prefill;
+    decode.inputs[0] = HostTensor::f32(
+        Shape{1, 576}, std::vector<float>(a.begin() + i * 576, a.begin() + (i + 1) * 576));
+    auto one = run_op(decode);
+    ASSERT_TRUE(one.ok()) << one.status().to_string();
+    const std::vector<float> row = one->outputs[0].to_f32();
+    EXPECT_EQ(std::memcmp(row.data(), all.data() + i * 130, 130 * sizeof(float)), 0) << "row " << i;
+  }
+}
+
+TEST(QuantMatMulOpTest, SchemaRejectsMismatchedKAndWrongActivationType) {
+  std::mt19937 rng(1);
+  std::vector<float> a;
+  std::vector<std::byte> w;
+  std::vector<float> bias;
+  OpCall call = matmulq_call(DType::kQ8_0, Shape{2, 64}, 8, rng, false, &a, &w, &bias);
+  call.inputs[0] = HostTensor::f32(Shape{2, 96}, random_floats(2 * 96, rng));
+  auto mismatched = run_op(call);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_EQ(mismatched.status().code(), StatusCode::kInvalidArgument) << mismatched.status().to_string();
+
+  call.inputs[0] = HostTensor::i64(Shape{2, 64}, std::vector<int64_t>(128, 1));
+  auto wrong_type = run_op(call);
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.status().to_string().find("MatMulQ"), std::string::npos) << wrong_type.status().to_string();
+}
+
+TEST(QuantMatMulOpTest, FloatWeightsTakeAnyK) {
+  // Only the block types need K % 32 == 0 (a q8_0 tensor of K=40 cannot even be built: the pure-function test
+  // RejectsKNotAMultipleOf32 covers the kernel's Status); f16 and f32 W work for any K.
+  std::mt19937 rng(2);
+  for (DType type : {DType::kF16, DType::kF32}) {
+    std::vector<float> a;
+    std::vector<std::byte> w;
+    std::vector<float> bias;
+    const OpCall call = matmulq_call(type, Shape{3, 41}, 7, rng, true, &a, &w, &bias);
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    const std::vector<double> expected = reference(type, a, 3, 41, w, 7, bias.data(), false);
+    EXPECT_LE(testing::normalized_max_error(result->outputs[0].to_f32(), expected), 1e-5) << dtype_name(type);
+  }
+}
+
+// Symbolic shapes: n_tokens flows through MatMulQ and MatMul; an undecidable K equality becomes a DimCheck.
+TEST(LinearSchemaTest, SymbolicDimsPropagate) {
+  ops::OpSchemaRegistry registry;
+  ASSERT_TRUE(ops::register_builtin_schemas(registry).ok());
+  graph::Graph g("symbolic");
+  const graph::Dim n_tokens = graph::Dim::symbol("n_tokens");
+  const graph::Dim k_sym = graph::Dim::symbol("k");
+  ASSERT_TRUE(g.add_input("x", graph::TensorDesc{DType::kF32, graph::SymShape{n_tokens, 576}}).ok());
+  ASSERT_TRUE(g.add_input("w", graph::TensorDesc{DType::kQ4_1, graph::SymShape{1536, 576}}).ok());
+  ASSERT_TRUE(g.add_input("b", graph::TensorDesc{DType::kF32, graph::SymShape{2, k_sym, 7}}).ok());
+  const std::string mq_in[] = {"x", "w"};
+  const std::string mq_out[] = {"h"};
+  ASSERT_TRUE(g.add_node("ffn.up", "MatMulQ", mq_in, mq_out, {}, "hxrt", 1).ok());
+  const std::string mm_in[] = {"h", "b"};
+  const std::string mm_out[] = {"y"};
+  ASSERT_TRUE(g.add_node("proj", "MatMul", mm_in, mm_out, {}, "", 13).ok());
+  std::vector<ops::DimCheck> checks;
+  const Status status = registry.infer_graph(g, &checks);
+  ASSERT_TRUE(status.ok()) << status.to_string();
+  EXPECT_EQ(g.value(g.find_value("h").value()).desc.shape.to_string(), "[n_tokens, 1536]");
+  EXPECT_EQ(g.value(g.find_value("y").value()).desc.shape.to_string(), "[2, n_tokens, 7]");
+  ASSERT_EQ(checks.size(), 1u);  // K: 1536 == k, decided when shapes are bound
+  EXPECT_NE(checks[0].what.find("proj"), std::string::npos) << checks[0].what;
+}
+
+}  // namespace
+}  // namespace hxrt::kernels::cpu

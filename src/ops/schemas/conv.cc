@@ -1,0 +1,173 @@
+// Schemas of the convolution ops (docs/ops.md, "Convolution"): Conv (2-D) and BatchNormalization (inference).
+// infer_conv2d_shape is shared with the fused ConvBnRelu (fused.cc).
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ops/schemas/schemas.h"
+
+namespace hxrt::ops::schemas {
+
+namespace {
+
+const std::vector<DType>& float_types() {
+  static const std::vector<DType> types = {DType::kF32};
+  return types;
+}
+
+Result<std::vector<int64_t>> ints_attr(InferenceContext& ctx, std::string_view name, std::vector<int64_t> fallback,
+                                       size_t length, int64_t minimum) {
+  Result<std::vector<int64_t>> values = ctx.attrs().get_ints(name, std::move(fallback));
+  if (!values.ok()) return ctx.error(values.status().message());
+  if (values->size() != length) {
+    return ctx.error(fmt::format("attribute '{}' needs {} values for a 2-D Conv, got [{}]", name, length,
+                                 fmt::join(*values, ", ")));
+  }
+  for (int64_t v : *values) {
+    if (v < minimum) return ctx.error(fmt::format("attribute '{}' values must be >= {}, got [{}]", name, minimum,
+                                                  fmt::join(*values, ", ")));
+  }
+  return values;
+}
+
+// One spatial output dim: floor((in + pads - effective kernel) / stride) + 1, or ceil(in / stride) for SAME.
+Result<graph::Dim> spatial_dim(InferenceContext& ctx, const graph::Dim& in, int64_t pad_sum, int64_t effective_kernel,
+                               int64_t stride, bool same, int axis) {
+  if (same) return (in + graph::Dim(stride - 1)) / graph::Dim(stride);
+  const int64_t offset = pad_sum - effective_kernel;
+  if (in.is_static()) {
+    if (in.value() + offset < 0) {
+      return ctx.error(fmt::format("kernel (effective size {}) is larger than the padded input ({}) on axis {}",
+                                   effective_kernel, in.value() + pad_sum, axis));
+    }
+    return graph::Dim((in.value() + offset) / stride + 1);
+  }
+  const graph::Dim span = offset >= 0 ? in + graph::Dim(offset) : in - graph::Dim(-offset);
+  return span / graph::Dim(stride) + graph::Dim(1);
+}
+
+}  // namespace
+
+// Output shape of a 2-D Conv-like node: X (input 0) [N, C, H, W], W (input 1) [M, C/group, kH, kW] and Conv's
+// attributes. Also used by fused.cc.
+Result<graph::SymShape> infer_conv2d_shape(InferenceContext& ctx) {
+  const graph::SymShape& x = ctx.input(0).shape;
+  const graph::SymShape& w = ctx.input(1).shape;
+  if (x.rank() != 4 || w.rank() != 4) {
+    return ctx.error(fmt::format("Conv is 2-D NCHW: 'X' {} must be [N, C, H, W] and 'W' {} [M, C/group, kH, kW]",
+                                 x.to_string(), w.to_string()));
+  }
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> strides, ints_attr(ctx, "strides", {1, 1}, 2, 1));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> dilations, ints_attr(ctx, "dilations", {1, 1}, 2, 1));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> pads, ints_attr(ctx, "pads", {0, 0, 0, 0}, 4, 0));
+  Result<int64_t> group = ctx.attrs().get_int("group", 1);
+  if (!group.ok()) return ctx.error(group.status().message());
+  if (*group < 1) return ctx.error(fmt::format("attribute 'group' must be >= 1, got {}", *group));
+  Result<std::string> auto_pad = ctx.attrs().get_string("auto_pad", "NOTSET");
+  if (!auto_pad.ok()) return ctx.error(auto_pad.status().message());
+  if (*auto_pad != "NOTSET" && *auto_pad != "SAME_UPPER" && *auto_pad != "SAME_LOWER" && *auto_pad != "VALID") {
+    return ctx.error(fmt::format("attribute 'auto_pad' must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '{}'",
+                                 *auto_pad));
+  }
+  // Kernel size: from W, which must be static there, cross-checked with kernel_shape when given.
+  if (!w.dim(2).is_static() || !w.dim(3).is_static()) {
+    return ctx.error(fmt::format("'W' {} must have static kernel dims", w.to_string()));
+  }
+  const int64_t kh = w.dim(2).value();
+  const int64_t kw = w.dim(3).value();
+  if (ctx.attrs().has("kernel_shape")) {
+    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> kernel_shape, ints_attr(ctx, "kernel_shape", {}, 2, 1));
+    if (kernel_shape[0] != kh || kernel_shape[1] != kw) {
+      return ctx.error(fmt::format("attribute 'kernel_shape' [{}] differs from 'W' {}", fmt::join(kernel_shape, ", "),
+                                   w.to_string()));
+    }
+  }
+  HXRT_RETURN_IF_ERROR(ctx.require_equal(
+      x.dim(1), w.dim(1) * graph::Dim(*group),
+      fmt::format("channels C of 'X' {} and C/group·group of 'W' {} (group {})", x.to_string(), w.to_string(), *group)));
+  if (w.dim(0).is_static() && w.dim(0).value() % *group != 0) {
+    return ctx.error(fmt::format("'W' {} has M={} output channels, not a multiple of group {}", w.to_string(),
+                                 w.dim(0).value(), *group));
+  }
+  const bool same = *auto_pad == "SAME_UPPER" || *auto_pad == "SAME_LOWER";
+  const bool valid = *auto_pad == "VALID";
+  HXRT_ASSIGN_OR_RETURN(graph::Dim oh, spatial_dim(ctx, x.dim(2), valid ? 0 : pads[0] + pads[2],
+                                                   dilations[0] * (kh - 1) + 1, strides[0], same, 2));
+  HXRT_ASSIGN_OR_RETURN(graph::Dim ow, spatial_dim(ctx, x.dim(3), valid ? 0 : pads[1] + pads[3],
+                                                   dilations[1] * (kw - 1) + 1, strides[1], same, 3));
+  return graph::SymShape{x.dim(0), w.dim(0), std::move(oh), std::move(ow)};
+}
+
+namespace {
+
+Status infer_conv(InferenceContext& ctx) {
+  HXRT_ASSIGN_OR_RETURN(graph::SymShape out, infer_conv2d_shape(ctx));
+  if (ctx.has_input(2)) {
+    const graph::SymShape& b = ctx.input(2).shape;
+    if (b.rank() != 1) return ctx.error(fmt::format("input 'B' {} must be [M]", b.to_string()));
+    HXRT_RETURN_IF_ERROR(ctx.require_equal(b.dim(0), out.dim(1), "length of 'B' and output channels M of 'W'"));
+  }
+  ctx.set_output(0, graph::TensorDesc{ctx.input(0).dtype, std::move(out)});
+  return ok_status();
+}
+
+Status infer_batchnorm(InferenceContext& ctx) {
+  const graph::SymShape& x = ctx.input(0).shape;
+  if (x.rank() < 2) return ctx.error(fmt::format("input 'X' {} must have rank >= 2 (N, C, ...)", x.to_string()));
+  Result<int64_t> training = ctx.attrs().get_int("training_mode", 0);
+  if (!training.ok()) return ctx.error(training.status().message());
+  if (*training != 0) return ctx.error("training_mode = 1 is not supported (inference only)");
+  static constexpr std::string_view kNames[] = {"scale", "B", "input_mean", "input_var"};
+  for (size_t i = 1; i < 5; ++i) {
+    const graph::SymShape& p = ctx.input(i).shape;
+    if (p.rank() != 1) return ctx.error(fmt::format("input '{}' {} must be [C]", kNames[i - 1], p.to_string()));
+    HXRT_RETURN_IF_ERROR(
+        ctx.require_equal(p.dim(0), x.dim(1), fmt::format("length of '{}' and channels C of 'X'", kNames[i - 1])));
+  }
+  ctx.set_output(0, ctx.input(0));
+  return ok_status();
+}
+
+}  // namespace
+
+// The attributes of Conv, also declared by ConvBnRelu (fused.cc).
+std::vector<AttrSpec> conv2d_attr_specs() {
+  return {{"strides", graph::AttrType::kInts, false, graph::Attribute(std::vector<int64_t>{1, 1})},
+          {"pads", graph::AttrType::kInts, false, graph::Attribute(std::vector<int64_t>{0, 0, 0, 0})},
+          {"dilations", graph::AttrType::kInts, false, graph::Attribute(std::vector<int64_t>{1, 1})},
+          {"group", graph::AttrType::kInt, false, graph::Attribute(int64_t{1})},
+          {"kernel_shape", graph::AttrType::kInts, false, std::nullopt},
+          {"auto_pad", graph::AttrType::kString, false, graph::Attribute("NOTSET")}};
+}
+
+Status register_conv(OpSchemaRegistry& registry) {
+  OpSchema conv;
+  conv.op_type = "Conv";
+  conv.since_version = 11;
+  conv.inputs = {{"X"}, {"W"}, {.name = "B", .optional = true}};
+  conv.outputs = {{"Y"}};
+  conv.attrs = conv2d_attr_specs();
+  conv.type_constraints = {{"T", float_types()}};
+  conv.infer = infer_conv;
+  conv.doc = "ONNX Conv, 2-D NCHW: strides, pads [top, left, bottom, right], dilations, group, auto_pad";
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(conv)));
+
+  OpSchema bn;
+  bn.op_type = "BatchNormalization";
+  bn.since_version = 15;
+  bn.inputs = {{"X"}, {"scale"}, {"B"}, {"input_mean"}, {"input_var"}};
+  bn.outputs = {{"Y"}};
+  bn.attrs = {{"epsilon", graph::AttrType::kFloat, false, graph::Attribute(1e-5)},
+              {"momentum", graph::AttrType::kFloat, false, graph::Attribute(0.9)},
+              {"training_mode", graph::AttrType::kInt, false, graph::Attribute(int64_t{0})}};
+  bn.type_constraints = {{"T", float_types()}};
+  bn.infer = infer_batchnorm;
+  bn.doc = "inference: y = (x - mean) / sqrt(var + epsilon) · scale + B per channel (axis 1); momentum is ignored";
+  return registry.add(std::move(bn));
+}
+
+}  // namespace hxrt::ops::schemas

@@ -1,0 +1,157 @@
+// `hxrt inspect`: plans a graph file for a device without running it and prints the plan — kernels chosen and why,
+// fusion groups, streams and events, the memory plan — plus graph statistics, as text or JSON.
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "plan_builder.h"
+#include "text_format.h"
+
+namespace hxrt::tools {
+namespace {
+
+struct InspectFlags {
+  PlanFlags plan;
+  bool json = false;
+};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+nlohmann::json stats_json(const GraphStats& s) {
+  return {{"nodes", s.nodes},         {"values", s.values},
+          {"inputs", s.inputs},       {"outputs", s.outputs},
+          {"initializers", s.initializers}, {"weight_bytes", s.weight_bytes}};
+}
+
+nlohmann::json values_json(const graph::Graph& g, const std::vector<graph::ValueId>& ids) {
+  nlohmann::json out = nlohmann::json::array();
+  for (graph::ValueId id : ids) {
+    if (id == graph::kNoValue) {
+      out.push_back(nullptr);
+      continue;
+    }
+    out.push_back({{"name", g.value(id).name}, {"type", g.value(id).desc.to_string()}});
+  }
+  return out;
+}
+
+nlohmann::json plan_json(const LoadedPlan& loaded, const std::string& path) {
+  const runtime::ExecutionPlan& plan = *loaded.plan;
+  const graph::Graph& g = plan.graph();
+  nlohmann::json nodes = nlohmann::json::array();
+  for (size_t i = 0; i < plan.objects().size(); ++i) {
+    const runtime::ExecutionObject& object = plan.objects()[i];
+    const graph::Node& node = g.node(object.node);
+    nodes.push_back({{"index", i},
+                     {"id", node.id},
+                     {"name", node.name},
+                     {"op_type", node.op_type},
+                     {"domain", node.domain},
+                     {"version", node.version},
+                     {"attrs", node.attrs.to_string()},
+                     {"params", object.params ? object.params->to_string() : ""},
+                     {"kernel",
+                      {{"name", object.kernel->name},
+                       {"impl_version", object.kernel->impl_version},
+                       {"kind", ops::kernel_kind_name(object.kernel->kind)},
+                       {"priority", object.kernel->priority},
+                       {"description", object.kernel->description}}},
+                     {"selection", lines_of(object.selection_reason)},
+                     {"stream", object.stream},
+                     {"wait_events", object.wait_events},
+                     {"record_event", object.record_event},
+                     {"fusion_id", object.fusion_id},
+                     {"fused_from", node.fused_from},
+                     {"inputs", values_json(g, object.inputs)},
+                     {"outputs", values_json(g, object.outputs)}});
+  }
+  nlohmann::json groups = nlohmann::json::array();
+  for (const ops::FusionGroup& group : plan.fusion_groups()) {
+    groups.push_back({{"fusion_id", group.fusion_id},
+                      {"pattern", group.pattern},
+                      {"fused_node", group.fused_node},
+                      {"original_nodes", group.original_nodes}});
+  }
+  nlohmann::json checks = nlohmann::json::array();
+  for (const ops::DimCheck& check : plan.dim_checks()) {
+    checks.push_back({{"a", check.a.to_string()}, {"b", check.b.to_string()}, {"what", check.what}});
+  }
+  const runtime::MemoryPlanSummary& memory = plan.memory();
+  nlohmann::json placements = nlohmann::json::array();
+  for (graph::ValueId id = 0; id < g.num_values(); ++id) {
+    const runtime::ValuePlan& v = plan.values()[static_cast<size_t>(id)];
+    if (v.arena_offset >= 0) placements.push_back({{"value", g.value(id).name}, {"offset", v.arena_offset}, {"bytes", v.bytes}});
+  }
+  const hal::DeviceInfo& device = plan.device();
+  return {{"graph_file", path},
+          {"graph", g.name()},
+          {"device",
+           {{"kind", hal::device_kind_name(device.kind)}, {"ordinal", device.ordinal}, {"name", device.name}}},
+          {"loaded", stats_json(loaded.loaded)},
+          {"planned", stats_json(GraphStats::of(g))},
+          {"inputs", values_json(g, g.inputs())},
+          {"outputs", values_json(g, g.outputs())},
+          {"streams", plan.num_streams()},
+          {"events", plan.num_events()},
+          {"nodes", std::move(nodes)},
+          {"fusion_groups", std::move(groups)},
+          {"dim_checks", std::move(checks)},
+          {"memory",
+           {{"plan", memory.uses_arena ? "arena" : "pool"},
+            {"arena_bytes", memory.arena_bytes},
+            {"naive_bytes", memory.naive_bytes},
+            {"intermediates", memory.intermediates},
+            {"dynamic_intermediates", memory.dynamic_intermediates},
+            {"arena_placements", std::move(placements)}}},
+          {"warnings", loaded.warnings}};
+}
+
+std::string stats_line(const GraphStats& s) {
+  return fmt::format("{} nodes, {} values ({} inputs, {} outputs, {} initializers), weights {} ({} bytes)", s.nodes,
+                     s.values, s.inputs, s.outputs, s.initializers, human_bytes(s.weight_bytes), s.weight_bytes);
+}
+
+Status inspect_graph(const InspectFlags& flags) {
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPlan> loaded, load_plan(flags.plan));
+  if (flags.json) {
+    fmt::print("{}\n", plan_json(*loaded, flags.plan.graph_path).dump(2));
+  } else {
+    for (const std::string& warning : loaded->warnings) fmt::print("warning: {}\n", warning);
+    fmt::print("graph file {}: {}\n", flags.plan.graph_path, stats_line(loaded->loaded));
+    fmt::print("planned graph: {}\n", stats_line(GraphStats::of(loaded->plan->graph())));
+    fmt::print("{}", loaded->plan->describe());
+  }
+  HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->session->close());
+  if (!report.clean()) fmt::print(stderr, "hxrt inspect: warning: session teardown: {}\n", report.to_string());
+  return ok_status();
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, int* exit_code) {
+  CLI::App* command = app.add_subcommand("inspect", "Plan a graph file for a device and print the plan");
+  auto flags = std::make_shared<InspectFlags>();
+  add_plan_options(*command, flags->plan, /*with_force_kernel=*/true);
+  command->add_flag("--json", flags->json, "Print JSON instead of text");
+  command->callback([flags, exit_code] {
+    Status status = inspect_graph(*flags);
+    if (!status.ok()) {
+      fmt::print(stderr, "hxrt inspect: {}\n", status.to_string());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace hxrt::tools

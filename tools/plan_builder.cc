@@ -1,0 +1,111 @@
+#include "plan_builder.h"
+
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "hxrt/formats/graph_file.h"
+#include "hxrt/kernels/cpu_kernels.h"
+
+namespace hxrt::tools {
+namespace {
+
+struct ForcedKernel {
+  std::string target;  // node name or op type
+  std::string kernel;
+};
+
+Result<ForcedKernel> parse_forced(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    return invalid_argument("--force-kernel '{}': expected OP_OR_NODE=KERNEL (e.g. MatMul=BatchMatMulV3)", text);
+  }
+  return ForcedKernel{text.substr(0, eq), text.substr(eq + 1)};
+}
+
+// Node names and op types of a graph (what a --force-kernel target may name).
+std::set<std::string, std::less<>> targets_of(const graph::Graph& graph) {
+  std::set<std::string, std::less<>> names;
+  for (graph::NodeId id = 0; id < graph.num_nodes(); ++id) {
+    if (!graph.has_node(id)) continue;
+    names.insert(graph.node(id).name);
+    names.insert(graph.node(id).op_type);
+  }
+  return names;
+}
+
+}  // namespace
+
+void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kernel) {
+  command.add_option("graph", flags.graph_path, "hxrt graph file (.hxrt)")->required();
+  command.add_option("--device", flags.device, "Device to plan for (cpu, cpu:0)")->capture_default_str();
+  command.add_option("--streams", flags.streams, "Most streams to spread independent branches over")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  command.add_flag("--no-fusion", flags.no_fusion, "Do not apply fusion patterns");
+  if (with_force_kernel) {
+    command.add_option("--force-kernel", flags.force_kernels,
+                       "Force a kernel for a node name or an op type: OP_OR_NODE=KERNEL (repeatable)");
+  }
+}
+
+GraphStats GraphStats::of(const graph::Graph& graph) {
+  GraphStats stats;
+  for (graph::NodeId id = 0; id < graph.num_nodes(); ++id) stats.nodes += graph.has_node(id) ? 1 : 0;
+  stats.values = graph.num_values();
+  stats.inputs = static_cast<int>(graph.inputs().size());
+  stats.outputs = static_cast<int>(graph.outputs().size());
+  stats.initializers = static_cast<int>(graph.initializers().size());
+  for (graph::ValueId id : graph.initializers()) stats.weight_bytes += graph.value(id).weight.size;
+  return stats;
+}
+
+Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
+  auto loaded = std::make_unique<LoadedPlan>();
+  HXRT_RETURN_IF_ERROR(ops::register_builtin_schemas(loaded->schemas));
+  HXRT_RETURN_IF_ERROR(kernels::register_cpu_kernels(loaded->kernels));
+  HXRT_RETURN_IF_ERROR(ops::register_builtin_fusions(loaded->fusions));
+  HXRT_RETURN_IF_ERROR(hal::register_builtin_drivers(loaded->drivers));
+
+  runtime::PlanOptions options;
+  options.fuse = !flags.no_fusion;
+  options.max_streams = flags.streams;
+  std::vector<ForcedKernel> forced;
+  for (const std::string& text : flags.force_kernels) {
+    HXRT_ASSIGN_OR_RETURN(ForcedKernel f, parse_forced(text));
+    options.selection.forced.insert_or_assign(f.target, f.kernel);
+    forced.push_back(std::move(f));
+  }
+
+  HXRT_ASSIGN_OR_RETURN(graph::Graph graph, formats::read_graph_file(flags.graph_path));
+  loaded->loaded = GraphStats::of(graph);
+  const auto original_targets = targets_of(graph);
+  for (const ForcedKernel& f : forced) {
+    if (!original_targets.contains(f.target)) {
+      return not_found("--force-kernel {}={}: the graph has no node or op type '{}'", f.target, f.kernel, f.target);
+    }
+  }
+
+  HXRT_ASSIGN_OR_RETURN(loaded->session,
+                        runtime::Session::create(loaded->drivers, flags.device, runtime::SessionOptions{.name = "cli"}));
+  const runtime::PlanContext context{&loaded->schemas, &loaded->kernels, &loaded->fusions};
+  Result<std::unique_ptr<runtime::ExecutionPlan>> plan =
+      runtime::ExecutionPlan::build(std::move(graph), loaded->session->device().info(), context, options);
+  if (!plan.ok()) {
+    return std::move(plan).take_status().with_context(fmt::format("planning graph file '{}'", flags.graph_path));
+  }
+  loaded->plan = std::move(plan).value();
+
+  const auto planned_targets = targets_of(loaded->plan->graph());
+  for (const ForcedKernel& f : forced) {
+    if (!planned_targets.contains(f.target)) {
+      loaded->warnings.push_back(fmt::format(
+          "--force-kernel {}={} had no effect: fusion replaced every '{}' (add --no-fusion to keep them)", f.target,
+          f.kernel, f.target));
+    }
+  }
+  return loaded;
+}
+
+}  // namespace hxrt::tools

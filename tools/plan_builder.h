@@ -1,0 +1,63 @@
+// What `hxrt run` and `hxrt inspect` share: the planning flags, and loading a graph file into an ExecutionPlan on a
+// session with the built-in registries.
+//
+// Thread-safety: thread-compatible (one command builds and uses one LoadedPlan).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "hxrt/base/status.h"
+#include "hxrt/graph/graph.h"
+#include "hxrt/hal/driver.h"
+#include "hxrt/ops/fusion.h"
+#include "hxrt/ops/kernel_registry.h"
+#include "hxrt/ops/op_schema.h"
+#include "hxrt/runtime/execution_plan.h"
+#include "hxrt/runtime/session.h"
+
+namespace hxrt::tools {
+
+struct PlanFlags {
+  std::string graph_path;
+  std::string device = "cpu";
+  int streams = 4;
+  bool no_fusion = false;
+  std::vector<std::string> force_kernels;  // "OP_OR_NODE=KERNEL"
+};
+
+// Registers GRAPH, --device, --streams, --no-fusion and (when `with_force_kernel`) --force-kernel on `command`.
+void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kernel);
+
+// Counts of a graph, for `inspect`.
+struct GraphStats {
+  int nodes = 0;
+  int values = 0;
+  int inputs = 0;
+  int outputs = 0;
+  int initializers = 0;
+  uint64_t weight_bytes = 0;
+  static GraphStats of(const graph::Graph& graph);
+};
+
+// The registries, the session and the plan of one graph. Members are declared so that destruction runs plan →
+// session → drivers → registries (the plan refers to the registries' kernels, the session to its driver).
+struct LoadedPlan {
+  ops::OpSchemaRegistry schemas;
+  ops::KernelRegistry kernels;
+  ops::FusionRegistry fusions;
+  hal::DriverRegistry drivers;
+  std::unique_ptr<runtime::Session> session;
+  GraphStats loaded;  // the graph as read from the file, before fusion
+  std::shared_ptr<const runtime::ExecutionPlan> plan;
+  std::vector<std::string> warnings;  // e.g. a forced op type that fusion removed
+};
+
+// Reads flags.graph_path, opens flags.device and builds the plan. Errors name the file or the pipeline stage.
+Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags);
+
+}  // namespace hxrt::tools

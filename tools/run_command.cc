@@ -1,0 +1,171 @@
+// `hxrt run`: reads a graph file and .npy inputs, plans the graph for a device, runs it (--repeat times) and writes
+// every graph output as DIR/<name>.npy.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.h"
+#include "hxrt/formats/npy.h"
+#include "hxrt/runtime/executor.h"
+#include "plan_builder.h"
+
+namespace hxrt::tools {
+namespace {
+
+struct RunFlags {
+  PlanFlags plan;
+  std::vector<std::string> inputs;  // "name=file.npy"
+  std::string output_dir;
+  int repeat = 1;
+};
+
+// Output file name for a value name: characters other than [A-Za-z0-9._-] become '_' ("onnx::Add_3" →
+// "onnx__Add_3"), so every name maps into the output directory.
+std::string file_stem(std::string_view value_name) {
+  std::string stem;
+  for (char c : value_name) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                       c == '_' || c == '-';
+    stem += plain ? c : '_';
+  }
+  if (stem.empty() || stem == "." || stem == "..") stem = "output";
+  return stem;
+}
+
+// "[0.1, -0.25, 3, ... ] min -1 max 3 mean 0.5" for the first few elements.
+std::string preview(const HostTensor& tensor) {
+  constexpr size_t kShown = 6;
+  const auto n = static_cast<size_t>(tensor.shape.num_elements());
+  if (dtype_info(tensor.dtype).is_quantized) return "(quantized)";
+  if (n == 0) return "[]";
+  std::vector<std::string> shown;
+  std::string stats;
+  if (dtype_info(tensor.dtype).is_float) {
+    const std::vector<float> values = tensor.to_f32();
+    for (size_t i = 0; i < std::min(n, kShown); ++i) shown.push_back(fmt::format("{:.6g}", values[i]));
+    double sum = 0;
+    for (float v : values) sum += v;
+    const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+    stats = fmt::format(" min {:.6g} max {:.6g} mean {:.6g}", *lo, *hi, sum / static_cast<double>(n));
+  } else {
+    const std::vector<int64_t> values = tensor.to_i64();
+    for (size_t i = 0; i < std::min(n, kShown); ++i) shown.push_back(fmt::format("{}", values[i]));
+    const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+    stats = fmt::format(" min {} max {}", *lo, *hi);
+  }
+  return fmt::format("[{}{}]{}", fmt::join(shown, ", "), n > kShown ? ", ..." : "", stats);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+Result<runtime::TensorMap> read_inputs(const std::vector<std::string>& specs) {
+  runtime::TensorMap inputs;
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return invalid_argument("--input '{}': expected NAME=FILE.npy", spec);
+    }
+    const std::string name = spec.substr(0, eq);
+    const std::string path = spec.substr(eq + 1);
+    if (inputs.contains(name)) return invalid_argument("--input '{}' is given twice", name);
+    Result<HostTensor> tensor = formats::read_npy(path);
+    if (!tensor.ok()) return std::move(tensor).take_status().with_context(fmt::format("reading input '{}'", name));
+    inputs.emplace(name, std::move(tensor).value());
+  }
+  return inputs;
+}
+
+// Names each graph input the command line did not give, with its type and the flag to add.
+Status check_inputs_present(const graph::Graph& graph, const runtime::TensorMap& inputs) {
+  for (graph::ValueId id : graph.inputs()) {
+    const graph::Value& value = graph.value(id);
+    if (!inputs.contains(value.name)) {
+      return invalid_argument("missing input '{}' ({}): pass --input {}=FILE.npy", value.name, value.desc.to_string(),
+                              value.name);
+    }
+  }
+  return ok_status();
+}
+
+Status run_graph(const RunFlags& flags) {
+  if (flags.repeat < 1) return invalid_argument("--repeat must be at least 1");
+  HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_inputs(flags.inputs));
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPlan> loaded, load_plan(flags.plan));
+  for (const std::string& warning : loaded->warnings) fmt::print(stderr, "hxrt run: warning: {}\n", warning);
+  const runtime::ExecutionPlan& plan = *loaded->plan;
+  const hal::DeviceInfo& device = plan.device();
+  HXRT_RETURN_IF_ERROR(check_inputs_present(plan.graph(), inputs));
+
+  fmt::print("graph {} ('{}'): {} nodes planned as {} launches on {}:{} ({}), {} stream(s), memory: {}\n",
+             flags.plan.graph_path, plan.graph().name(), loaded->loaded.nodes, plan.objects().size(),
+             hal::device_kind_name(device.kind), device.ordinal, device.name, plan.num_streams(),
+             plan.memory().uses_arena ? "arena" : "pool");
+  for (const auto& [name, tensor] : inputs) fmt::print("input  {}: {}{}\n", name, tensor.dtype, tensor.shape);
+
+  std::map<std::string, HostTensor, std::less<>> outputs;
+  std::vector<double> times_ms;
+  {
+    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor,
+                          runtime::Executor::create(*loaded->session, loaded->plan));
+    for (int i = 0; i < flags.repeat; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      Result<runtime::TensorMap> result = executor->run(inputs);
+      const auto end = std::chrono::steady_clock::now();
+      if (!result.ok()) {
+        return std::move(result).take_status().with_context(fmt::format("running graph file '{}'", flags.plan.graph_path));
+      }
+      times_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+      if (i + 1 == flags.repeat) outputs = std::move(result).value();
+    }
+  }  // the executor returns its arena to the pool before the session closes
+
+  std::error_code error;
+  std::filesystem::create_directories(flags.output_dir, error);
+  if (error) return unavailable("cannot create output directory '{}': {}", flags.output_dir, error.message());
+  std::map<std::string, std::string> written;  // file stem → value name
+  for (const auto& [name, tensor] : outputs) {
+    std::string stem = file_stem(name);
+    while (written.contains(stem)) stem += "_";
+    written.emplace(stem, name);
+    const std::string path = (std::filesystem::path(flags.output_dir) / (stem + ".npy")).string();
+    HXRT_RETURN_IF_ERROR_CTX(formats::write_npy(path, tensor), "writing output '{}'", name);
+    fmt::print("output {}: {}{} -> {}\n  {}\n", name, tensor.dtype, tensor.shape, path, preview(tensor));
+  }
+  const auto [fastest, slowest] = std::minmax_element(times_ms.begin(), times_ms.end());
+  fmt::print("run time: median {:.3f} ms over {} run(s) (min {:.3f} ms, max {:.3f} ms)\n", median(times_ms),
+             times_ms.size(), *fastest, *slowest);
+
+  HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->session->close());
+  if (!report.clean()) fmt::print(stderr, "hxrt run: warning: session teardown: {}\n", report.to_string());
+  return ok_status();
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, int* exit_code) {
+  CLI::App* command = app.add_subcommand("run", "Run a graph file on .npy inputs and write its outputs as .npy");
+  auto flags = std::make_shared<RunFlags>();
+  add_plan_options(*command, flags->plan, /*with_force_kernel=*/true);
+  command->add_option("--input", flags->inputs, "Graph input from a .npy file: NAME=FILE.npy (repeatable)");
+  command->add_option("--output-dir", flags->output_dir, "Directory for the outputs (<name>.npy each)")->required();
+  command->add_option("--repeat", flags->repeat, "Runs to time; the median is printed")->capture_default_str();
+  command->callback([flags, exit_code] {
+    Status status = run_graph(*flags);
+    if (!status.ok()) {
+      fmt::print(stderr, "hxrt run: {}\n", status.to_string());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace hxrt::tools
