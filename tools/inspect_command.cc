@@ -4,7 +4,7 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json.hpp>  // ordered_json: keys print in the order below
 
 #include "commands.h"
 #include "plan_builder.h"
@@ -29,14 +29,17 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-nlohmann::json stats_json(const GraphStats& s) {
-  return {{"nodes", s.nodes},         {"values", s.values},
-          {"inputs", s.inputs},       {"outputs", s.outputs},
-          {"initializers", s.initializers}, {"weight_bytes", s.weight_bytes}};
+nlohmann::ordered_json stats_json(const GraphStats& s) {
+  return {{"nodes", s.nodes},
+          {"values", s.values},
+          {"inputs", s.inputs},
+          {"outputs", s.outputs},
+          {"initializers", s.initializers},
+          {"weight_bytes", s.weight_bytes}};
 }
 
-nlohmann::json values_json(const graph::Graph& g, const std::vector<graph::ValueId>& ids) {
-  nlohmann::json out = nlohmann::json::array();
+nlohmann::ordered_json values_json(const graph::Graph& g, const std::vector<graph::ValueId>& ids) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (graph::ValueId id : ids) {
     if (id == graph::kNoValue) {
       out.push_back(nullptr);
@@ -47,10 +50,10 @@ nlohmann::json values_json(const graph::Graph& g, const std::vector<graph::Value
   return out;
 }
 
-nlohmann::json plan_json(const LoadedPlan& loaded, const std::string& path) {
+nlohmann::ordered_json plan_json(const LoadedPlan& loaded, const std::string& path) {
   const runtime::ExecutionPlan& plan = *loaded.plan;
   const graph::Graph& g = plan.graph();
-  nlohmann::json nodes = nlohmann::json::array();
+  nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
   for (size_t i = 0; i < plan.objects().size(); ++i) {
     const runtime::ExecutionObject& object = plan.objects()[i];
     const graph::Node& node = g.node(object.node);
@@ -77,45 +80,46 @@ nlohmann::json plan_json(const LoadedPlan& loaded, const std::string& path) {
                      {"inputs", values_json(g, object.inputs)},
                      {"outputs", values_json(g, object.outputs)}});
   }
-  nlohmann::json groups = nlohmann::json::array();
+  nlohmann::ordered_json groups = nlohmann::ordered_json::array();
   for (const ops::FusionGroup& group : plan.fusion_groups()) {
     groups.push_back({{"fusion_id", group.fusion_id},
                       {"pattern", group.pattern},
                       {"fused_node", group.fused_node},
                       {"original_nodes", group.original_nodes}});
   }
-  nlohmann::json checks = nlohmann::json::array();
+  nlohmann::ordered_json checks = nlohmann::ordered_json::array();
   for (const ops::DimCheck& check : plan.dim_checks()) {
     checks.push_back({{"a", check.a.to_string()}, {"b", check.b.to_string()}, {"what", check.what}});
   }
   const runtime::MemoryPlanSummary& memory = plan.memory();
-  nlohmann::json placements = nlohmann::json::array();
+  nlohmann::ordered_json placements = nlohmann::ordered_json::array();
   for (graph::ValueId id = 0; id < g.num_values(); ++id) {
     const runtime::ValuePlan& v = plan.values()[static_cast<size_t>(id)];
-    if (v.arena_offset >= 0) placements.push_back({{"value", g.value(id).name}, {"offset", v.arena_offset}, {"bytes", v.bytes}});
+    if (v.arena_offset >= 0)
+      placements.push_back({{"value", g.value(id).name}, {"offset", v.arena_offset}, {"bytes", v.bytes}});
   }
   const hal::DeviceInfo& device = plan.device();
-  return {{"graph_file", path},
-          {"graph", g.name()},
-          {"device",
-           {{"kind", hal::device_kind_name(device.kind)}, {"ordinal", device.ordinal}, {"name", device.name}}},
-          {"loaded", stats_json(loaded.loaded)},
-          {"planned", stats_json(GraphStats::of(g))},
-          {"inputs", values_json(g, g.inputs())},
-          {"outputs", values_json(g, g.outputs())},
-          {"streams", plan.num_streams()},
-          {"events", plan.num_events()},
-          {"nodes", std::move(nodes)},
-          {"fusion_groups", std::move(groups)},
-          {"dim_checks", std::move(checks)},
-          {"memory",
-           {{"plan", memory.uses_arena ? "arena" : "pool"},
-            {"arena_bytes", memory.arena_bytes},
-            {"naive_bytes", memory.naive_bytes},
-            {"intermediates", memory.intermediates},
-            {"dynamic_intermediates", memory.dynamic_intermediates},
-            {"arena_placements", std::move(placements)}}},
-          {"warnings", loaded.warnings}};
+  return {
+      {"graph_file", path},
+      {"graph", g.name()},
+      {"device", {{"kind", hal::device_kind_name(device.kind)}, {"ordinal", device.ordinal}, {"name", device.name}}},
+      {"loaded", stats_json(loaded.loaded)},
+      {"planned", stats_json(GraphStats::of(g))},
+      {"inputs", values_json(g, g.inputs())},
+      {"outputs", values_json(g, g.outputs())},
+      {"streams", plan.num_streams()},
+      {"events", plan.num_events()},
+      {"nodes", std::move(nodes)},
+      {"fusion_groups", std::move(groups)},
+      {"dim_checks", std::move(checks)},
+      {"memory",
+       {{"plan", memory.uses_arena ? "arena" : "pool"},
+        {"arena_bytes", memory.arena_bytes},
+        {"naive_bytes", memory.naive_bytes},
+        {"intermediates", memory.intermediates},
+        {"dynamic_intermediates", memory.dynamic_intermediates},
+        {"arena_placements", std::move(placements)}}},
+      {"warnings", loaded.warnings}};
 }
 
 std::string stats_line(const GraphStats& s) {

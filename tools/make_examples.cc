@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "hxrt/base/host_tensor.h"
 #include "hxrt/formats/graph_file.h"
@@ -69,16 +69,17 @@ Result<Graph> make_mlp() {
   std::mt19937 rng(1234);
   Graph g("mlp");
   HXRT_RETURN_IF_ERROR(g.add_input("x", {DType::kF32, {Dim::symbol("batch"), kMlpIn}}).status());
-  HXRT_RETURN_IF_ERROR(add_weight(g, "fc1.weight", layer_weight({kMlpIn, kMlpHidden}, kMlpIn, rng)));     // (64, 128)
-  HXRT_RETURN_IF_ERROR(add_weight(g, "fc1.bias", layer_weight({kMlpHidden}, kMlpIn, rng)));               // (128)
+  HXRT_RETURN_IF_ERROR(add_weight(g, "fc1.weight", layer_weight({kMlpIn, kMlpHidden}, kMlpIn, rng)));       // (64, 128)
+  HXRT_RETURN_IF_ERROR(add_weight(g, "fc1.bias", layer_weight({kMlpHidden}, kMlpIn, rng)));                 // (128)
   HXRT_RETURN_IF_ERROR(add_weight(g, "fc2.weight", layer_weight({kMlpHidden, kMlpOut}, kMlpHidden, rng)));  // (128, 10)
-  HXRT_RETURN_IF_ERROR(add_weight(g, "fc2.bias", layer_weight({kMlpOut}, kMlpHidden, rng)));              // (10)
+  HXRT_RETURN_IF_ERROR(add_weight(g, "fc2.bias", layer_weight({kMlpOut}, kMlpHidden, rng)));                // (10)
   graph::AttributeMap softmax;
   softmax.set("axis", int64_t{-1});
   HXRT_RETURN_IF_ERROR(add_node(g, "fc1", "MatMul", {"x", "fc1.weight"}, "fc1.out", kMatMulVersion));  // (batch, 128)
   HXRT_RETURN_IF_ERROR(add_node(g, "fc1.add", "Add", {"fc1.out", "fc1.bias"}, "fc1.biased", kAddVersion));
   HXRT_RETURN_IF_ERROR(add_node(g, "act", "Gelu", {"fc1.biased"}, "hidden", kGeluVersion));
-  HXRT_RETURN_IF_ERROR(add_node(g, "fc2", "MatMul", {"hidden", "fc2.weight"}, "fc2.out", kMatMulVersion));  // (batch, 10)
+  HXRT_RETURN_IF_ERROR(
+      add_node(g, "fc2", "MatMul", {"hidden", "fc2.weight"}, "fc2.out", kMatMulVersion));  // (batch, 10)
   HXRT_RETURN_IF_ERROR(add_node(g, "fc2.add", "Add", {"fc2.out", "fc2.bias"}, "logits", kAddVersion));
   HXRT_RETURN_IF_ERROR(add_node(g, "softmax", "Softmax", {"logits"}, "probs", kSoftmaxVersion, softmax));
   HXRT_RETURN_IF_ERROR(g.mark_output("probs"));
@@ -103,10 +104,10 @@ Result<std::string> add_conv_bn_relu(Graph& g, const std::string& prefix, const 
   bn.set("epsilon", 1e-5);
   HXRT_RETURN_IF_ERROR(add_node(g, prefix + ".conv", "Conv", {input, prefix + ".weight", prefix + ".bias"},
                                 prefix + ".conv.out", kConvVersion, conv));
-  HXRT_RETURN_IF_ERROR(add_node(g, prefix + ".bn", "BatchNormalization",
-                                {prefix + ".conv.out", prefix + ".bn.scale", prefix + ".bn.bias", prefix + ".bn.mean",
-                                 prefix + ".bn.var"},
-                                prefix + ".bn.out", kBatchNormVersion, bn));
+  HXRT_RETURN_IF_ERROR(add_node(
+      g, prefix + ".bn", "BatchNormalization",
+      {prefix + ".conv.out", prefix + ".bn.scale", prefix + ".bn.bias", prefix + ".bn.mean", prefix + ".bn.var"},
+      prefix + ".bn.out", kBatchNormVersion, bn));
   HXRT_RETURN_IF_ERROR(add_node(g, prefix + ".relu", "Relu", {prefix + ".bn.out"}, prefix + ".out", kReluVersion));
   return prefix + ".out";
 }
@@ -115,8 +116,9 @@ Result<Graph> make_cnn_block() {
   std::mt19937 rng(5678);
   Graph g("cnn_block");
   HXRT_RETURN_IF_ERROR(g.add_input("x", {DType::kF32, {1, kCnnInChannels, kCnnSize, kCnnSize}}).status());
-  HXRT_ASSIGN_OR_RETURN(const std::string h, add_conv_bn_relu(g, "block1", "x", kCnnInChannels, rng));  // (1, 16, 32, 32)
-  HXRT_ASSIGN_OR_RETURN(const std::string y, add_conv_bn_relu(g, "block2", h, kCnnChannels, rng));      // (1, 16, 32, 32)
+  HXRT_ASSIGN_OR_RETURN(const std::string h,
+                        add_conv_bn_relu(g, "block1", "x", kCnnInChannels, rng));                   // (1, 16, 32, 32)
+  HXRT_ASSIGN_OR_RETURN(const std::string y, add_conv_bn_relu(g, "block2", h, kCnnChannels, rng));  // (1, 16, 32, 32)
   HXRT_RETURN_IF_ERROR(g.mark_output(y));
   return g;
 }
@@ -132,7 +134,8 @@ Status write_graph(Graph graph, const ops::OpSchemaRegistry& schemas, const std:
 
 Status write_input(const HostTensor& tensor, const std::filesystem::path& path) {
   HXRT_RETURN_IF_ERROR(formats::write_npy(path.string(), tensor));
-  fmt::print("wrote {} ({}{}, {} bytes)\n", path.string(), tensor.dtype, tensor.shape, std::filesystem::file_size(path));
+  fmt::print("wrote {} ({}{}, {} bytes)\n", path.string(), tensor.dtype, tensor.shape,
+             std::filesystem::file_size(path));
   return ok_status();
 }
 
@@ -140,8 +143,8 @@ Status write_input(const HostTensor& tensor, const std::filesystem::path& path) 
 Status make_test_files(const std::filesystem::path& dir) {
   std::mt19937 rng(7);
   HXRT_RETURN_IF_ERROR(write_input(HostTensor::random_f32({4, kMlpIn / 2}, rng), dir / "mlp_input_wrong_width.npy"));
-  HXRT_RETURN_IF_ERROR(write_input(HostTensor::i32({4, kMlpIn}, std::vector<int32_t>(4 * kMlpIn, 1)),
-                                   dir / "mlp_input_i32.npy"));
+  HXRT_RETURN_IF_ERROR(
+      write_input(HostTensor::i32({4, kMlpIn}, std::vector<int32_t>(4 * kMlpIn, 1)), dir / "mlp_input_i32.npy"));
   HXRT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, formats::serialize_npy(HostTensor::random_f32({4, kMlpIn}, rng)));
   bytes.resize(bytes.size() - 100);
   const std::filesystem::path truncated = dir / "truncated.npy";

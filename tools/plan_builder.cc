@@ -87,8 +87,8 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     }
   }
 
-  HXRT_ASSIGN_OR_RETURN(loaded->session,
-                        runtime::Session::create(loaded->drivers, flags.device, runtime::SessionOptions{.name = "cli"}));
+  HXRT_ASSIGN_OR_RETURN(
+      loaded->session, runtime::Session::create(loaded->drivers, flags.device, runtime::SessionOptions{.name = "cli"}));
   const runtime::PlanContext context{&loaded->schemas, &loaded->kernels, &loaded->fusions};
   Result<std::unique_ptr<runtime::ExecutionPlan>> plan =
       runtime::ExecutionPlan::build(std::move(graph), loaded->session->device().info(), context, options);
@@ -100,9 +100,9 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
   const auto planned_targets = targets_of(loaded->plan->graph());
   for (const ForcedKernel& f : forced) {
     if (!planned_targets.contains(f.target)) {
-      loaded->warnings.push_back(fmt::format(
-          "--force-kernel {}={} had no effect: fusion replaced every '{}' (add --no-fusion to keep them)", f.target,
-          f.kernel, f.target));
+      loaded->warnings.push_back(
+          fmt::format("--force-kernel {}={} had no effect: fusion replaced every '{}' (add --no-fusion to keep them)",
+                      f.target, f.kernel, f.target));
     }
   }
   return loaded;

@@ -30,8 +30,8 @@ struct RunFlags {
 std::string file_stem(std::string_view value_name) {
   std::string stem;
   for (char c : value_name) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                       c == '_' || c == '-';
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     stem += plain ? c : '_';
   }
   if (stem.empty() || stem == "." || stem == "..") stem = "output";
@@ -122,7 +122,8 @@ Status run_graph(const RunFlags& flags) {
       Result<runtime::TensorMap> result = executor->run(inputs);
       const auto end = std::chrono::steady_clock::now();
       if (!result.ok()) {
-        return std::move(result).take_status().with_context(fmt::format("running graph file '{}'", flags.plan.graph_path));
+        return std::move(result).take_status().with_context(
+            fmt::format("running graph file '{}'", flags.plan.graph_path));
       }
       times_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
       if (i + 1 == flags.repeat) outputs = std::move(result).value();

@@ -25,8 +25,8 @@ constexpr size_t kVersion2Prefix = kMagicSize + 2 + 4;  // magic, version, uint3
 
 struct DescrEntry {
   DType dtype;
-  char kind;      // NumPy's type character: 'f', 'i', 'u', 'b'
-  int itemsize;   // bytes
+  char kind;     // NumPy's type character: 'f', 'i', 'u', 'b'
+  int itemsize;  // bytes
 };
 
 // The plain dtypes with a standard NumPy descr; bf16 has its own (Note [bfloat16 in npy]).
@@ -43,7 +43,8 @@ constexpr std::string_view kBF16Descr = "bfloat16";
 
 std::string supported_descrs() {
   std::vector<std::string> names;
-  for (const DescrEntry& e : kDescrs) names.push_back(fmt::format("{}{}{}", e.itemsize == 1 ? '|' : '<', e.kind, e.itemsize));
+  for (const DescrEntry& e : kDescrs)
+    names.push_back(fmt::format("{}{}{}", e.itemsize == 1 ? '|' : '<', e.kind, e.itemsize));
   names.emplace_back(kBF16Descr);
   return fmt::format("{}", fmt::join(names, " "));
 }
@@ -91,7 +92,8 @@ class HeaderParser {
       skip_space();
       if (key == "descr") {
         if (fields.descr) return duplicate(key, key_pos);
-        if (at('[')) return invalid_argument("structured dtypes (a list 'descr' at offset {}) are not supported", offset());
+        if (at('['))
+          return invalid_argument("structured dtypes (a list 'descr' at offset {}) are not supported", offset());
         HXRT_ASSIGN_OR_RETURN(fields.descr, parse_string("the value of 'descr'"));
       } else if (key == "fortran_order") {
         if (fields.fortran_order) return duplicate(key, key_pos);
@@ -100,9 +102,10 @@ class HeaderParser {
         if (fields.shape) return duplicate(key, key_pos);
         HXRT_ASSIGN_OR_RETURN(fields.shape, parse_shape());
       } else {
-        return data_loss("unexpected key '{}' at offset {} (a .npy header has exactly 'descr', 'fortran_order' "
-                         "and 'shape')",
-                         printable(key), file_offset_ + key_pos);
+        return data_loss(
+            "unexpected key '{}' at offset {} (a .npy header has exactly 'descr', 'fortran_order' "
+            "and 'shape')",
+            printable(key), file_offset_ + key_pos);
       }
       skip_space();
       if (at(',')) {
@@ -130,13 +133,15 @@ class HeaderParser {
   uint64_t offset() const { return file_offset_ + pos_; }
 
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' || text_[pos_] == '\r')) {
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' || text_[pos_] == '\r')) {
       ++pos_;
     }
   }
 
   Status malformed(std::string_view expected) const {
-    if (pos_ >= text_.size()) return data_loss("malformed header: expected {} at offset {}, found the end of the header", expected, offset());
+    if (pos_ >= text_.size())
+      return data_loss("malformed header: expected {} at offset {}, found the end of the header", expected, offset());
     return data_loss("malformed header: expected {} at offset {}, found '{}'", expected, offset(),
                      printable(text_.substr(pos_), 20));
   }
@@ -168,7 +173,8 @@ class HeaderParser {
   }
 
   Result<bool> parse_bool(std::string_view what) {
-    for (const auto& [word, value] : {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
+    for (const auto& [word, value] :
+         {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
       if (text_.substr(pos_, word.size()) == word) {
         pos_ += word.size();
         return value;
@@ -203,7 +209,8 @@ class HeaderParser {
   Result<int64_t> parse_dim() {
     const uint64_t start = offset();
     if (at('-')) return data_loss("negative dim in 'shape' at offset {}", start);
-    if (pos_ >= text_.size() || text_[pos_] < '0' || text_[pos_] > '9') return malformed("a dim (an integer) in 'shape'");
+    if (pos_ >= text_.size() || text_[pos_] < '0' || text_[pos_] > '9')
+      return malformed("a dim (an integer) in 'shape'");
     int64_t value = 0;
     while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
       const int digit = text_[pos_] - '0';
@@ -251,10 +258,11 @@ Result<std::string> npy_descr(DType dtype) {
 Result<DType> dtype_from_npy_descr(std::string_view descr) {
   if (descr == kBF16Descr) return DType::kBF16;
   if (descr == "<V2" || descr == "|V2") {
-    return invalid_argument("descr '{}' is a raw 2-byte void type (what extension dtypes such as ml_dtypes' "
-                            "bfloat16 save as) and is ambiguous; hxrt reads bfloat16 as descr '{}' "
-                            "(see formats/npy.h, Note [bfloat16 in npy])",
-                            descr, kBF16Descr);
+    return invalid_argument(
+        "descr '{}' is a raw 2-byte void type (what extension dtypes such as ml_dtypes' "
+        "bfloat16 save as) and is ambiguous; hxrt reads bfloat16 as descr '{}' "
+        "(see formats/npy.h, Note [bfloat16 in npy])",
+        descr, kBF16Descr);
   }
   if (descr.size() >= 3) {
     const char order = descr[0];
@@ -265,9 +273,10 @@ Result<DType> dtype_from_npy_descr(std::string_view descr) {
       const bool little = order == '<' || order == '=' || (e.itemsize == 1 && (order == '|' || order == '>'));
       if (little) return e.dtype;
       if (order == '>') {
-        return invalid_argument("descr '{}' is big-endian; hxrt reads little-endian data only "
-                                "(convert with arr.astype(arr.dtype.newbyteorder('<')))",
-                                descr);
+        return invalid_argument(
+            "descr '{}' is big-endian; hxrt reads little-endian data only "
+            "(convert with arr.astype(arr.dtype.newbyteorder('<')))",
+            descr);
       }
     }
   }
@@ -298,9 +307,10 @@ Result<NpyHeader> parse_npy_header(std::span<const std::byte> bytes) {
   }
   const uint64_t header_length = load_le(bytes.data() + kMagicSize + 2, length_bytes);
   if (header_length > bytes.size() - prefix) {
-    return data_loss("header length {} (at offset 8) runs past the end of the file: the header would end at byte "
-                     "{}, the file has {} bytes",
-                     header_length, prefix + header_length, bytes.size());
+    return data_loss(
+        "header length {} (at offset 8) runs past the end of the file: the header would end at byte "
+        "{}, the file has {} bytes",
+        header_length, prefix + header_length, bytes.size());
   }
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + prefix, header_length);
   Result<HeaderFields> fields = HeaderParser(text, prefix).parse();
@@ -308,19 +318,23 @@ Result<NpyHeader> parse_npy_header(std::span<const std::byte> bytes) {
     return std::move(fields).take_status().with_context(fmt::format("parsing .npy header \"{}\"", printable(text)));
   }
   if (*fields->fortran_order) {
-    return invalid_argument("'fortran_order': True is not supported; hxrt reads C-order arrays only "
-                            "(save np.ascontiguousarray(arr))");
+    return invalid_argument(
+        "'fortran_order': True is not supported; hxrt reads C-order arrays only "
+        "(save np.ascontiguousarray(arr))");
   }
   header.descr = *fields->descr;
   HXRT_ASSIGN_OR_RETURN(header.dtype, dtype_from_npy_descr(header.descr));
   Result<Shape> shape = Shape::make(*fields->shape);
   if (!shape.ok()) {
-    return std::move(shape).take_status().with_context(fmt::format("in .npy 'shape' {}", fmt::join(*fields->shape, ", ")));
+    return std::move(shape).take_status().with_context(
+        fmt::format("in .npy 'shape' {}", fmt::join(*fields->shape, ", ")));
   }
   header.shape = *shape;
   Result<uint64_t> data_bytes = storage_bytes(header.dtype, static_cast<uint64_t>(header.shape.num_elements()));
   if (!data_bytes.ok()) {
-    return std::move(data_bytes).take_status().with_context(fmt::format("sizing .npy data {}{}", header.dtype, header.shape));
+    return std::move(data_bytes)
+        .take_status()
+        .with_context(fmt::format("sizing .npy data {}{}", header.dtype, header.shape));
   }
   header.data_bytes = *data_bytes;
   header.data_offset = prefix + header_length;
@@ -384,8 +398,8 @@ Result<std::vector<std::byte>> serialize_npy(const HostTensor& tensor) {
     return invalid_argument("tensor {}{} holds {} bytes, needs {}", tensor.dtype, tensor.shape, tensor.bytes.size(),
                             data_bytes);
   }
-  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr,
-                                 shape_tuple(tensor.shape));
+  std::string dict =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, shape_tuple(tensor.shape));
   // Pad with spaces so that the data starts at a multiple of kNpyAlignment; the header ends with '\n'.
   auto padded_length = [&](size_t prefix) {
     const size_t unpadded = prefix + dict.size() + 1;
@@ -435,7 +449,8 @@ Status write_npy(const std::string& path, const HostTensor& tensor) {
     rest = rest.subspan(static_cast<size_t>(n));
   }
   if (::close(fd) != 0 && status.ok()) status = io_error("cannot write .npy file", temp, errno);
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) status = io_error("cannot create .npy file", path, errno);
+  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0)
+    status = io_error("cannot create .npy file", path, errno);
   if (!status.ok()) ::unlink(temp.c_str());
   return status;
 }

@@ -131,15 +131,18 @@ TEST(NpyTest, ReadsHandWrittenHeadersOfEachVersion) {
     EXPECT_EQ(*t, expected) << header;
   }
   // Version 3.0 headers may hold UTF-8; padding is ignored.
-  Result<HostTensor> scalar = read_npy_from_memory(
-      npy_file(3, "{'descr': '<i8', 'fortran_order': False, 'shape': (), }          \n", as_bytes(std::string_view("\x2a\0\0\0\0\0\0\0", 8))));
+  Result<HostTensor> scalar =
+      read_npy_from_memory(npy_file(3, "{'descr': '<i8', 'fortran_order': False, 'shape': (), }          \n",
+                                    as_bytes(std::string_view("\x2a\0\0\0\0\0\0\0", 8))));
   ASSERT_TRUE(scalar.ok()) << scalar.status().to_string();
   EXPECT_EQ(scalar->shape.rank(), 0);
   EXPECT_EQ(scalar->to_i64(), (std::vector<int64_t>{42}));
-  Result<HostTensor> rank1 = read_npy_from_memory(npy_file(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }\n", as_bytes("abc")));
+  Result<HostTensor> rank1 =
+      read_npy_from_memory(npy_file(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }\n", as_bytes("abc")));
   ASSERT_TRUE(rank1.ok()) << rank1.status().to_string();
   EXPECT_EQ(rank1->shape, Shape{3});
-  Result<HostTensor> empty = read_npy_from_memory(npy_file(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (0, 4), }\n"));
+  Result<HostTensor> empty =
+      read_npy_from_memory(npy_file(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (0, 4), }\n"));
   ASSERT_TRUE(empty.ok()) << empty.status().to_string();
   EXPECT_EQ(empty->shape, (Shape{0, 4}));
 }
@@ -166,11 +169,13 @@ TEST(NpyTest, RejectsUnsupportedButValidFiles) {
                StatusCode::kInvalidArgument, "big-endian");
   expect_error(read_npy_from_memory(npy_file(1, "{'descr': '<U5', 'fortran_order': False, 'shape': (2,), }\n", data)),
                StatusCode::kInvalidArgument, "unsupported descr");
-  expect_error(read_npy_from_memory(npy_file(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }\n", data)),
-               StatusCode::kInvalidArgument, "structured");
+  expect_error(
+      read_npy_from_memory(npy_file(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }\n", data)),
+      StatusCode::kInvalidArgument, "structured");
   expect_error(read_npy_from_memory(npy_file(4, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n", data)),
                StatusCode::kInvalidArgument, "version 4.0");
-  expect_error(read_npy_from_memory(npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,2), }\n", data)),
+  expect_error(read_npy_from_memory(
+                   npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,2), }\n", data)),
                StatusCode::kInvalidArgument, "more than 8 dims");
   HostTensor quantized = HostTensor::raw(DType::kQ8_0, {32}, std::vector<std::byte>(34));
   EXPECT_EQ(serialize_npy(quantized).status().code(), StatusCode::kInvalidArgument);
@@ -198,13 +203,17 @@ TEST(NpyTest, RejectsCorruptedFilesWithAClearStatus) {
   long_data.push_back(std::byte{0});
   expect_error(read_npy_from_memory(long_data), StatusCode::kDataLoss, "1 extra");
   // Absurd dims: element counts that overflow, sizes far past the file, negative and non-numeric dims.
-  expect_error(read_npy_from_memory(npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }", data)),
+  expect_error(read_npy_from_memory(
+                   npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }", data)),
                StatusCode::kOutOfRange, "more elements than fit in int64");
-  expect_error(read_npy_from_memory(npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", data)),
+  expect_error(read_npy_from_memory(
+                   npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", data)),
                StatusCode::kDataLoss, "does not fit in 64 bits");
-  expect_error(read_npy_from_memory(npy_file(1, "{'descr': '<i8', 'fortran_order': False, 'shape': (1152921504606846976, 2), }", data)),
+  expect_error(read_npy_from_memory(
+                   npy_file(1, "{'descr': '<i8', 'fortran_order': False, 'shape': (1152921504606846976, 2), }", data)),
                StatusCode::kOutOfRange, "");
-  expect_error(read_npy_from_memory(npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }", data)),
+  expect_error(read_npy_from_memory(
+                   npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }", data)),
                StatusCode::kDataLoss, "truncated .npy data");
   expect_error(read_npy_from_memory(npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-4,), }", data)),
                StatusCode::kDataLoss, "negative dim");
@@ -257,7 +266,8 @@ TEST(NpyTest, TruncationsAndByteFlipsNeverCrash) {
 }
 
 TEST(NpyTest, FilesRoundTripAndMissingFilesAreNotFound) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("hxrt_npy_test_{}", ::getpid());
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("hxrt_npy_test_{}", ::getpid());
   std::filesystem::create_directories(dir);
   std::mt19937 rng(11);
   const HostTensor tensor = HostTensor::random_f32({4, 64}, rng);

@@ -126,9 +126,10 @@ class DifferentialTest : public testing::Test {
     runtime::PlanOptions options;
     options.max_streams = config.max_streams;
     options.fuse = config.fuse;
-    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ExecutionPlan> plan,
-                          runtime::ExecutionPlan::build(graph.clone(), session_->device().info(),
-                                                        runtime::PlanContext{&schemas_, &kernels_, &fusions_}, options));
+    HXRT_ASSIGN_OR_RETURN(
+        std::unique_ptr<runtime::ExecutionPlan> plan,
+        runtime::ExecutionPlan::build(graph.clone(), session_->device().info(),
+                                      runtime::PlanContext{&schemas_, &kernels_, &fusions_}, options));
     return runtime::Executor::create(*session_, std::shared_ptr<const runtime::ExecutionPlan>(std::move(plan)));
   }
 
@@ -219,7 +220,8 @@ class DifferentialTest : public testing::Test {
         for (graph::ValueId out : rg.graph.outputs()) {
           const std::string& name = rg.graph.value(out).name;
           auto found = outputs->find(name);
-          if (found == outputs->end()) return fmt::format("{}: output '{}' missing from the run's results", where, name);
+          if (found == outputs->end())
+            return fmt::format("{}: output '{}' missing from the run's results", where, name);
           std::string detail;
           const double error = normalised_error(found->second, expected->at(name), &detail);
           const double tolerance = rg.tolerance.at(name);
@@ -228,9 +230,8 @@ class DifferentialTest : public testing::Test {
           worst = std::max(worst, error);
           if (!(error <= tolerance)) {
             return fmt::format("{}: output '{}' normalised error {:.3g} > tolerance {:.3g}; {}\n{}\n{}\nplan:\n{}",
-                               where, name, error, tolerance, detail,
-                               locate_divergence(rg, config, inputs, *expected), listing,
-                               executors[c]->plan().describe());
+                               where, name, error, tolerance, detail, locate_divergence(rg, config, inputs, *expected),
+                               listing, executors[c]->plan().describe());
           }
         }
         results.push_back(std::move(outputs).value());
@@ -249,8 +250,8 @@ class DifferentialTest : public testing::Test {
         std::string detail;
         const double error = normalised_error(results[2].at(name), unfused, &detail);
         if (!(error <= 2 * rg.tolerance.at(name))) {
-          return fmt::format("{} bindings {}: output '{}' fused vs unfused normalised difference {:.3g}; {}\n{}", header,
-                             bindings_string(bindings), name, error, detail, listing);
+          return fmt::format("{} bindings {}: output '{}' fused vs unfused normalised difference {:.3g}; {}\n{}",
+                             header, bindings_string(bindings), name, error, detail, listing);
         }
       }
     }
@@ -295,12 +296,14 @@ TEST_F(DifferentialTest, RandomGraphsMatchTheReferenceInEveryConfiguration) {
       fmt::format("{}", fmt::join(patterns, " ")).c_str());
 
   if (single_seed >= 0 || failures > 0 || graphs < 100) return;  // coverage is judged on a full run only
-  for (const char* op : {"Add", "Sub", "Mul", "Div", "Relu", "Gelu", "Sigmoid", "Tanh", "Silu", "Cast", "Softmax",
-                         "LayerNormalization", "RMSNorm", "RoPE", "Gather", "Reshape", "Transpose", "Concat", "Slice",
-                         "MatMul", "Gemm", "MatMulQ", "Conv", "BatchNormalization"}) {
+  for (const char* op : {"Add",     "Sub",    "Mul",    "Div",     "Relu",      "Gelu",
+                         "Sigmoid", "Tanh",   "Silu",   "Cast",    "Softmax",   "LayerNormalization",
+                         "RMSNorm", "RoPE",   "Gather", "Reshape", "Transpose", "Concat",
+                         "Slice",   "MatMul", "Gemm",   "MatMulQ", "Conv",      "BatchNormalization"}) {
     EXPECT_GT(coverage.ops[op], 0) << "no generated graph used " << op;
   }
-  for (const char* pattern : {"Conv+BatchNormalization(+Relu)", "MatMul+Add(+Gelu)", "RMSNorm+Mul", "Silu+Mul (SwiGLU)"}) {
+  for (const char* pattern :
+       {"Conv+BatchNormalization(+Relu)", "MatMul+Add(+Gelu)", "RMSNorm+Mul", "Silu+Mul (SwiGLU)"}) {
     EXPECT_GT(coverage.fusion_patterns[pattern], 0) << "no generated graph fused " << pattern;
   }
   EXPECT_GT(coverage.multi_stream_plans, 0);
@@ -316,9 +319,15 @@ TEST_F(DifferentialTest, RMSNormTimesRowWeightFusesAndMatches) {
   rg.seed = 0;
   const std::vector<float> w(8, 0.5f);
   ASSERT_TRUE(rg.graph.add_input("x", {DType::kF32, {2, 8}}).ok());
-  ASSERT_TRUE(rg.graph.add_initializer("w", {DType::kF32, {1, 8}}, graph::WeightData::copy_of(HostTensor::f32({1, 8}, w).bytes)).ok());
-  ASSERT_TRUE(rg.graph.add_node("norm", "RMSNorm", std::vector<std::string>{"x"}, std::vector<std::string>{"n"}, {}, "hxrt").ok());
-  ASSERT_TRUE(rg.graph.add_node("scale", "Mul", std::vector<std::string>{"n", "w"}, std::vector<std::string>{"y"}, {}, "", 14).ok());
+  ASSERT_TRUE(
+      rg.graph.add_initializer("w", {DType::kF32, {1, 8}}, graph::WeightData::copy_of(HostTensor::f32({1, 8}, w).bytes))
+          .ok());
+  ASSERT_TRUE(
+      rg.graph.add_node("norm", "RMSNorm", std::vector<std::string>{"x"}, std::vector<std::string>{"n"}, {}, "hxrt")
+          .ok());
+  ASSERT_TRUE(
+      rg.graph.add_node("scale", "Mul", std::vector<std::string>{"n", "w"}, std::vector<std::string>{"y"}, {}, "", 14)
+          .ok());
   ASSERT_TRUE(rg.graph.mark_output("y").ok());
   rg.inputs.push_back({"x", {DType::kF32, {2, 8}}, InputSpec::Kind::kFloat, -1.0, 1.0});
   rg.bindings = {{}};
@@ -350,9 +359,11 @@ class ReferenceTest : public testing::Test {
     inputs_[name] = std::move(t);
   }
   void constant(const std::string& name, const HostTensor& t) {
-    ASSERT_TRUE(g_.add_initializer(name, {t.dtype, graph::SymShape::from(t.shape)}, graph::WeightData::copy_of(t.bytes)).ok());
+    ASSERT_TRUE(
+        g_.add_initializer(name, {t.dtype, graph::SymShape::from(t.shape)}, graph::WeightData::copy_of(t.bytes)).ok());
   }
-  void node(const std::string& op, std::vector<std::string> in, const std::string& out, graph::AttributeMap attrs = {}) {
+  void node(const std::string& op, std::vector<std::string> in, const std::string& out,
+            graph::AttributeMap attrs = {}) {
     ASSERT_TRUE(g_.add_node("n_" + out, op, in, std::vector<std::string>{out}, std::move(attrs)).ok());
   }
   RefTensor eval(const std::string& name) {

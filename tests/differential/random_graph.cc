@@ -25,9 +25,9 @@ constexpr double kMagnitudeBound = 6.0;  // above this a value is squashed by Ta
 // An f32 value the generator can use as an operand.
 struct Val {
   std::string name;
-  SymDims dims;       // (symbolic) shape, as the generator derived it
-  double magnitude;   // rough bound on |element|
-  double tolerance;   // normalised error allowed (precision class of what it depends on)
+  SymDims dims;      // (symbolic) shape, as the generator derived it
+  double magnitude;  // rough bound on |element|
+  double tolerance;  // normalised error allowed (precision class of what it depends on)
   bool is_input = false;
 };
 
@@ -39,12 +39,12 @@ struct OpInfo {
 // Opset versions from docs/ops.md.
 OpInfo op_info(const std::string& op) {
   static const std::map<std::string, OpInfo, std::less<>> kOps = {
-      {"Add", {"", 14}},        {"Sub", {"", 14}},        {"Mul", {"", 14}},        {"Div", {"", 14}},
-      {"Relu", {"", 14}},       {"Gelu", {"", 20}},       {"Sigmoid", {"", 13}},    {"Tanh", {"", 13}},
-      {"Silu", {"hxrt", 1}},    {"Cast", {"", 19}},       {"Softmax", {"", 13}},    {"LayerNormalization", {"", 17}},
-      {"RMSNorm", {"hxrt", 1}}, {"RoPE", {"hxrt", 1}},    {"Gather", {"", 13}},     {"Reshape", {"", 14}},
-      {"Transpose", {"", 13}},  {"Concat", {"", 13}},     {"Slice", {"", 13}},      {"MatMul", {"", 13}},
-      {"Gemm", {"", 13}},       {"MatMulQ", {"hxrt", 1}}, {"Conv", {"", 11}},       {"BatchNormalization", {"", 15}},
+      {"Add", {"", 14}},        {"Sub", {"", 14}},        {"Mul", {"", 14}},     {"Div", {"", 14}},
+      {"Relu", {"", 14}},       {"Gelu", {"", 20}},       {"Sigmoid", {"", 13}}, {"Tanh", {"", 13}},
+      {"Silu", {"hxrt", 1}},    {"Cast", {"", 19}},       {"Softmax", {"", 13}}, {"LayerNormalization", {"", 17}},
+      {"RMSNorm", {"hxrt", 1}}, {"RoPE", {"hxrt", 1}},    {"Gather", {"", 13}},  {"Reshape", {"", 14}},
+      {"Transpose", {"", 13}},  {"Concat", {"", 13}},     {"Slice", {"", 13}},   {"MatMul", {"", 13}},
+      {"Gemm", {"", 13}},       {"MatMulQ", {"hxrt", 1}}, {"Conv", {"", 11}},    {"BatchNormalization", {"", 15}},
   };
   auto it = kOps.find(op);
   if (it == kOps.end()) {
@@ -103,7 +103,9 @@ std::vector<int64_t> static_dims(const SymDims& dims) {
   return out;
 }
 
-SymDims sym(const std::vector<int64_t>& dims) { return SymDims(dims.begin(), dims.end()); }
+SymDims sym(const std::vector<int64_t>& dims) {
+  return SymDims(dims.begin(), dims.end());
+}
 
 int64_t count(const std::vector<int64_t>& dims) {
   int64_t n = 1;
@@ -157,13 +159,13 @@ class Generator {
       int weight;
     };
     static const Weighted kActions[] = {
-        {&Generator::unary, 12},       {&Generator::binary_weight, 10}, {&Generator::binary_pair, 8},
-        {&Generator::softmax, 4},      {&Generator::layer_norm, 4},     {&Generator::rms_norm, 5},
-        {&Generator::swiglu, 4},       {&Generator::matmul_weight, 8},  {&Generator::matmul_pair, 3},
-        {&Generator::gemm, 3},         {&Generator::matmul_q, 4},       {&Generator::reshape, 4},
-        {&Generator::transpose, 4},    {&Generator::concat, 3},         {&Generator::slice, 4},
-        {&Generator::gather, 3},       {&Generator::embedding, 2},      {&Generator::rope, 3},
-        {&Generator::cast, 3},         {&Generator::conv, 4},           {&Generator::batch_norm, 2},
+        {&Generator::unary, 12},    {&Generator::binary_weight, 10}, {&Generator::binary_pair, 8},
+        {&Generator::softmax, 4},   {&Generator::layer_norm, 4},     {&Generator::rms_norm, 5},
+        {&Generator::swiglu, 4},    {&Generator::matmul_weight, 8},  {&Generator::matmul_pair, 3},
+        {&Generator::gemm, 3},      {&Generator::matmul_q, 4},       {&Generator::reshape, 4},
+        {&Generator::transpose, 4}, {&Generator::concat, 3},         {&Generator::slice, 4},
+        {&Generator::gather, 3},    {&Generator::embedding, 2},      {&Generator::rope, 3},
+        {&Generator::cast, 3},      {&Generator::conv, 4},           {&Generator::batch_norm, 2},
         {&Generator::new_input, 1},
     };
     int total = 0;
@@ -205,13 +207,16 @@ class Generator {
     return add_initializer("w", DType::kF32, dims, bytes_of(values));
   }
   std::string add_int_weight(DType dtype, const std::vector<int64_t>& dims, const std::vector<int64_t>& values) {
-    if (dtype == DType::kI32) return add_initializer("c", dtype, dims, bytes_of(std::vector<int32_t>(values.begin(), values.end())));
+    if (dtype == DType::kI32)
+      return add_initializer("c", dtype, dims, bytes_of(std::vector<int32_t>(values.begin(), values.end())));
     return add_initializer("c", DType::kI64, dims, bytes_of(values));
   }
   std::string add_initializer(const std::string& prefix, DType dtype, const std::vector<int64_t>& dims,
                               std::vector<std::byte> bytes) {
     const std::string name = fresh(prefix);
-    check(out_.graph.add_initializer(name, {dtype, graph::SymShape(sym(dims))}, graph::WeightData::copy_of(bytes)).status(), name);
+    check(out_.graph.add_initializer(name, {dtype, graph::SymShape(sym(dims))}, graph::WeightData::copy_of(bytes))
+              .status(),
+          name);
     return name;
   }
   std::string add_input(const std::string& prefix, DType dtype, const SymDims& dims, InputSpec::Kind kind, double lo,
@@ -227,7 +232,8 @@ class Generator {
     const OpInfo info = op_info(op);
     const std::string out = fresh("v");
     const std::vector<std::string> outputs = {out};
-    check(out_.graph.add_node(fresh("n"), op, inputs, outputs, std::move(attrs), info.domain, info.version).status(), op);
+    check(out_.graph.add_node(fresh("n"), op, inputs, outputs, std::move(attrs), info.domain, info.version).status(),
+          op);
     ++nodes_;
     // Inherits the loosest tolerance of its inputs; push() may override it (a quantized MatMulQ).
     double tolerance = kF32Tolerance;
@@ -260,7 +266,9 @@ class Generator {
       if (ok(pool_[i])) candidates.push_back(i);
     }
     if (candidates.empty()) return std::nullopt;
-    const size_t chosen = chance(0.45) ? candidates.back() : candidates[static_cast<size_t>(uniform(0, static_cast<int>(candidates.size()) - 1))];
+    const size_t chosen = chance(0.45)
+                              ? candidates.back()
+                              : candidates[static_cast<size_t>(uniform(0, static_cast<int>(candidates.size()) - 1))];
     Val v = pool_[chosen];
     if (v.magnitude > kMagnitudeBound) {
       const std::string squashed = add_node("Tanh", {v.name});
@@ -297,7 +305,8 @@ class Generator {
     std::optional<Val> partner;
     if (join) {
       partner = pick([](const Val& v) {
-        return std::all_of(v.dims.begin(), v.dims.end(), [](const Dim& d) { return d.is_static() || is_plain_symbol(d); });
+        return std::all_of(v.dims.begin(), v.dims.end(),
+                           [](const Dim& d) { return d.is_static() || is_plain_symbol(d); });
       });
       if (partner) dims = partner->dims;
     }
@@ -349,8 +358,11 @@ class Generator {
     const std::vector<int64_t> wdims = broadcast_weight_dims(a->dims);
     const std::string w = op == "Div" ? add_f32_weight(wdims, 0.5, 1.5) : add_f32_weight(wdims, 0.1, 1.0);
     const bool weight_first = op != "Div" && chance(0.4);
-    const std::string y = add_node(op, weight_first ? std::vector<std::string>{w, a->name} : std::vector<std::string>{a->name, w});
-    const double magnitude = op == "Add" || op == "Sub" ? a->magnitude + 1.0 : op == "Div" ? 2.0 * a->magnitude : a->magnitude;
+    const std::string y =
+        add_node(op, weight_first ? std::vector<std::string>{w, a->name} : std::vector<std::string>{a->name, w});
+    const double magnitude = op == "Add" || op == "Sub" ? a->magnitude + 1.0
+                             : op == "Div"              ? 2.0 * a->magnitude
+                                                        : a->magnitude;
     push(y, *broadcast(a->dims, sym(wdims)), magnitude, a->tolerance);
     return true;
   }
@@ -368,7 +380,8 @@ class Generator {
     if (!b) return false;
     const std::string op = one_of<const char*>({"Add", "Sub", "Mul"});
     const bool swap = chance(0.5);
-    const std::string y = add_node(op, swap ? std::vector<std::string>{b->name, a->name} : std::vector<std::string>{a->name, b->name});
+    const std::string y =
+        add_node(op, swap ? std::vector<std::string>{b->name, a->name} : std::vector<std::string>{a->name, b->name});
     const double magnitude = op == "Mul" ? a->magnitude * b->magnitude : a->magnitude + b->magnitude;
     push(y, *broadcast(a->dims, b->dims), magnitude, std::max(a->tolerance, b->tolerance));
     return true;
@@ -412,7 +425,8 @@ class Generator {
     out_.tolerance[y] = normalised_tolerance(a->tolerance);
     if (chance(0.65)) {  // the RMSNorm+Mul fusion pattern
       const int64_t d = a->dims.back().value();
-      const std::vector<int64_t> wdims = a->dims.size() >= 2 && chance(0.3) ? std::vector<int64_t>{1, d} : std::vector<int64_t>{d};
+      const std::vector<int64_t> wdims =
+          a->dims.size() >= 2 && chance(0.3) ? std::vector<int64_t>{1, d} : std::vector<int64_t>{d};
       const std::string w = add_f32_weight(wdims, 0.5, 1.5);
       y = add_node("Mul", chance(0.7) ? std::vector<std::string>{y, w} : std::vector<std::string>{w, y});
     } else {
@@ -434,7 +448,8 @@ class Generator {
       up = push(u, dims, 1.0, gate->tolerance);
     }
     const std::string s = add_node("Silu", {gate->name});
-    const std::string y = add_node("Mul", chance(0.7) ? std::vector<std::string>{s, up->name} : std::vector<std::string>{up->name, s});
+    const std::string y =
+        add_node("Mul", chance(0.7) ? std::vector<std::string>{s, up->name} : std::vector<std::string>{up->name, s});
     push(y, dims, gate->magnitude * up->magnitude, std::max(gate->tolerance, up->tolerance));
     return true;
   }
@@ -469,7 +484,8 @@ class Generator {
     if (wdims.size() == 2 && dims.size() >= 2 && chance(0.6)) {  // the MatMul+Add(+Gelu) fusion pattern
       const int bias_kind = uniform(0, 9);
       std::vector<int64_t> bdims = bias_kind < 6 ? std::vector<int64_t>{n} : std::vector<int64_t>{1, n};
-      if (bias_kind == 9 && dims[dims.size() - 2].is_static()) bdims = {dims[dims.size() - 2].value(), n};  // not a bias
+      if (bias_kind == 9 && dims[dims.size() - 2].is_static())
+        bdims = {dims[dims.size() - 2].value(), n};  // not a bias
       const std::string b = add_f32_weight(bdims, 0.1, 1.0);
       y = add_node("Add", chance(0.7) ? std::vector<std::string>{y, b} : std::vector<std::string>{b, y});
       dims = *broadcast(dims, sym(bdims));
@@ -506,8 +522,8 @@ class Generator {
     const std::string ct = add_node("Transpose", {c->name}, std::move(attrs));
     std::string y = add_node("MatMul", {a->name, ct});
     const double k = static_cast<double>(a_dims.back().value());
-    y = add_node("Mul", {y, add_f32_weight(chance(0.5) ? std::vector<int64_t>{} : std::vector<int64_t>{1}, 1.0 / std::sqrt(k),
-                                           1.0 / std::sqrt(k) + 1e-3, /*positive=*/true)});
+    y = add_node("Mul", {y, add_f32_weight(chance(0.5) ? std::vector<int64_t>{} : std::vector<int64_t>{1},
+                                           1.0 / std::sqrt(k), 1.0 / std::sqrt(k) + 1e-3, /*positive=*/true)});
     SymDims dims(a_dims.begin(), a_dims.end() - 1);
     dims.push_back(c->dims[r - 2]);
     push(y, dims, a->magnitude * c->magnitude, std::max(a->tolerance, c->tolerance));
@@ -523,14 +539,17 @@ class Generator {
     const int64_t n = one_of<int64_t>({4, 8, 16, 32});
     const bool trans_b = chance(0.5);
     const double scale = 1.0 / std::sqrt(static_cast<double>(k));
-    std::vector<std::string> inputs = {a->name, add_f32_weight(trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, 0.1 * scale, scale)};
+    std::vector<std::string> inputs = {
+        a->name, add_f32_weight(trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, 0.1 * scale, scale)};
     graph::AttributeMap attrs;
     if (trans_a) attrs.set("transA", int64_t{1});
     if (trans_b || chance(0.2)) attrs.set("transB", int64_t{trans_b ? 1 : 0});
     if (chance(0.5)) attrs.set("alpha", uniform_real(0.5, 1.5));
     const int c_kind = uniform(0, 4);
     if (c_kind > 0) {
-      std::vector<int64_t> cdims = c_kind == 1 ? std::vector<int64_t>{n} : c_kind == 2 ? std::vector<int64_t>{1, n} : std::vector<int64_t>{};
+      std::vector<int64_t> cdims = c_kind == 1   ? std::vector<int64_t>{n}
+                                   : c_kind == 2 ? std::vector<int64_t>{1, n}
+                                                 : std::vector<int64_t>{};
       if (c_kind == 4 && m.is_static()) cdims = {m.value(), n};
       inputs.push_back(add_f32_weight(cdims, 0.1, 1.0));
       if (chance(0.5)) attrs.set("beta", uniform_real(0.5, 1.5));
@@ -540,9 +559,8 @@ class Generator {
   }
 
   bool matmul_q() {
-    std::optional<Val> a = pick([](const Val& v) {
-      return !v.dims.empty() && v.dims.back().is_static() && v.dims.back().value() % 32 == 0;
-    });
+    std::optional<Val> a = pick(
+        [](const Val& v) { return !v.dims.empty() && v.dims.back().is_static() && v.dims.back().value() % 32 == 0; });
     if (!a) return false;
     const int64_t k = a->dims.back().value();
     const int64_t n = one_of<int64_t>({8, 16, 32, 48});
@@ -558,7 +576,8 @@ class Generator {
       switch (wtype) {
         case DType::kQ8_0:
           put_u16(f32_to_f16(static_cast<float>(uniform_real(0.5, 1.0) * scale / 127.0)));
-          for (int i = 0; i < 32; ++i) bytes.push_back(static_cast<std::byte>(static_cast<uint8_t>(static_cast<int8_t>(uniform(-127, 127)))));
+          for (int i = 0; i < 32; ++i)
+            bytes.push_back(static_cast<std::byte>(static_cast<uint8_t>(static_cast<int8_t>(uniform(-127, 127)))));
           break;
         case DType::kQ4_0:
           put_u16(f32_to_f16(static_cast<float>(uniform_real(0.5, 1.0) * scale / 8.0)));
@@ -710,7 +729,8 @@ class Generator {
     const int rank = static_cast<int>(a->dims.size());
     std::vector<int> candidates;
     for (int i = 0; i < rank; ++i) {
-      if (a->dims[static_cast<size_t>(i)].is_static() && a->dims[static_cast<size_t>(i)].value() >= 2) candidates.push_back(i);
+      if (a->dims[static_cast<size_t>(i)].is_static() && a->dims[static_cast<size_t>(i)].value() >= 2)
+        candidates.push_back(i);
     }
     std::shuffle(candidates.begin(), candidates.end(), rng_);
     candidates.resize(std::min<size_t>(candidates.size(), static_cast<size_t>(uniform(1, 2))));
@@ -724,7 +744,9 @@ class Generator {
         if (step < 0) std::swap(start, end);
         if (chance(0.3)) start -= n;  // negative forms
         if (chance(0.3)) end -= n;
-        if (chance(0.15)) end = step > 0 ? one_of<int64_t>({1000, std::numeric_limits<int64_t>::max()}) : one_of<int64_t>({-1000, std::numeric_limits<int64_t>::min()});
+        if (chance(0.15))
+          end = step > 0 ? one_of<int64_t>({1000, std::numeric_limits<int64_t>::max()})
+                         : one_of<int64_t>({-1000, std::numeric_limits<int64_t>::min()});
         const int64_t len = slice_length(n, start, end, step);
         if (len >= 1 || attempt > 20) {
           if (len < 1) return false;
@@ -766,7 +788,8 @@ class Generator {
     const DType itype = chance(0.5) ? DType::kI64 : DType::kI32;
     std::string indices;
     if (chance(0.3)) {
-      indices = add_input("idx", itype, sym(idims), InputSpec::Kind::kInteger, static_cast<double>(-n), static_cast<double>(n));
+      indices = add_input("idx", itype, sym(idims), InputSpec::Kind::kInteger, static_cast<double>(-n),
+                          static_cast<double>(n));
     } else {
       std::vector<int64_t> values(static_cast<size_t>(count(idims)));
       for (int64_t& v : values) v = uniform(static_cast<int>(-n), static_cast<int>(n) - 1);
@@ -781,8 +804,9 @@ class Generator {
   bool embedding() {
     const int64_t vocab = uniform(5, 20), d = one_of<int64_t>({8, 16, 32});
     const SymDims idims = chance(0.5) ? SymDims{batch_} : SymDims{batch_, seq_};
-    const std::string tokens = add_input("tok", chance(0.5) ? DType::kI64 : DType::kI32, idims, InputSpec::Kind::kInteger,
-                                         static_cast<double>(-vocab), static_cast<double>(vocab));
+    const std::string tokens =
+        add_input("tok", chance(0.5) ? DType::kI64 : DType::kI32, idims, InputSpec::Kind::kInteger,
+                  static_cast<double>(-vocab), static_cast<double>(vocab));
     const std::string table = add_f32_weight({vocab, d}, 0.1, 1.0);
     SymDims dims = idims;
     dims.push_back(Dim(d));
@@ -811,7 +835,8 @@ class Generator {
     const Dim tokens = a->dims[r - 2];
     const std::string key = tokens.to_string();
     if (positions_.count(key) == 0) {
-      positions_[key] = add_input("pos", chance(0.5) ? DType::kI64 : DType::kI32, {tokens}, InputSpec::Kind::kInteger, 0.0, 64.0);
+      positions_[key] =
+          add_input("pos", chance(0.5) ? DType::kI64 : DType::kI32, {tokens}, InputSpec::Kind::kInteger, 0.0, 64.0);
     }
     graph::AttributeMap attrs;
     if (chance(0.5)) attrs.set("theta", one_of<double>({10000.0, 500000.0, 100.0}));
@@ -834,7 +859,8 @@ class Generator {
   bool cast() {
     const int kind = uniform(0, 3);
     if (kind <= 1 && !float_inputs_.empty()) {  // f32 → f16/bf16 → f32 on an exact input
-      const std::string source = float_inputs_[static_cast<size_t>(uniform(0, static_cast<int>(float_inputs_.size()) - 1))];
+      const std::string source =
+          float_inputs_[static_cast<size_t>(uniform(0, static_cast<int>(float_inputs_.size()) - 1))];
       Val v;
       for (const Val& p : pool_) {
         if (p.name == source) v = p;
@@ -884,11 +910,13 @@ class Generator {
     for (int64_t g = 1; g <= channels; ++g) {
       if (channels % g == 0) groups.push_back(g);
     }
-    const int64_t group = chance(0.6) ? 1 : groups[static_cast<size_t>(uniform(0, static_cast<int>(groups.size()) - 1))];
+    const int64_t group =
+        chance(0.6) ? 1 : groups[static_cast<size_t>(uniform(0, static_cast<int>(groups.size()) - 1))];
     const int64_t out_channels = group * uniform(1, std::max<int>(1, static_cast<int>(8 / group)));
     const int64_t kh = uniform(1, 3), kw = uniform(1, 3);
     const std::vector<int64_t> strides = {uniform(1, 2), uniform(1, 2)};
-    const std::vector<int64_t> dilations = chance(0.2) ? std::vector<int64_t>{uniform(1, 2), uniform(1, 2)} : std::vector<int64_t>{1, 1};
+    const std::vector<int64_t> dilations =
+        chance(0.2) ? std::vector<int64_t>{uniform(1, 2), uniform(1, 2)} : std::vector<int64_t>{1, 1};
     std::vector<int64_t> pads = {uniform(0, static_cast<int>(kh) - 1), uniform(0, static_cast<int>(kw) - 1),
                                  uniform(0, static_cast<int>(kh) - 1), uniform(0, static_cast<int>(kw) - 1)};
     const std::string auto_pad = chance(0.15) ? one_of<const char*>({"SAME_UPPER", "SAME_LOWER", "VALID"}) : "NOTSET";
@@ -915,7 +943,8 @@ class Generator {
     }
     if (chance(0.5)) attrs.set("kernel_shape", std::vector<int64_t>{kh, kw});
     const double scale = 1.0 / std::sqrt(static_cast<double>(channels / group * kh * kw));
-    std::vector<std::string> inputs = {x->name, add_f32_weight({out_channels, channels / group, kh, kw}, 0.1 * scale, scale)};
+    std::vector<std::string> inputs = {x->name,
+                                       add_f32_weight({out_channels, channels / group, kh, kw}, 0.1 * scale, scale)};
     if (chance(0.5)) inputs.push_back(add_f32_weight({out_channels}, 0.1, 1.0));
     std::string y = add_node("Conv", inputs, std::move(attrs));
     double magnitude = x->magnitude + 1.0;
@@ -927,8 +956,8 @@ class Generator {
     const SymDims dims = {x->dims[0], Dim(out_channels), Dim(out_size[0]), Dim(out_size[1])};
     push(y, dims, magnitude, x->tolerance);
     if (chance(0.4)) {  // flatten into a feature vector per batch row
-      push(add_node("Reshape", {y, shape_constant({0, -1})}), {x->dims[0], Dim(out_channels * out_size[0] * out_size[1])},
-           magnitude, x->tolerance);
+      push(add_node("Reshape", {y, shape_constant({0, -1})}),
+           {x->dims[0], Dim(out_channels * out_size[0] * out_size[1])}, magnitude, x->tolerance);
     }
     return true;
   }
@@ -943,7 +972,8 @@ class Generator {
   }
 
   bool batch_norm() {
-    std::optional<Val> a = pick([](const Val& v) { return v.dims.size() >= 2 && v.dims[1].is_static() && v.dims[1].value() <= 64; });
+    std::optional<Val> a =
+        pick([](const Val& v) { return v.dims.size() >= 2 && v.dims[1].is_static() && v.dims[1].value() <= 64; });
     if (!a) return false;
     push(add_batch_norm(a->name, a->dims[1].value()), a->dims, 2.0 * a->magnitude + 1.0, a->tolerance);
     return true;
@@ -986,7 +1016,8 @@ HostTensors make_inputs(const RandomGraph& graph, const graph::SymbolBindings& b
     const Shape shape = spec.desc.shape.resolve(bindings).value();
     if (spec.kind == InputSpec::Kind::kFloat) {
       std::mt19937 float_rng(static_cast<uint32_t>(rng()));
-      inputs[spec.name] = HostTensor::random_f32(shape, float_rng, static_cast<float>(spec.lo), static_cast<float>(spec.hi));
+      inputs[spec.name] =
+          HostTensor::random_f32(shape, float_rng, static_cast<float>(spec.lo), static_cast<float>(spec.hi));
       continue;
     }
     std::uniform_int_distribution<int64_t> dist(static_cast<int64_t>(spec.lo), static_cast<int64_t>(spec.hi) - 1);

@@ -18,11 +18,17 @@ int64_t product(const Dims& dims, size_t begin, size_t end) {
   for (size_t i = begin; i < end; ++i) p *= dims[i];
   return p;
 }
-int64_t product(const Dims& dims) { return product(dims, 0, dims.size()); }
+int64_t product(const Dims& dims) {
+  return product(dims, 0, dims.size());
+}
 
-std::string dims_string(const Dims& dims) { return fmt::format("[{}]", fmt::join(dims, ", ")); }
+std::string dims_string(const Dims& dims) {
+  return fmt::format("[{}]", fmt::join(dims, ", "));
+}
 
-size_t at(int64_t i) { return static_cast<size_t>(i); }
+size_t at(int64_t i) {
+  return static_cast<size_t>(i);
+}
 
 // The multi-index of flat position `flat` in a row-major tensor of `dims`.
 Dims unravel(int64_t flat, const Dims& dims) {
@@ -67,21 +73,15 @@ int64_t broadcast_offset(const Dims& src, const Dims& out_index) {
 // What a value becomes when stored as `dtype`.
 double round_to(DType dtype, double v) {
   switch (dtype) {
-    case DType::kF32:
-      return static_cast<float>(v);
-    case DType::kF16:
-      return f16_to_f32(f32_to_f16(static_cast<float>(v)));
-    case DType::kBF16:
-      return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
-    case DType::kBool:
-      return v != 0.0 ? 1.0 : 0.0;
+    case DType::kF32: return static_cast<float>(v);
+    case DType::kF16: return f16_to_f32(f32_to_f16(static_cast<float>(v)));
+    case DType::kBF16: return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
+    case DType::kBool: return v != 0.0 ? 1.0 : 0.0;
     case DType::kI8:
     case DType::kI32:
     case DType::kI64:
-    case DType::kU8:
-      return std::trunc(v);  // float→int truncates toward zero; callers keep values in range
-    default:
-      return v;
+    case DType::kU8: return std::trunc(v);  // float→int truncates toward zero; callers keep values in range
+    default: return v;
   }
 }
 
@@ -93,18 +93,25 @@ RefTensor make(DType dtype, Dims dims) {
   return t;
 }
 
-int64_t normalize_axis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+int64_t normalize_axis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
 
 Result<int64_t> checked_axis(int64_t axis, size_t rank, std::string_view what) {
   const int64_t a = normalize_axis(axis, rank);
-  if (a < 0 || a >= static_cast<int64_t>(rank)) return invalid_argument("{} {} out of range for rank {}", what, axis, rank);
+  if (a < 0 || a >= static_cast<int64_t>(rank))
+    return invalid_argument("{} {} out of range for rank {}", what, axis, rank);
   return a;
 }
 
 // ---- elementwise ----------------------------------------------------------------------------------------------
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double gelu_erf(double x) {
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
 double gelu_tanh(double x) {
   const double k = std::sqrt(2.0 / std::numbers::pi);
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
@@ -190,7 +197,8 @@ RefTensor rms_norm(const RefTensor& x, double epsilon) {
 
 Result<RefTensor> rope(const RefTensor& x, const RefTensor& positions, double theta, int64_t rotary_dims,
                        const std::string& mode) {
-  if (x.dims.size() < 3) return invalid_argument("RoPE input has rank {}, needs [..., tokens, heads, head_dim]", x.dims.size());
+  if (x.dims.size() < 3)
+    return invalid_argument("RoPE input has rank {}, needs [..., tokens, heads, head_dim]", x.dims.size());
   const size_t r = x.dims.size();
   const int64_t tokens = x.dims[r - 3], heads = x.dims[r - 2], head_dim = x.dims[r - 1];
   const int64_t rot = rotary_dims == 0 ? head_dim : rotary_dims;
@@ -250,7 +258,8 @@ Result<RefTensor> reshape(const RefTensor& data, const RefTensor& shape, bool al
   for (size_t i = 0; i < shape.data.size(); ++i) {
     int64_t d = static_cast<int64_t>(shape.data[i]);
     if (d == 0 && !allow_zero) {
-      if (i >= data.dims.size()) return invalid_argument("Reshape copies dim {} of a rank-{} input", i, data.dims.size());
+      if (i >= data.dims.size())
+        return invalid_argument("Reshape copies dim {} of a rank-{} input", i, data.dims.size());
       d = data.dims[i];
     }
     if (d == -1) {
@@ -299,7 +308,8 @@ Result<RefTensor> concat(const std::vector<const RefTensor*>& parts, int64_t axi
   dims[a] = 0;
   for (const RefTensor* p : parts) {
     for (size_t i = 0; i < dims.size(); ++i) {
-      if (i != a && p->dims[i] != first.dims[i]) return invalid_argument("Concat of {} and {}", first.shape_string(), p->shape_string());
+      if (i != a && p->dims[i] != first.dims[i])
+        return invalid_argument("Concat of {} and {}", first.shape_string(), p->shape_string());
     }
     dims[a] += p->dims[a];
   }
@@ -441,8 +451,10 @@ Result<RefTensor> matmul_q(const RefTensor& a, const RefTensor& w, const RefTens
 
 // ---- convolution ------------------------------------------------------------------------------------------------
 
-Result<RefTensor> conv(const RefTensor& x, const RefTensor& w, const RefTensor* bias, const graph::AttributeMap& attrs) {
-  if (x.dims.size() != 4 || w.dims.size() != 4) return invalid_argument("Conv is 2-D only: X {} W {}", x.shape_string(), w.shape_string());
+Result<RefTensor> conv(const RefTensor& x, const RefTensor& w, const RefTensor* bias,
+                       const graph::AttributeMap& attrs) {
+  if (x.dims.size() != 4 || w.dims.size() != 4)
+    return invalid_argument("Conv is 2-D only: X {} W {}", x.shape_string(), w.shape_string());
   HXRT_ASSIGN_OR_RETURN(const int64_t group, attrs.get_int("group", 1));
   HXRT_ASSIGN_OR_RETURN(const Dims strides, attrs.get_ints("strides", {1, 1}));
   HXRT_ASSIGN_OR_RETURN(const Dims dilations, attrs.get_ints("dilations", {1, 1}));
@@ -502,7 +514,8 @@ Result<RefTensor> batch_norm(const RefTensor& x, const RefTensor& scale, const R
   if (x.dims.size() < 2) return invalid_argument("BatchNormalization input {} has no channel axis", x.shape_string());
   const int64_t channels = x.dims[1], inner = product(x.dims, 2, x.dims.size());
   for (const RefTensor* p : {&scale, &bias, &mean, &var}) {
-    if (p->num_elements() != channels) return invalid_argument("BatchNormalization parameter {} for {} channels", p->shape_string(), channels);
+    if (p->num_elements() != channels)
+      return invalid_argument("BatchNormalization parameter {} for {} channels", p->shape_string(), channels);
   }
   RefTensor y = x;
   for (int64_t i = 0; i < x.num_elements(); ++i) {
@@ -592,9 +605,11 @@ class Interpreter {
       const graph::Node& node = graph_.node(id);
       Result<RefTensor> out = evaluate(node);
       if (!out.ok()) {
-        return std::move(out).take_status().with_context(fmt::format("reference: node '{}' ({})", node.name, node.op_type));
+        return std::move(out).take_status().with_context(
+            fmt::format("reference: node '{}' ({})", node.name, node.op_type));
       }
-      if (node.outputs.size() != 1) return unimplemented("reference: node '{}' has {} outputs", node.name, node.outputs.size());
+      if (node.outputs.size() != 1)
+        return unimplemented("reference: node '{}' has {} outputs", node.name, node.outputs.size());
       values_[graph_.value(node.outputs[0]).name] = std::move(out).value();
     }
     return ok_status();
@@ -617,10 +632,6 @@ class Interpreter {
     const graph::AttributeMap& attrs = node.attrs;
     const std::string& op = node.op_type;
     HXRT_ASSIGN_OR_RETURN(const RefTensor* x, required(node, 0));
-
-
-
-
 
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
       HXRT_ASSIGN_OR_RETURN(const RefTensor* y, required(node, 1));
@@ -727,7 +738,8 @@ class Interpreter {
       HXRT_ASSIGN_OR_RETURN(const int64_t relu, attrs.get_int("relu", 0));
       for (size_t i : {1, 3, 4, 5, 6}) HXRT_RETURN_IF_ERROR(required(node, i).status());
       HXRT_ASSIGN_OR_RETURN(RefTensor y, conv(*x, *input(node, 1), input(node, 2), attrs));
-      HXRT_ASSIGN_OR_RETURN(y, batch_norm(y, *input(node, 3), *input(node, 4), *input(node, 5), *input(node, 6), epsilon));
+      HXRT_ASSIGN_OR_RETURN(y,
+                            batch_norm(y, *input(node, 3), *input(node, 4), *input(node, 5), *input(node, 6), epsilon));
       if (relu != 0) return unary(y, [](double v) { return std::max(v, 0.0); });
       return y;
     }
@@ -760,8 +772,12 @@ class Interpreter {
 
 }  // namespace
 
-int64_t RefTensor::num_elements() const { return product(dims); }
-std::string RefTensor::shape_string() const { return dims_string(dims); }
+int64_t RefTensor::num_elements() const {
+  return product(dims);
+}
+std::string RefTensor::shape_string() const {
+  return dims_string(dims);
+}
 
 RefTensor ref_from_host(const HostTensor& tensor) {
   RefTensor t;

@@ -60,7 +60,7 @@ struct NpyHeader {
   int major_version = 1;
   int minor_version = 0;
   DType dtype = DType::kF32;
-  std::string descr;         // as written in the file ("<f4")
+  std::string descr;  // as written in the file ("<f4")
   Shape shape;
   uint64_t data_offset = 0;  // bytes from the start of the file to the first element
   uint64_t data_bytes = 0;   // storage_bytes(dtype, shape.num_elements())
