@@ -1,8 +1,8 @@
-#include "hal/cpu/cpu_event.h"
+#include "hal/signal_event.h"
 
 #include <chrono>
 
-namespace hxrt::hal::cpu {
+namespace hxrt::hal {
 
 void EventSignal::complete(Status status, int64_t timestamp_ns) {
   {
@@ -35,22 +35,22 @@ void EventSignal::interrupt() {
   cv_.notify_all();
 }
 
-std::shared_ptr<EventSignal> CpuEvent::current() const {
+std::shared_ptr<EventSignal> SignalEvent::current() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return current_;
 }
 
-void CpuEvent::set_current(std::shared_ptr<EventSignal> signal) {
+void SignalEvent::set_current(std::shared_ptr<EventSignal> signal) {
   std::lock_guard<std::mutex> lock(mutex_);
   current_ = std::move(signal);
 }
 
-EventState CpuEvent::state() const {
+EventState SignalEvent::state() const {
   std::shared_ptr<EventSignal> signal = current();
   return signal ? signal->state() : EventState::kUnrecorded;
 }
 
-Status CpuEvent::synchronize(Duration timeout) {
+Status SignalEvent::synchronize(Duration timeout) {
   if (timeout < Duration::zero()) return invalid_argument("event synchronize: negative timeout");
   std::shared_ptr<EventSignal> signal = current();
   if (!signal) return failed_precondition("event synchronize: the event was never recorded");
@@ -65,7 +65,7 @@ Status CpuEvent::synchronize(Duration timeout) {
   return status;
 }
 
-Result<int64_t> CpuEvent::timestamp_ns() const {
+Result<int64_t> SignalEvent::timestamp_ns() const {
   std::shared_ptr<EventSignal> signal = current();
   if (!signal) return failed_precondition("event timestamp: the event was never recorded");
   switch (signal->state()) {
@@ -75,4 +75,4 @@ Result<int64_t> CpuEvent::timestamp_ns() const {
   }
 }
 
-}  // namespace hxrt::hal::cpu
+}  // namespace hxrt::hal
