@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct Backend {
   std::function<Result<std::unique_ptr<Device>>()> open;
   std::function<Result<std::unique_ptr<TestKernels>>(Device&)> make_kernels;
 };
+
+// gtest prints parameters into test names and ctest listings; print the backend name, not its bytes.
+inline void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 const std::vector<Backend>& conformance_backends();
 

@@ -23,16 +23,21 @@ TEST_P(EventConformance, RecordCompletesWithTimestampsInOrder) {
   auto stream = make_stream();
   auto start = make_event();
   auto end = make_event();
+  const int64_t host_before = host_now_ns();
   ASSERT_TRUE(stream->record(*start).ok());
   ASSERT_TRUE(spin(*stream, microseconds(20000)).ok());
   ASSERT_TRUE(stream->record(*end).ok());
   ASSERT_TRUE(end->synchronize(milliseconds(10000)).ok());
+  const int64_t host_after = host_now_ns();
   EXPECT_EQ(start->state(), EventState::kComplete) << "in-order: earlier records completed too";
   EXPECT_EQ(end->state(), EventState::kComplete);
   Result<Duration> elapsed = end->elapsed_since(*start);
   ASSERT_TRUE(elapsed.ok()) << elapsed.status().to_string();
-  EXPECT_GE(*elapsed, microseconds(19000));
-  EXPECT_LT(*elapsed, std::chrono::seconds(10));
+  // Backends without a device clock (OpenCL C 1.2) spin for a calibrated number of iterations, which a change of
+  // CPU frequency can shorten; half the requested time still proves the timestamps bracket the work. The device
+  // interval can never exceed what the host saw around it.
+  EXPECT_GE(*elapsed, microseconds(10000));
+  EXPECT_LE(elapsed->count(), host_after - host_before);
   // Timestamps are on the host clock: close to now.
   const int64_t now = host_now_ns();
   EXPECT_LE(*end->timestamp_ns(), now);
