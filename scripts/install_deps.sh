@@ -6,7 +6,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev
+  libopenblas-dev libicu-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   python3 python3-pip
 )
