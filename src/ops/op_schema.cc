@@ -200,6 +200,7 @@ Status register_builtin_schemas(OpSchemaRegistry& registry) {
   HXRT_RETURN_IF_ERROR(schemas::register_linear(registry));
   HXRT_RETURN_IF_ERROR(schemas::register_conv(registry));
   HXRT_RETURN_IF_ERROR(schemas::register_fused(registry));
+  HXRT_RETURN_IF_ERROR(schemas::register_llm(registry));
   return ok_status();
 }
 

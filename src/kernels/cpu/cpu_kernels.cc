@@ -11,6 +11,7 @@ Status register_cpu_kernels(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(cpu::register_linear(registry));
   HXRT_RETURN_IF_ERROR(cpu::register_conv(registry));
   HXRT_RETURN_IF_ERROR(cpu::register_fused(registry));
+  HXRT_RETURN_IF_ERROR(cpu::register_llm_ops(registry));
   return ok_status();
 }
 

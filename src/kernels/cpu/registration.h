@@ -12,5 +12,6 @@ Status register_tensor_ops(ops::KernelRegistry& registry);    // tensor_ops.cc
 Status register_linear(ops::KernelRegistry& registry);        // matmul.cc, quant_matmul.cc
 Status register_conv(ops::KernelRegistry& registry);          // conv.cc
 Status register_fused(ops::KernelRegistry& registry);         // fused.cc
+Status register_llm_ops(ops::KernelRegistry& registry);       // llm_ops.cc
 
 }  // namespace hxrt::kernels::cpu

@@ -16,5 +16,6 @@ Status register_tensor_ops(OpSchemaRegistry& registry);  // Gather Reshape Trans
 Status register_linear(OpSchemaRegistry& registry);  // MatMul Gemm MatMulQ
 Status register_conv(OpSchemaRegistry& registry);  // Conv BatchNormalization
 Status register_fused(OpSchemaRegistry& registry);  // hxrt.fused ops
+Status register_llm(OpSchemaRegistry& registry);  // GatherRows PagedAttention
 
 }  // namespace hxrt::ops::schemas

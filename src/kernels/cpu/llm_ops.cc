@@ -1,0 +1,262 @@
+// CPU kernels of the LLM ops (docs/ops.md, "LLM ops"): GatherRows and PagedAttention.
+//
+// PagedAttention works per (sequence, kv head): it widens the sequence's cached keys and values of that head to
+// f32 once (K, V [ctx, head_dim]) and serves every query head of the group and every token of the sequence from
+// them. Each token's output is a fixed sequence of float operations over its own sequence's cache — dot products
+// with eight partial sums combined in a fixed order, a max-subtracted softmax summed left to right, V accumulated
+// left to right — so it does not depend on which other sequences or tokens share the launch (Note [Batch
+// invariance] in quant_matmul.h): prefill, decode and batched decode agree bit for bit.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "hxrt/base/float16.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/registration.h"
+
+namespace hxrt::kernels::cpu {
+namespace {
+
+struct PagedAttentionParams final : ops::KernelParams {
+  PagedAttentionParams(int64_t cache_layer, float attention_scale) : layer(cache_layer), scale(attention_scale) {}
+  std::string to_string() const override { return fmt::format("layer={},scale={}", layer, scale); }
+  int64_t layer;
+  float scale;  // 0: 1/sqrt(head_dim)
+};
+
+int64_t index_at(const ops::TensorRef& t, int64_t i) {
+  return t.dtype == DType::kI64 ? t.data<const int64_t>()[i] : static_cast<int64_t>(t.data<const int32_t>()[i]);
+}
+
+Status dequantize_any_row(DType dtype, const std::byte* row, int64_t n, float* out) {
+  if (dtype == DType::kBF16) {
+    const auto* p = reinterpret_cast<const uint16_t*>(row);
+    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(p[i]);
+    return ok_status();
+  }
+  return dequantize_row(dtype, row, n, out);
+}
+
+Status compute_gather_rows(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& data = ctx.input(0);
+  const ops::TensorRef& indices = ctx.input(1);
+  const ops::TensorRef& out = ctx.output(0);
+  const int64_t n_rows = data.shape.dim(0);
+  const int64_t row_size = data.shape.dim(1);
+  HXRT_ASSIGN_OR_RETURN(const uint64_t row_bytes, storage_bytes(data.dtype, static_cast<uint64_t>(row_size)));
+  const int64_t n = indices.num_elements();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = index_at(indices, i);
+    if (row < 0 || row >= n_rows) {
+      return invalid_argument("GatherRows: indices[{}] = {} is outside the table's {} rows", i, row, n_rows);
+    }
+  }
+  const auto* base = data.data<const std::byte>();
+  float* y = out.data<float>();
+  Status failure = ok_status();
+  std::mutex failure_mutex;
+  ctx.pool().parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto row = static_cast<uint64_t>(index_at(indices, i));
+      Status s = dequantize_any_row(data.dtype, base + row * row_bytes, row_size, y + i * row_size);
+      if (!s.ok()) {
+        std::lock_guard lock(failure_mutex);
+        if (failure.ok()) failure = std::move(s);
+        return;
+      }
+    }
+  });
+  return failure;
+}
+
+// Dot product with eight partial sums combined in a fixed order (vectorizable, deterministic).
+float dot(const float* a, const float* b, int64_t n) {
+  float partial[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) partial[j] += a[i + j] * b[i + j];
+  }
+  for (; i < n; ++i) partial[i % 8] += a[i] * b[i];
+  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+}
+
+void store_row(DType dtype, const float* src, int64_t n, std::byte* dst) {
+  if (dtype == DType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  auto* p = reinterpret_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) p[i] = f32_to_f16(src[i]);
+}
+
+void load_row(DType dtype, const std::byte* src, int64_t n, float* dst) {
+  if (dtype == DType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const auto* p = reinterpret_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(p[i]);
+}
+
+// Shapes: q [T, H, D], k/v [T, G, D], caches [L, NB, BS, G, D], block_tables [S, MB], token_seq/positions [T].
+Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
+  const auto& params = ctx.params<PagedAttentionParams>();
+  const ops::TensorRef& q = ctx.input(0);
+  const ops::TensorRef& k = ctx.input(1);
+  const ops::TensorRef& v = ctx.input(2);
+  const ops::TensorRef& k_cache = ctx.input(3);
+  const ops::TensorRef& v_cache = ctx.input(4);
+  const ops::TensorRef& tables = ctx.input(5);
+  const ops::TensorRef& token_seq = ctx.input(6);
+  const ops::TensorRef& positions = ctx.input(7);
+  const ops::TensorRef& out = ctx.output(0);
+  const int64_t n_tokens = q.shape.dim(0), n_heads = q.shape.dim(1), head_dim = q.shape.dim(2);
+  const int64_t n_kv = k.shape.dim(1);
+  const int64_t n_layers = k_cache.shape.dim(0), n_blocks = k_cache.shape.dim(1), block_size = k_cache.shape.dim(2);
+  const int64_t n_seqs = tables.shape.dim(0), max_blocks = tables.shape.dim(1);
+  if (n_kv <= 0 || n_heads % n_kv != 0) {
+    return invalid_argument("PagedAttention: n_heads {} is not a multiple of n_kv_heads {}", n_heads, n_kv);
+  }
+  if (params.layer >= n_layers) {
+    return invalid_argument("PagedAttention: layer {} is outside the cache's {} layers", params.layer, n_layers);
+  }
+  const int32_t* table = tables.data<const int32_t>();
+  const int32_t* seq_of = token_seq.data<const int32_t>();
+  const int32_t* pos_of = positions.data<const int32_t>();
+  // Validate every index before touching memory: a bad binding is an error naming the token, never a stray write.
+  std::vector<int64_t> context(static_cast<size_t>(n_seqs), 0);  // (n_seqs) tokens of context each sequence needs
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t s = seq_of[t], p = pos_of[t];
+    if (s < 0 || s >= n_seqs) return invalid_argument("PagedAttention: token_seq[{}] = {} is outside [0, {})", t, s, n_seqs);
+    if (p < 0 || p / block_size >= max_blocks) {
+      return invalid_argument("PagedAttention: positions[{}] = {} does not fit a block table of {} blocks of {}", t, p,
+                              max_blocks, block_size);
+    }
+    context[static_cast<size_t>(s)] = std::max(context[static_cast<size_t>(s)], p + 1);
+  }
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const int64_t used_blocks = (context[static_cast<size_t>(s)] + block_size - 1) / block_size;
+    for (int64_t b = 0; b < used_blocks; ++b) {
+      const int32_t block = table[s * max_blocks + b];
+      if (block < 0 || block >= n_blocks) {
+        return invalid_argument("PagedAttention: block_tables[{}][{}] = {} is outside the cache's {} blocks", s, b,
+                                block, n_blocks);
+      }
+    }
+  }
+  const DType cache_type = k_cache.dtype;
+  const auto elem = static_cast<int64_t>(dtype_info(cache_type).block_bytes);
+  const int64_t row_bytes = head_dim * elem;                        // one (slot, kv head) row
+  const int64_t slot_bytes = n_kv * row_bytes;
+  const int64_t layer_bytes = n_blocks * block_size * slot_bytes;
+  std::byte* kc = k_cache.data<std::byte>() + params.layer * layer_bytes;
+  std::byte* vc = v_cache.data<std::byte>() + params.layer * layer_bytes;
+  auto slot_of = [&](int64_t s, int64_t p) {
+    return static_cast<int64_t>(table[s * max_blocks + p / block_size]) * block_size + p % block_size;
+  };
+
+  // 1. Write this launch's keys and values into their slots.
+  const float* pk = k.data<const float>();
+  const float* pv = v.data<const float>();
+  ctx.pool().parallel_for(n_tokens, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t slot = slot_of(seq_of[t], pos_of[t]);
+      for (int64_t g = 0; g < n_kv; ++g) {
+        store_row(cache_type, pk + (t * n_kv + g) * head_dim, head_dim, kc + slot * slot_bytes + g * row_bytes);
+        store_row(cache_type, pv + (t * n_kv + g) * head_dim, head_dim, vc + slot * slot_bytes + g * row_bytes);
+      }
+    }
+  });
+
+  // 2. Attend, one task per (sequence, kv head).
+  std::vector<std::vector<int64_t>> tokens_of(static_cast<size_t>(n_seqs));  // (n_seqs) token indices
+  for (int64_t t = 0; t < n_tokens; ++t) tokens_of[static_cast<size_t>(seq_of[t])].push_back(t);
+  std::vector<int64_t> active;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    if (!tokens_of[static_cast<size_t>(s)].empty()) active.push_back(s);
+  }
+  const int64_t group = n_heads / n_kv;
+  const float scale = params.scale != 0.0f ? params.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float* pq = q.data<const float>();
+  float* py = out.data<float>();
+  const auto n_tasks = static_cast<int64_t>(active.size()) * n_kv;
+  ctx.pool().parallel_for(n_tasks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> keys, values, scores;  // (ctx, head_dim), (ctx, head_dim), (ctx)
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t s = active[static_cast<size_t>(task / n_kv)];
+      const int64_t g = task % n_kv;
+      const int64_t n_ctx = context[static_cast<size_t>(s)];
+      keys.resize(static_cast<size_t>(n_ctx * head_dim));
+      values.resize(static_cast<size_t>(n_ctx * head_dim));
+      scores.resize(static_cast<size_t>(n_ctx));
+      for (int64_t j = 0; j < n_ctx; ++j) {
+        const int64_t offset = slot_of(s, j) * slot_bytes + g * row_bytes;
+        load_row(cache_type, kc + offset, head_dim, keys.data() + j * head_dim);
+        load_row(cache_type, vc + offset, head_dim, values.data() + j * head_dim);
+      }
+      for (int64_t t : tokens_of[static_cast<size_t>(s)]) {
+        const int64_t n_visible = pos_of[t] + 1;
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          const float* qh = pq + (t * n_heads + h) * head_dim;
+          float max_score = -INFINITY;
+          for (int64_t j = 0; j < n_visible; ++j) {
+            scores[static_cast<size_t>(j)] = dot(qh, keys.data() + j * head_dim, head_dim) * scale;
+            max_score = std::max(max_score, scores[static_cast<size_t>(j)]);
+          }
+          float sum = 0.0f;
+          for (int64_t j = 0; j < n_visible; ++j) {
+            scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - max_score);
+            sum += scores[static_cast<size_t>(j)];
+          }
+          const float inv = 1.0f / sum;
+          float* yh = py + (t * n_heads + h) * head_dim;
+          std::fill(yh, yh + head_dim, 0.0f);
+          for (int64_t j = 0; j < n_visible; ++j) {
+            const float p = scores[static_cast<size_t>(j)] * inv;
+            const float* vj = values.data() + j * head_dim;
+            for (int64_t d = 0; d < head_dim; ++d) yh[d] += p * vj[d];
+          }
+        }
+      }
+    }
+  });
+  return ok_status();
+}
+
+}  // namespace
+
+Status register_llm_ops(ops::KernelRegistry& registry) {
+  ops::KernelDef gather_rows;
+  gather_rows.op_type = "GatherRows";
+  gather_rows.domain = "hxrt";
+  gather_rows.name = "GatherRowsDequant";
+  gather_rows.description = "row lookup widening f32/f16/bf16/q8_0/q4_0/q4_1 rows to f32";
+  gather_rows.input_dtypes = {{DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1},
+                              {DType::kI32, DType::kI64}};
+  gather_rows.launch = ops::cpu_launch(gather_rows.name, compute_gather_rows);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(gather_rows)));
+
+  ops::KernelDef attention;
+  attention.op_type = "PagedAttention";
+  attention.domain = "hxrt";
+  attention.name = "PagedAttentionF32";
+  attention.description = "f32 math over an f16/f32 paged cache, one task per (sequence, kv head), batch invariant";
+  attention.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}, {DType::kF16, DType::kF32},
+                            {DType::kF16, DType::kF32}, {DType::kI32}, {DType::kI32}, {DType::kI32}};
+  attention.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    HXRT_ASSIGN_OR_RETURN(const int64_t layer, node.attrs.get_int("layer"));
+    HXRT_ASSIGN_OR_RETURN(const double scale, node.attrs.get_float("scale", 0.0));
+    if (layer < 0) return invalid_argument("node '{}' (PagedAttention): attribute 'layer' = {} must be >= 0", node.name, layer);
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<PagedAttentionParams>(layer, static_cast<float>(scale)));
+  };
+  attention.launch = ops::cpu_launch(attention.name, compute_paged_attention);
+  return registry.add(std::move(attention));
+}
+
+}  // namespace hxrt::kernels::cpu
