@@ -90,6 +90,28 @@ Executor::~Executor() {
   for (hal::Event* event : events_) session_.destroy_event(event).ignore();
 }
 
+Status Executor::bind_state(std::string_view name, DType dtype, Shape shape, hal::BufferView view) {
+  const graph::Graph& g = plan_->graph();
+  Result<graph::ValueId> id = g.find_value(name);
+  if (!id.ok() || !g.value(*id).is_input) return invalid_argument("bind_state: '{}' is not an input of graph '{}'", name, g.name());
+  const graph::Value& value = g.value(*id);
+  if (dtype != value.desc.dtype || shape.rank() != value.desc.shape.rank()) {
+    return invalid_argument("bind_state: '{}' is {}{}, the graph expects {}", name, dtype, shape, value.desc.to_string());
+  }
+  for (int axis = 0; axis < shape.rank(); ++axis) {
+    const graph::Dim& dim = value.desc.shape.dim(axis);
+    if (dim.is_static() && dim.value() != shape.dim(axis)) {
+      return invalid_argument("bind_state: '{}' axis {} is {}, the graph expects {}", name, axis, shape.dim(axis), dim.value());
+    }
+  }
+  HXRT_ASSIGN_OR_RETURN(const uint64_t bytes, storage_bytes(dtype, static_cast<uint64_t>(shape.num_elements())));
+  if (view.buffer == nullptr || view.size < bytes) {
+    return invalid_argument("bind_state: '{}' {}{} needs {} bytes, the view holds {}", name, dtype, shape, bytes, view.size);
+  }
+  states_[*id] = StateBinding{dtype, std::move(shape), view.subview(0, bytes)};
+  return ok_status();
+}
+
 Status Executor::bind(const TensorMap& inputs, RunState& state) {
   const graph::Graph& g = plan_->graph();
   bindings_.clear();
@@ -100,24 +122,36 @@ Status Executor::bind(const TensorMap& inputs, RunState& state) {
       for (graph::ValueId in : g.inputs()) names.push_back(g.value(in).name);
       return invalid_argument("unknown input '{}' (the graph's inputs: {})", name, fmt::join(names, ", "));
     }
+    if (states_.contains(*id)) return invalid_argument("input '{}' is bound as state; do not pass it to run()", name);
   }
   // Bind plain symbols first, then check every dim.
   for (int pass = 0; pass < 2; ++pass) {
     for (graph::ValueId id : g.inputs()) {
       const graph::Value& value = g.value(id);
-      auto it = inputs.find(value.name);
-      if (it == inputs.end()) return invalid_argument("missing input '{}' ({})", value.name, value.desc.to_string());
-      const HostTensor& tensor = it->second;
-      if (tensor.dtype != value.desc.dtype) {
-        return invalid_argument("input '{}' is {}, the graph expects {}", value.name, tensor.dtype, value.desc.dtype);
+      DType dtype;
+      const Shape* shape = nullptr;
+      uint64_t held_bytes = 0;
+      if (auto bound = states_.find(id); bound != states_.end()) {
+        dtype = bound->second.dtype;
+        shape = &bound->second.shape;
+        held_bytes = bound->second.view.size;
+      } else {
+        auto it = inputs.find(value.name);
+        if (it == inputs.end()) return invalid_argument("missing input '{}' ({})", value.name, value.desc.to_string());
+        dtype = it->second.dtype;
+        shape = &it->second.shape;
+        held_bytes = it->second.bytes.size();
       }
-      if (tensor.shape.rank() != value.desc.shape.rank()) {
-        return invalid_argument("input '{}' has rank {} ({}), the graph expects {}", value.name, tensor.shape.rank(),
-                                tensor.shape, value.desc.shape.to_string());
+      if (dtype != value.desc.dtype) {
+        return invalid_argument("input '{}' is {}, the graph expects {}", value.name, dtype, value.desc.dtype);
       }
-      for (int axis = 0; axis < tensor.shape.rank(); ++axis) {
+      if (shape->rank() != value.desc.shape.rank()) {
+        return invalid_argument("input '{}' has rank {} ({}), the graph expects {}", value.name, shape->rank(),
+                                *shape, value.desc.shape.to_string());
+      }
+      for (int axis = 0; axis < shape->rank(); ++axis) {
         const graph::Dim& dim = value.desc.shape.dim(axis);
-        const int64_t actual = tensor.shape.dim(axis);
+        const int64_t actual = shape->dim(axis);
         if (pass == 0) {
           if (!is_plain_symbol(dim)) continue;
           auto [bound, inserted] = bindings_.try_emplace(dim.to_string(), actual);
@@ -138,9 +172,9 @@ Status Executor::bind(const TensorMap& inputs, RunState& state) {
         }
       }
       if (pass == 1) {
-        HXRT_ASSIGN_OR_RETURN(uint64_t bytes, storage_bytes(tensor.dtype, static_cast<uint64_t>(tensor.shape.num_elements())));
-        if (bytes != tensor.bytes.size()) {
-          return invalid_argument("input '{}': {} holds {} bytes, needs {}", value.name, tensor.shape, tensor.bytes.size(), bytes);
+        HXRT_ASSIGN_OR_RETURN(uint64_t bytes, storage_bytes(dtype, static_cast<uint64_t>(shape->num_elements())));
+        if (bytes != held_bytes) {
+          return invalid_argument("input '{}': {} holds {} bytes, needs {}", value.name, *shape, held_bytes, bytes);
         }
       }
     }
@@ -222,6 +256,10 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   // Inputs: in place on host-addressable devices, else uploaded on stream 0.
   bool uploaded = false;
   for (graph::ValueId id : g.inputs()) {
+    if (auto bound = states_.find(id); bound != states_.end()) {
+      state.views[static_cast<size_t>(id)] = bound->second.view;
+      continue;
+    }
     const HostTensor& tensor = inputs.find(g.value(id).name)->second;
     if (tensor.bytes.empty()) continue;
     std::unique_ptr<hal::Buffer> buffer;

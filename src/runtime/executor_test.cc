@@ -239,5 +239,37 @@ TEST_F(ExecutorTest, FailingKernelNamesTheNodeAndTheSessionRecovers) {
   expect_close(ok->at("y").to_f32(), mlp_reference(x));
 }
 
+TEST_F(ExecutorTest, StateInputsAreBoundOnceAndUsedInPlace) {
+  // y = x + state, with state's symbol n bound by the state binding.
+  graph::Graph g("state");
+  ASSERT_TRUE(g.add_input("x", {DType::kF32, {Dim::symbol("n")}}).ok());
+  ASSERT_TRUE(g.add_input("state", {DType::kF32, {Dim::symbol("n")}}).ok());
+  add_node(g, "add", "Add", {"x", "state"}, "y");
+  ASSERT_TRUE(g.mark_output("y").ok());
+  Result<std::unique_ptr<Executor>> executor = compile(std::move(g));
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  Result<std::unique_ptr<hal::Buffer>> buffer = session_->device().allocate(4 * sizeof(float), hal::MemoryKind::kDevice);
+  ASSERT_TRUE(buffer.ok());
+  const std::vector<float> state = {10, 20, 30, 40};
+  hal::Stream& stream = session_->default_stream();
+  ASSERT_TRUE(stream.copy_from_host(**buffer, state.data()).ok());
+  ASSERT_TRUE(stream.synchronize().ok());
+  Executor& ex = **executor;
+  EXPECT_EQ(ex.bind_state("state", DType::kI32, Shape{4}, hal::BufferView(**buffer)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ex.bind_state("nope", DType::kF32, Shape{4}, hal::BufferView(**buffer)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ex.bind_state("state", DType::kF32, Shape{5}, hal::BufferView(**buffer)).code(), StatusCode::kInvalidArgument)
+      << "the view is too small";
+  ASSERT_TRUE(ex.bind_state("state", DType::kF32, Shape{4}, hal::BufferView(**buffer)).ok());
+  for (float base : {1.0f, 2.0f}) {
+    Result<TensorMap> out = ex.run({{"x", HostTensor::f32(Shape{4}, {base, base, base, base})}});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(out->at("y").to_f32(), (std::vector<float>{10 + base, 20 + base, 30 + base, 40 + base}));
+  }
+  Result<TensorMap> mismatch = ex.run({{"x", HostTensor::f32(Shape{3}, {1, 2, 3})}});
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument) << "n is 4 through the state";
+  Result<TensorMap> twice = ex.run({{"x", HostTensor::f32(Shape{4}, {1, 2, 3, 4})}, {"state", HostTensor::f32(Shape{4}, {1, 2, 3, 4})}});
+  EXPECT_NE(twice.status().message().find("bound as state"), std::string::npos) << twice.status().to_string();
+}
+
 }  // namespace
 }  // namespace hxrt::runtime

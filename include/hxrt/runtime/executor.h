@@ -50,8 +50,14 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // Runs with inputs by graph input name; returns every graph output by name. Errors name the input and axis
-  // (bad bindings) or the node (failures).
+  // (bad bindings) or the node (failures). Inputs bound as state are not passed here.
   Result<TensorMap> run(const TensorMap& inputs, const RunOptions& options = {});
+
+  // Binds graph input `name` to device memory used in place by every later run, for state that lives across runs
+  // (the KV cache: ops such as PagedAttention write into it, Note [KV cache state inputs] in ops/schemas/llm.cc).
+  // `shape` binds the input's symbols like a passed tensor would. The caller owns the memory and keeps it alive
+  // (and unchanged in size) while bound; binding again replaces the previous binding.
+  Status bind_state(std::string_view name, DType dtype, Shape shape, hal::BufferView view);
 
   const ExecutionPlan& plan() const { return *plan_; }
   const ExecutorStats& stats() const { return stats_; }
@@ -71,6 +77,12 @@ class Executor {
   std::vector<hal::Event*> events_;
   std::vector<std::unique_ptr<hal::Buffer>> weight_buffers_;       // uploaded or registered weights
   std::unordered_map<graph::ValueId, hal::BufferView> weights_;    // initializer → device memory
+  struct StateBinding {
+    DType dtype;
+    Shape shape;
+    hal::BufferView view;
+  };
+  std::unordered_map<graph::ValueId, StateBinding> states_;        // graph input → bound state
   memory::Allocation arena_;
   std::unordered_map<std::string, std::unique_ptr<ops::Tiling>> tiling_cache_;
   graph::SymbolBindings bindings_;
