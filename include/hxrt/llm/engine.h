@@ -1,0 +1,148 @@
+// Engine: runs a decoder graph for many requests at once — continuous batching over a paged KV cache.
+//
+// The decoder is one ExecutionPlan (llama_model.h) run by one Executor; the KV cache's buffers are bound to it as
+// state. Each step() serves every running sequence with one forward launch:
+//   1. decode sequences contribute their one pending token, sequences still in prefill a chunk of their prompt,
+//      and waiting requests are admitted (prefix hits first reuse cached blocks) while the step's token budget
+//      (max_batch_tokens), the sequence limit and the KV budget allow;
+//   2. KV slots are reserved for every token of the step. When the budget is exhausted the policy is
+//      preempt-and-recompute: the most recently admitted sequence gives its blocks back and returns to the head of
+//      the queue, to be prefilled again (its prompt plus what it generated) once blocks free up. A sequence that
+//      cannot fit even alone fails with ResourceExhausted naming the budget; nothing is ever silently truncated;
+//   3. one forward computes the K/V of every token and the logits of each sequence's last token;
+//   4. sequences whose prompt is complete sample their next token, stream it to the callback, and finish on EOS,
+//      a stop token, max_new_tokens or a callback asking to stop; finished sequences release their blocks
+//      (full committed blocks stay cached for prefix hits).
+// Every kernel is batch invariant (Note [Batch invariance] in kernels/cpu/quant_matmul.h), so a request's tokens
+// are bit-identical whether it runs alone or with others, prefilled in one chunk or many.
+//
+// Thread-safety: thread-compatible: one thread drives submit()/step(); callbacks run on that thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hxrt/base/status.h"
+#include "hxrt/formats/gguf.h"
+#include "hxrt/kv/kv_cache.h"
+#include "hxrt/llm/llama_model.h"
+#include "hxrt/llm/sampler.h"
+#include "hxrt/ops/fusion.h"
+#include "hxrt/ops/kernel_registry.h"
+#include "hxrt/ops/op_schema.h"
+#include "hxrt/runtime/executor.h"
+#include "hxrt/runtime/session.h"
+
+namespace hxrt::llm {
+
+using RequestId = int64_t;
+
+struct EngineOptions {
+  DType kv_dtype = DType::kF16;
+  int block_size = kv::kDefaultKvBlockSize;
+  // The KV budget, explicit: exactly one of the two > 0.
+  int64_t kv_budget_tokens = 8192;
+  uint64_t kv_budget_bytes = 0;
+  int max_batch_tokens = 512;   // tokens per forward (longer prompts are prefilled in chunks)
+  int max_sequences = 64;       // running at once
+  int max_streams = 1;          // streams the plan may use for independent branches
+  std::vector<int32_t> eos_tokens;  // end generation (unless a request ignores EOS)
+};
+
+enum class FinishReason : uint8_t { kLength, kEos, kStopToken, kCallback, kError };
+std::string_view finish_reason_name(FinishReason reason);
+
+struct Request {
+  std::vector<int32_t> prompt;  // at least one token
+  int max_new_tokens = 128;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_tokens;  // besides the engine's EOS tokens
+  bool ignore_eos = false;
+  bool return_logits = false;        // keep the logits row of every sampled step (tests, goldens)
+  // Called with each new token; return false to stop the request (FinishReason::kCallback).
+  std::function<bool(RequestId, int32_t token)> on_token;
+};
+
+struct RequestResult {
+  RequestId id = -1;
+  std::vector<int32_t> tokens;  // generated tokens (the stop token included when it ended the request)
+  FinishReason finish = FinishReason::kLength;
+  Status status;                // not OK only for kError
+  int prompt_tokens = 0;
+  int cached_prompt_tokens = 0; // reused through prefix sharing at (the last) admission
+  int preemptions = 0;
+  std::vector<std::vector<float>> logits;  // per sampled step, when return_logits
+};
+
+struct EngineStats {
+  uint64_t steps = 0;
+  uint64_t prefill_tokens = 0;   // prompt (and recomputed) tokens run through the model
+  uint64_t decode_tokens = 0;    // sampled tokens fed back
+  double prefill_seconds = 0.0;  // steps are split between the two in proportion to their tokens
+  double decode_seconds = 0.0;
+  uint64_t preemptions = 0;
+  int max_batch_sequences = 0;
+  int max_batch_tokens = 0;
+};
+
+class Engine {
+ public:
+  // Builds and plans the decoder graph for the session's device and creates the KV cache. The file and session
+  // must outlive the engine.
+  static Result<std::unique_ptr<Engine>> create(runtime::Session& session, const formats::GgufFile& file,
+                                                const EngineOptions& options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. InvalidArgument for an empty prompt, a token outside the vocabulary, bad sampling params,
+  // or a request longer than the model's context.
+  Result<RequestId> submit(Request request);
+  // One scheduler step (see the file comment). A failed forward fails the requests of that batch (their results
+  // carry the Status) and returns it; the engine stays usable.
+  Status step();
+  // Steps until no request is waiting or running.
+  Status run_until_idle();
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  // Results of the requests that finished since the last call.
+  std::vector<RequestResult> take_finished();
+  // submit + run_until_idle for one request.
+  Result<RequestResult> generate(Request request);
+
+  const LlamaConfig& config() const { return config_; }
+  const EngineStats& stats() const { return stats_; }
+  const kv::KvCache& cache() const { return *cache_; }
+  const runtime::ExecutionPlan& plan() const { return executor_->plan(); }
+
+ private:
+  struct Sequence;
+  struct BatchEntry;
+  Engine(runtime::Session& session, const formats::GgufFile& file, EngineOptions options);
+  Status init();
+  Status schedule(std::vector<BatchEntry>& batch);
+  bool reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEntry>& batch, Status* failure);
+  void preempt(Sequence& seq);
+  void finish(Sequence& seq, FinishReason reason, Status status = Status());
+
+  runtime::Session& session_;
+  const formats::GgufFile& file_;
+  EngineOptions options_;
+  LlamaConfig config_;
+  ops::OpSchemaRegistry schemas_;
+  ops::KernelRegistry kernels_;
+  ops::FusionRegistry fusions_;
+  std::unique_ptr<runtime::Executor> executor_;
+  std::unique_ptr<kv::KvCache> cache_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  std::vector<RequestResult> finished_;
+  RequestId next_id_ = 0;
+  uint64_t admissions_ = 0;
+  EngineStats stats_;
+};
+
+}  // namespace hxrt::llm

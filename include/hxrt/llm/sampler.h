@@ -1,0 +1,55 @@
+// Token sampling from one row of logits: greedy, or temperature with top-k, top-p (nucleus) and min-p filters and
+// a repetition penalty, from a per-request seeded generator.
+//
+// Order (llama.cpp's default chain, minus the rarely used samplers): repetition penalty over the last
+// `repeat_last_n` tokens → greedy when temperature <= 0 → top-k → softmax at temperature → top-p → min-p →
+// draw. A request's draws depend only on its seed and its own logits, never on what else runs in the batch.
+//
+// Thread-safety: a Sampler is thread-compatible (it owns its generator); use one per request.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+
+#include "hxrt/base/status.h"
+
+namespace hxrt::llm {
+
+struct SamplingParams {
+  float temperature = 0.0f;        // <= 0: greedy (argmax; the lowest id wins a tie)
+  int top_k = 0;                   // 0: off
+  float top_p = 1.0f;              // 1: off
+  float min_p = 0.0f;              // 0: off; keeps tokens with p >= min_p * p_max
+  float repetition_penalty = 1.0f; // 1: off; > 1 discourages tokens seen in the last repeat_last_n
+  int repeat_last_n = 64;
+  uint64_t seed = 0;
+
+  // InvalidArgument naming the field for values outside their range.
+  Status validate() const;
+  std::string to_string() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingParams params) : params_(params), rng_(params.seed) {}
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
+  Sampler(Sampler&&) = default;
+  Sampler& operator=(Sampler&&) = default;
+
+  // Picks the next token from `logits` (vocab entries; modified in place by the penalty) given the tokens so far.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+// The index of the largest value; the lowest index wins a tie.
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace hxrt::llm

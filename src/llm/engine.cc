@@ -1,0 +1,324 @@
+#include "hxrt/llm/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "hxrt/kernels/cpu_kernels.h"
+
+namespace hxrt::llm {
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kStopToken: return "stop_token";
+    case FinishReason::kCallback: return "callback";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+struct Engine::Sequence {
+  RequestId id = -1;
+  Request request;
+  Sampler sampler;
+  std::vector<int32_t> tokens;  // prompt + generated
+  int32_t computed = 0;         // leading tokens whose K/V is in the cache
+  uint64_t admission = 0;       // order of the last admission (preemption takes the newest)
+  RequestResult result;
+
+  explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
+  int32_t pending() const { return static_cast<int32_t>(tokens.size()) - computed; }
+};
+
+struct Engine::BatchEntry {
+  Sequence* seq = nullptr;
+  int32_t start = 0;  // first token of the chunk (== seq->computed when scheduled)
+  int32_t count = 0;
+};
+
+Result<std::unique_ptr<Engine>> Engine::create(runtime::Session& session, const formats::GgufFile& file,
+                                               const EngineOptions& options) {
+  if (options.max_batch_tokens <= 0 || options.max_sequences <= 0) {
+    return invalid_argument("engine: max_batch_tokens {} and max_sequences {} must be positive", options.max_batch_tokens,
+                            options.max_sequences);
+  }
+  std::unique_ptr<Engine> engine(new Engine(session, file, options));
+  HXRT_RETURN_IF_ERROR_CTX(engine->init(), "creating the LLM engine");
+  return engine;
+}
+
+Engine::Engine(runtime::Session& session, const formats::GgufFile& file, EngineOptions options)
+    : session_(session), file_(file), options_(std::move(options)) {}
+
+Engine::~Engine() { session_.default_stream().synchronize().ignore(); }
+
+Status Engine::init() {
+  HXRT_ASSIGN_OR_RETURN(config_, LlamaConfig::from_gguf(file_));
+  HXRT_RETURN_IF_ERROR(ops::register_builtin_schemas(schemas_));
+  HXRT_RETURN_IF_ERROR(kernels::register_cpu_kernels(kernels_));
+  HXRT_RETURN_IF_ERROR(ops::register_builtin_fusions(fusions_));
+  DecoderGraphOptions graph_options{.kv_dtype = options_.kv_dtype, .block_size = options_.block_size};
+  HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_llama_graph(file_, config_, graph_options));
+  runtime::PlanOptions plan_options;
+  plan_options.max_streams = options_.max_streams;
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ExecutionPlan> plan,
+                        runtime::ExecutionPlan::build(std::move(graph), session_.device().info(),
+                                                      runtime::PlanContext{&schemas_, &kernels_, &fusions_}, plan_options));
+  HXRT_ASSIGN_OR_RETURN(executor_, runtime::Executor::create(session_, std::shared_ptr<const runtime::ExecutionPlan>(std::move(plan))));
+  kv::KvCacheConfig cache_config;
+  cache_config.n_layers = config_.n_layers;
+  cache_config.n_kv_heads = config_.n_kv_heads;
+  cache_config.head_dim = config_.head_dim;
+  cache_config.block_size = options_.block_size;
+  cache_config.dtype = options_.kv_dtype;
+  cache_config.budget_tokens = options_.kv_budget_bytes > 0 ? 0 : options_.kv_budget_tokens;
+  cache_config.budget_bytes = options_.kv_budget_bytes;
+  HXRT_ASSIGN_OR_RETURN(cache_, kv::KvCache::create(session_.device(), cache_config));
+  const Shape cache_shape{config_.n_layers, cache_->num_blocks(), options_.block_size, config_.n_kv_heads, config_.head_dim};
+  HXRT_RETURN_IF_ERROR(executor_->bind_state(decoder::kKCache, options_.kv_dtype, cache_shape, hal::BufferView(cache_->k_buffer())));
+  HXRT_RETURN_IF_ERROR(executor_->bind_state(decoder::kVCache, options_.kv_dtype, cache_shape, hal::BufferView(cache_->v_buffer())));
+  return ok_status();
+}
+
+Result<RequestId> Engine::submit(Request request) {
+  if (request.prompt.empty()) return invalid_argument("request: the prompt is empty");
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    if (request.prompt[i] < 0 || request.prompt[i] >= config_.vocab_size) {
+      return invalid_argument("request: prompt token {} = {} is outside the vocabulary of {}", i, request.prompt[i],
+                              config_.vocab_size);
+    }
+  }
+  if (request.max_new_tokens < 0) return invalid_argument("request: max_new_tokens {} must be >= 0", request.max_new_tokens);
+  HXRT_RETURN_IF_ERROR(request.sampling.validate());
+  const int64_t total = static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens;
+  if (total > config_.context_length) {
+    return invalid_argument("request: {} prompt + {} new tokens exceed the model's context of {}", request.prompt.size(),
+                            request.max_new_tokens, config_.context_length);
+  }
+  auto seq = std::make_unique<Sequence>(std::move(request));
+  seq->id = next_id_++;
+  seq->result.id = seq->id;
+  seq->result.prompt_tokens = static_cast<int>(seq->tokens.size());
+  const RequestId id = seq->id;
+  if (seq->request.max_new_tokens == 0) {
+    seq->result.finish = FinishReason::kLength;
+    finished_.push_back(std::move(seq->result));
+    return id;
+  }
+  waiting_.push_back(std::move(seq));
+  return id;
+}
+
+void Engine::finish(Sequence& seq, FinishReason reason, Status status) {
+  if (cache_->contains(seq.id)) cache_->release(seq.id).ignore();
+  seq.result.finish = reason;
+  seq.result.status = std::move(status);
+  finished_.push_back(std::move(seq.result));
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s.get() == &seq; });
+  if (it != running_.end()) running_.erase(it);
+}
+
+// Preempt-and-recompute: the sequence gives back every block and waits at the head of the queue; its prompt and
+// generated tokens are prefilled again on readmission (prefix hits may bring back its full blocks for free).
+void Engine::preempt(Sequence& seq) {
+  cache_->release(seq.id).ignore();
+  seq.computed = 0;
+  ++seq.result.preemptions;
+  ++stats_.preemptions;
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s.get() == &seq; });
+  waiting_.push_front(std::move(*it));
+  running_.erase(it);
+}
+
+// Reserves slots for `n_tokens` of `seq`, preempting newer sequences when the KV budget is exhausted. Returns
+// false when `seq` itself was preempted or failed (then *failure says why when it failed).
+bool Engine::reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEntry>& batch, Status* failure) {
+  std::vector<int32_t> slots(static_cast<size_t>(n_tokens));
+  const std::span<const int32_t> chunk(seq.tokens.data() + seq.computed, static_cast<size_t>(n_tokens));
+  while (true) {
+    Result<kv::Reservation> reservation = cache_->reserve(seq.id, chunk, slots, session_.default_stream());
+    if (!reservation.ok()) {
+      *failure = std::move(reservation).take_status();
+      return false;
+    }
+    if (reservation->ok()) return true;
+    // Exhausted: preempt the newest running sequence other than this one.
+    Sequence* victim = nullptr;
+    for (const auto& s : running_) {
+      if (s.get() != &seq && (victim == nullptr || s->admission > victim->admission)) victim = s.get();
+    }
+    if (victim == nullptr || victim->admission < seq.admission) {
+      if (running_.size() == 1) {
+        *failure = out_of_memory(
+            "the KV cache budget of {} blocks × {} tokens cannot hold request {} ({} tokens)", cache_->num_blocks(),
+            cache_->block_size(), seq.id, seq.tokens.size());
+        return false;
+      }
+      preempt(seq);  // older sequences keep their blocks; this one waits
+      return false;
+    }
+    std::erase_if(batch, [&](const BatchEntry& e) { return e.seq == victim; });
+    preempt(*victim);
+  }
+}
+
+Status Engine::schedule(std::vector<BatchEntry>& batch) {
+  int budget = options_.max_batch_tokens;
+  // Running sequences first (oldest first): decodes take one token, prefills a chunk.
+  std::vector<Sequence*> order;
+  for (const auto& s : running_) order.push_back(s.get());
+  std::sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) { return a->admission < b->admission; });
+  for (Sequence* seq : order) {
+    if (budget == 0) break;
+    if (std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s.get() == seq; }) == running_.end()) {
+      continue;  // preempted while scheduling an older sequence
+    }
+    const int n = std::min(seq->pending(), budget);
+    Status failure;
+    if (!reserve_or_preempt(*seq, n, batch, &failure)) {
+      if (!failure.ok()) finish(*seq, FinishReason::kError, std::move(failure));
+      continue;
+    }
+    batch.push_back(BatchEntry{seq, seq->computed, n});
+    budget -= n;
+  }
+  // Admit waiting requests while the budgets allow.
+  while (budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < options_.max_sequences) {
+    Sequence& seq = *waiting_.front();
+    if (!cache_->can_add(seq.tokens)) {
+      if (!running_.empty()) break;  // wait for blocks to free up
+      finish(seq, FinishReason::kError,
+             out_of_memory("the KV cache budget of {} blocks × {} tokens cannot hold request {} ({} tokens)",
+                                cache_->num_blocks(), cache_->block_size(), seq.id, seq.tokens.size()));
+      waiting_.pop_front();
+      continue;
+    }
+    HXRT_ASSIGN_OR_RETURN(const int32_t cached, cache_->add_sequence(seq.id, seq.tokens));
+    seq.computed = cached;
+    seq.result.cached_prompt_tokens = cached;
+    seq.admission = ++admissions_;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    const int n = std::min(seq.pending(), budget);
+    Status failure;
+    if (!reserve_or_preempt(seq, n, batch, &failure)) {
+      if (!failure.ok()) finish(seq, FinishReason::kError, std::move(failure));
+      break;
+    }
+    batch.push_back(BatchEntry{&seq, seq.computed, n});
+    budget -= n;
+  }
+  return ok_status();
+}
+
+Status Engine::step() {
+  std::vector<BatchEntry> batch;
+  HXRT_RETURN_IF_ERROR(schedule(batch));
+  if (batch.empty()) return ok_status();
+  const auto start = std::chrono::steady_clock::now();
+
+  // Inputs: one row per token; block tables padded with -1 (never read: PagedAttention reads blocks of
+  // positions it attends to only).
+  int64_t n_tokens = 0;
+  size_t max_blocks = 1;
+  for (const BatchEntry& e : batch) {
+    n_tokens += e.count;
+    HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> table, cache_->block_table(e.seq->id));
+    max_blocks = std::max(max_blocks, table.size());
+  }
+  std::vector<int32_t> tokens, positions, token_seq, logit_rows;
+  std::vector<int32_t> tables(batch.size() * max_blocks, -1);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchEntry& e = batch[i];
+    for (int32_t j = 0; j < e.count; ++j) {
+      tokens.push_back(e.seq->tokens[static_cast<size_t>(e.start + j)]);
+      positions.push_back(e.start + j);
+      token_seq.push_back(static_cast<int32_t>(i));
+    }
+    logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> table, cache_->block_table(e.seq->id));
+    std::copy(table.begin(), table.end(), tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
+  }
+  runtime::TensorMap inputs;
+  inputs.emplace(decoder::kTokens, HostTensor::i32(Shape{n_tokens}, tokens));
+  inputs.emplace(decoder::kPositions, HostTensor::i32(Shape{n_tokens}, positions));
+  inputs.emplace(decoder::kTokenSeq, HostTensor::i32(Shape{n_tokens}, token_seq));
+  inputs.emplace(decoder::kBlockTables,
+                 HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)}, tables));
+  inputs.emplace(decoder::kLogitRows, HostTensor::i32(Shape{static_cast<int64_t>(logit_rows.size())}, logit_rows));
+  Result<runtime::TensorMap> outputs = executor_->run(inputs);
+  if (!outputs.ok()) {
+    Status status = std::move(outputs).take_status().with_context(
+        fmt::format("engine step {} ({} sequences, {} tokens)", stats_.steps, batch.size(), n_tokens));
+    for (const BatchEntry& e : batch) finish(*e.seq, FinishReason::kError, status);
+    return status;
+  }
+  const std::vector<float> logits = outputs->at(decoder::kLogits).to_f32();  // (batch, vocab)
+
+  uint64_t prefill = 0, decode = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Sequence& seq = *batch[i].seq;
+    HXRT_RETURN_IF_ERROR(cache_->commit(seq.id));
+    seq.computed += batch[i].count;
+    const bool decoding = seq.computed > seq.result.prompt_tokens && batch[i].count == 1 && !seq.result.tokens.empty();
+    (decoding ? decode : prefill) += static_cast<uint64_t>(batch[i].count);
+    if (seq.pending() > 0) continue;  // prompt chunk: no token yet
+    std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(i) * config_.vocab_size,
+                           logits.begin() + static_cast<std::ptrdiff_t>(i + 1) * config_.vocab_size);
+    if (seq.request.return_logits) seq.result.logits.push_back(row);
+    const int32_t token = seq.sampler.sample(row, seq.tokens);
+    seq.tokens.push_back(token);
+    seq.result.tokens.push_back(token);
+    const bool eos = !seq.request.ignore_eos &&
+                     std::find(options_.eos_tokens.begin(), options_.eos_tokens.end(), token) != options_.eos_tokens.end();
+    const bool stop = std::find(seq.request.stop_tokens.begin(), seq.request.stop_tokens.end(), token) !=
+                      seq.request.stop_tokens.end();
+    const bool go_on = !seq.request.on_token || seq.request.on_token(seq.id, token);
+    if (eos) {
+      finish(seq, FinishReason::kEos);
+    } else if (stop) {
+      finish(seq, FinishReason::kStopToken);
+    } else if (!go_on) {
+      finish(seq, FinishReason::kCallback);
+    } else if (static_cast<int>(seq.result.tokens.size()) >= seq.request.max_new_tokens) {
+      finish(seq, FinishReason::kLength);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double total = static_cast<double>(prefill + decode);
+  stats_.prefill_tokens += prefill;
+  stats_.decode_tokens += decode;
+  stats_.prefill_seconds += seconds * static_cast<double>(prefill) / total;
+  stats_.decode_seconds += seconds * static_cast<double>(decode) / total;
+  ++stats_.steps;
+  stats_.max_batch_sequences = std::max(stats_.max_batch_sequences, static_cast<int>(batch.size()));
+  stats_.max_batch_tokens = std::max(stats_.max_batch_tokens, static_cast<int>(n_tokens));
+  return ok_status();
+}
+
+Status Engine::run_until_idle() {
+  while (!idle()) HXRT_RETURN_IF_ERROR(step());
+  return ok_status();
+}
+
+std::vector<RequestResult> Engine::take_finished() { return std::exchange(finished_, {}); }
+
+Result<RequestResult> Engine::generate(Request request) {
+  HXRT_ASSIGN_OR_RETURN(const RequestId id, submit(std::move(request)));
+  Status status = run_until_idle();
+  std::vector<RequestResult> done = take_finished();
+  for (RequestResult& r : done) {
+    if (r.id == id) {
+      if (r.finish == FinishReason::kError) return r.status;
+      return std::move(r);
+    }
+  }
+  if (!status.ok()) return status;
+  return internal_error("request {} did not finish", id);
+}
+
+}  // namespace hxrt::llm

@@ -1,0 +1,265 @@
+// The engine on small random-weight Llama models: logits against a double-precision reference, batch invariance,
+// prefix sharing, preemption under a tight KV budget, sampling, and bad requests.
+#include "hxrt/llm/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "hxrt/hal/driver.h"
+#include "llm/testing/tiny_llama.h"
+
+namespace hxrt::llm {
+namespace {
+
+using testing::TinyLlama;
+using testing::TinyLlamaSpec;
+
+double normalized_error(const std::vector<float>& actual, const std::vector<double>& expected) {
+  double max_diff = 0.0, max_ref = 1.0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(actual[i] - expected[i]));
+    max_ref = std::max(max_ref, std::fabs(expected[i]));
+  }
+  return max_diff / max_ref;
+}
+
+std::vector<int32_t> random_prompt(int n, int vocab, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int32_t& t : p) t = dist(rng);
+  return p;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(hal::register_builtin_drivers(drivers_).ok());
+    session_ = std::move(runtime::Session::create(drivers_, "cpu")).value();
+  }
+  std::unique_ptr<Engine> engine(const TinyLlama& model, EngineOptions options = {}) {
+    Result<std::unique_ptr<Engine>> e = Engine::create(*session_, model.file(), options);
+    EXPECT_TRUE(e.ok()) << e.status().to_string();
+    return e.ok() ? std::move(e).value() : nullptr;
+  }
+  static Request greedy(std::vector<int32_t> prompt, int n, bool logits = false) {
+    Request r;
+    r.prompt = std::move(prompt);
+    r.max_new_tokens = n;
+    r.return_logits = logits;
+    return r;
+  }
+
+  hal::DriverRegistry drivers_;
+  std::unique_ptr<runtime::Session> session_;
+};
+
+TEST_F(EngineTest, LogitsOfEveryStepMatchTheDoubleReference) {
+  struct Case {
+    DType weights, embedding, kv;
+    bool tied;
+    double tolerance;
+  };
+  // f32 everywhere: only float rounding. Quantized weights: the activations are quantized to 8 bits per block of 32
+  // before each integer dot product (as llama.cpp does), which costs about 1% of the logits' range.
+  for (const Case& c : {Case{DType::kF32, DType::kF32, DType::kF32, true, 1e-4},
+                        Case{DType::kF32, DType::kF32, DType::kF32, false, 1e-4},
+                        Case{DType::kQ4_1, DType::kQ8_0, DType::kF16, true, 3e-2},
+                        Case{DType::kQ8_0, DType::kQ8_0, DType::kF16, true, 3e-2}}) {
+    TinyLlamaSpec spec;
+    spec.weight_type = c.weights;
+    spec.embedding_type = c.embedding;
+    spec.tied = c.tied;
+    auto model = TinyLlama::create(spec);
+    EngineOptions options;
+    options.kv_dtype = c.kv;
+    options.kv_budget_tokens = 256;
+    auto e = engine(*model, options);
+    ASSERT_NE(e, nullptr);
+    std::mt19937 rng(2);
+    const std::vector<int32_t> prompt = random_prompt(37, spec.vocab, rng);
+    Result<RequestResult> r = e->generate(greedy(prompt, 6, true));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(r->tokens.size(), 6u);
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), r->tokens.begin(), r->tokens.end() - 1);
+    const std::vector<std::vector<double>> reference = model->reference_logits(all);
+    for (size_t step = 0; step < r->logits.size(); ++step) {
+      const size_t position = 36 + step;
+      EXPECT_LT(normalized_error(r->logits[step], reference[position]), c.tolerance)
+          << dtype_name(c.weights) << " step " << step;
+    }
+  }
+}
+
+TEST_F(EngineTest, ConcurrentRequestsAreBitIdenticalToSoloRuns) {
+  TinyLlamaSpec spec;
+  spec.weight_type = DType::kQ4_1;
+  spec.embedding_type = DType::kQ8_0;
+  auto model = TinyLlama::create(spec);
+  std::mt19937 rng(5);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int n : {1, 5, 17, 33, 48, 70}) prompts.push_back(random_prompt(n, spec.vocab, rng));
+  std::vector<RequestResult> solo;
+  {
+    EngineOptions options;
+    options.kv_budget_tokens = 512;
+    auto e = engine(*model, options);
+    for (const auto& p : prompts) {
+      Result<RequestResult> r = e->generate(greedy(p, 12, true));
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      solo.push_back(std::move(r).value());
+    }
+  }
+  // All at once, and again with a small step budget so prompts are prefilled in chunks next to decodes.
+  for (int max_batch_tokens : {512, 7}) {
+    EngineOptions options;
+    options.kv_budget_tokens = 1024;
+    options.max_batch_tokens = max_batch_tokens;
+    auto e = engine(*model, options);
+    for (const auto& p : prompts) ASSERT_TRUE(e->submit(greedy(p, 12, true)).ok());
+    ASSERT_TRUE(e->run_until_idle().ok());
+    std::vector<RequestResult> done = e->take_finished();
+    ASSERT_EQ(done.size(), prompts.size());
+    std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    EXPECT_GT(e->stats().max_batch_sequences, 1);
+    for (size_t i = 0; i < done.size(); ++i) {
+      EXPECT_EQ(done[i].tokens, solo[i].tokens) << "request " << i << " with max_batch_tokens " << max_batch_tokens;
+      ASSERT_EQ(done[i].logits.size(), solo[i].logits.size());
+      for (size_t s = 0; s < done[i].logits.size(); ++s) {
+        EXPECT_EQ(0, std::memcmp(done[i].logits[s].data(), solo[i].logits[s].data(), done[i].logits[s].size() * sizeof(float)))
+            << "request " << i << " step " << s << " logits differ with max_batch_tokens " << max_batch_tokens;
+      }
+    }
+  }
+}
+
+TEST_F(EngineTest, SharedPrefixesReuseCachedBlocks) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  EngineOptions options;
+  options.kv_budget_tokens = 256;
+  auto e = engine(*model, options);
+  std::mt19937 rng(9);
+  std::vector<int32_t> prefix = random_prompt(40, model->spec().vocab, rng);
+  std::vector<int32_t> a = prefix, b = prefix;
+  a.push_back(3);
+  b.push_back(4);
+  Result<RequestResult> first = e->generate(greedy(a, 4));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->cached_prompt_tokens, 0);
+  Result<RequestResult> second = e->generate(greedy(b, 4));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->cached_prompt_tokens, 32) << "two full blocks of 16 of the shared 40-token prefix";
+  EXPECT_EQ(e->cache().stats().prefix_hits, 1u);
+  // The prefix hit changes nothing in the result.
+  auto fresh = engine(*model, options);
+  Result<RequestResult> alone = fresh->generate(greedy(b, 4));
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->tokens, second->tokens);
+}
+
+TEST_F(EngineTest, ExhaustedBudgetPreemptsAndRecomputes) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  std::mt19937 rng(4);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(20 + 3 * i, model->spec().vocab, rng));
+  std::vector<std::vector<int32_t>> solo;
+  {
+    auto e = engine(*model, EngineOptions{.kv_budget_tokens = 512});
+    for (const auto& p : prompts) solo.push_back(e->generate(greedy(p, 20)).value().tokens);
+  }
+  // 96 token slots for four requests of 40-49 tokens each: they cannot all stay resident.
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 96});
+  for (const auto& p : prompts) ASSERT_TRUE(e->submit(greedy(p, 20)).ok());
+  ASSERT_TRUE(e->run_until_idle().ok());
+  std::vector<RequestResult> done = e->take_finished();
+  std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  ASSERT_EQ(done.size(), prompts.size());
+  EXPECT_GT(e->stats().preemptions, 0u);
+  for (size_t i = 0; i < done.size(); ++i) {
+    EXPECT_EQ(done[i].finish, FinishReason::kLength) << done[i].status.to_string();
+    EXPECT_EQ(done[i].tokens, solo[i]) << "request " << i << " after " << done[i].preemptions << " preemptions";
+  }
+  const kv::KvCacheStats stats = e->cache().stats();
+  EXPECT_EQ(stats.used_blocks, 0) << "every finished sequence released its blocks";
+}
+
+TEST_F(EngineTest, ARequestLargerThanTheBudgetFailsAndTheEngineGoesOn) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 32});
+  std::mt19937 rng(1);
+  Result<RequestResult> big = e->generate(greedy(random_prompt(40, model->spec().vocab, rng), 4));
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(big.status().message().find("budget"), std::string::npos) << big.status().to_string();
+  // Generation that outgrows the budget mid-way fails the same way, and nothing is truncated silently.
+  Result<RequestResult> grows = e->generate(greedy(random_prompt(20, model->spec().vocab, rng), 30));
+  ASSERT_FALSE(grows.ok());
+  EXPECT_EQ(grows.status().code(), StatusCode::kOutOfMemory);
+  Result<RequestResult> small = e->generate(greedy(random_prompt(10, model->spec().vocab, rng), 4));
+  ASSERT_TRUE(small.ok()) << small.status().to_string();
+  EXPECT_EQ(small->tokens.size(), 4u);
+}
+
+TEST_F(EngineTest, SamplingIsSeededAndStopsAsAsked) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 256});
+  std::mt19937 rng(3);
+  const std::vector<int32_t> prompt = random_prompt(8, model->spec().vocab, rng);
+  auto sampled = [&](uint64_t seed, int top_k) {
+    Request r = greedy(prompt, 16);
+    r.sampling.temperature = 30.0f;  // the tiny random model's logits are very peaked
+    r.sampling.top_k = top_k;
+    r.sampling.seed = seed;
+    return e->generate(std::move(r)).value().tokens;
+  };
+  EXPECT_EQ(sampled(7, 0), sampled(7, 0));
+  EXPECT_NE(sampled(7, 0), sampled(8, 0));
+  EXPECT_EQ(sampled(7, 1), e->generate(greedy(prompt, 16)).value().tokens) << "top_k 1 is greedy";
+
+  const std::vector<int32_t> greedy_tokens = e->generate(greedy(prompt, 16)).value().tokens;
+  Request stop = greedy(prompt, 16);
+  stop.stop_tokens = {greedy_tokens[5]};
+  Result<RequestResult> stopped = e->generate(std::move(stop));
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->finish, FinishReason::kStopToken);
+  EXPECT_LE(stopped->tokens.size(), 6u);
+  int streamed = 0;
+  Request cb = greedy(prompt, 16);
+  cb.on_token = [&](RequestId, int32_t) { return ++streamed < 3; };
+  Result<RequestResult> cancelled = e->generate(std::move(cb));
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->finish, FinishReason::kCallback);
+  EXPECT_EQ(cancelled->tokens.size(), 3u);
+}
+
+TEST_F(EngineTest, BadRequestsAndModelsAreClearErrors) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 64});
+  EXPECT_EQ(e->submit(greedy({}, 4)).status().code(), StatusCode::kInvalidArgument);
+  Result<RequestId> bad_token = e->submit(greedy({1, 2, 999}, 4));
+  EXPECT_NE(bad_token.status().message().find("prompt token 2 = 999"), std::string::npos) << bad_token.status().to_string();
+  Request bad_sampling = greedy({1}, 4);
+  bad_sampling.sampling.top_p = 0.0f;
+  EXPECT_EQ(e->submit(std::move(bad_sampling)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->submit(greedy({1}, 100000)).status().code(), StatusCode::kInvalidArgument) << "beyond the context";
+
+  // A model missing a tensor names it.
+  formats::GgufWriter writer;
+  for (const formats::GgufKeyValue& kv : model->file().metadata()) ASSERT_TRUE(writer.add(kv.key, kv.value).ok());
+  for (const formats::GgufTensor& t : model->file().tensors()) {
+    if (t.name == "blk.1.ffn_up.weight") continue;
+    ASSERT_TRUE(writer.add_tensor(t.name, t.ggml_type, t.dims, model->file().weight(t).value()).ok());
+  }
+  auto bytes = std::make_shared<std::vector<std::byte>>(writer.serialize().value());
+  formats::GgufFile broken = formats::GgufFile::from_memory(*bytes, bytes).value();
+  Result<std::unique_ptr<Engine>> failed = Engine::create(*session_, broken, EngineOptions{});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().to_string().find("blk.1.ffn_up.weight"), std::string::npos) << failed.status().to_string();
+}
+
+}  // namespace
+}  // namespace hxrt::llm

@@ -1,0 +1,100 @@
+#include "hxrt/llm/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_set>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace hxrt::llm {
+
+Status SamplingParams::validate() const {
+  if (!std::isfinite(temperature)) return invalid_argument("sampling: temperature {} must be finite", temperature);
+  if (top_k < 0) return invalid_argument("sampling: top_k {} must be >= 0", top_k);
+  if (!(top_p > 0.0f && top_p <= 1.0f)) return invalid_argument("sampling: top_p {} must be in (0, 1]", top_p);
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) return invalid_argument("sampling: min_p {} must be in [0, 1]", min_p);
+  if (!(repetition_penalty > 0.0f)) {
+    return invalid_argument("sampling: repetition_penalty {} must be > 0", repetition_penalty);
+  }
+  if (repeat_last_n < 0) return invalid_argument("sampling: repeat_last_n {} must be >= 0", repeat_last_n);
+  return ok_status();
+}
+
+std::string SamplingParams::to_string() const {
+  if (temperature <= 0.0f) return "greedy";
+  return fmt::format("temp={} top_k={} top_p={} min_p={} repeat_penalty={} seed={}", temperature, top_k, top_p, min_p,
+                     repetition_penalty, seed);
+}
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  // Repetition penalty (as llama.cpp and CTRL): positive logits divided, negative multiplied, once per token.
+  if (params_.repetition_penalty != 1.0f && params_.repeat_last_n > 0) {
+    const size_t n = std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
+    std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+    for (int32_t token : seen) {
+      if (token < 0 || static_cast<size_t>(token) >= logits.size()) continue;
+      float& l = logits[static_cast<size_t>(token)];
+      l = l > 0.0f ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+    }
+  }
+  if (params_.temperature <= 0.0f) return argmax(logits);
+
+  // Candidates sorted by logit (ties by id, so the order is deterministic), cut to top_k.
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  };
+  size_t keep = ids.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
+    keep = static_cast<size_t>(params_.top_k);
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(keep), ids.end(), by_logit);
+    ids.resize(keep);
+  } else {
+    std::sort(ids.begin(), ids.end(), by_logit);
+  }
+  // Softmax at temperature, in double.
+  std::vector<double> p(ids.size());
+  const double max_logit = logits[static_cast<size_t>(ids[0])];
+  double sum = 0.0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    p[i] = std::exp((logits[static_cast<size_t>(ids[i])] - max_logit) / params_.temperature);
+    sum += p[i];
+  }
+  for (double& x : p) x /= sum;
+  // top-p: the smallest prefix whose mass reaches top_p.
+  if (params_.top_p < 1.0f) {
+    double mass = 0.0;
+    size_t cut = p.size();
+    for (size_t i = 0; i < p.size(); ++i) {
+      mass += p[i];
+      if (mass >= params_.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+    p.resize(cut);
+  }
+  // min-p: relative to the most likely token.
+  if (params_.min_p > 0.0f) {
+    const double threshold = params_.min_p * p[0];
+    size_t cut = 1;
+    while (cut < p.size() && p[cut] >= threshold) ++cut;
+    p.resize(cut);
+  }
+  std::discrete_distribution<size_t> draw(p.begin(), p.end());
+  return ids[draw(rng_)];
+}
+
+}  // namespace hxrt::llm
