@@ -7,6 +7,8 @@
 // left to right — so it does not depend on which other sequences or tokens share the launch (Note [Batch
 // invariance] in quant_matmul.h): prefill, decode and batched decode agree bit for bit.
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -75,8 +77,10 @@ Status compute_gather_rows(const ops::CpuComputeContext& ctx) {
   return failure;
 }
 
-// Dot product with eight partial sums combined in a fixed order (vectorizable, deterministic).
-float dot(const float* a, const float* b, int64_t n) {
+// The attention's inner loops: dot products with eight partial sums combined in a fixed order, and y += p·v.
+// The AVX2 versions keep the same order per lane; the ISA is chosen once per process, so every launch (and every
+// batch composition) runs the same instructions.
+float dot_scalar(const float* a, const float* b, int64_t n) {
   float partial[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -84,6 +88,39 @@ float dot(const float* a, const float* b, int64_t n) {
   }
   for (; i < n; ++i) partial[i % 8] += a[i] * b[i];
   return ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+}
+
+void axpy_scalar(float p, const float* x, float* y, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) y[d] += p * x[d];
+}
+
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  alignas(32) float partial[8];
+  _mm256_store_ps(partial, acc);
+  for (; i < n; ++i) partial[i % 8] += a[i] * b[i];
+  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+}
+
+__attribute__((target("avx2,fma"))) void axpy_avx2(float p, const float* x, float* y, int64_t n) {
+  const __m256 pv = _mm256_set1_ps(p);
+  int64_t d = 0;
+  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(y + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d)));
+  for (; d < n; ++d) y[d] += p * x[d];
+}
+
+struct AttentionIsa {
+  float (*dot)(const float*, const float*, int64_t);
+  void (*axpy)(float, const float*, float*, int64_t);
+};
+
+const AttentionIsa& attention_isa() {
+  static const AttentionIsa isa = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                                      ? AttentionIsa{dot_avx2, axpy_avx2}
+                                      : AttentionIsa{dot_scalar, axpy_scalar};
+  return isa;
 }
 
 void store_row(DType dtype, const float* src, int64_t n, std::byte* dst) {
@@ -186,6 +223,7 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
   const float* pq = q.data<const float>();
   float* py = out.data<float>();
   const auto n_tasks = static_cast<int64_t>(active.size()) * n_kv;
+  const AttentionIsa& isa = attention_isa();
   ctx.pool().parallel_for(n_tasks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> keys, values, scores;  // (ctx, head_dim), (ctx, head_dim), (ctx)
     for (int64_t task = begin; task < end; ++task) {
@@ -206,7 +244,7 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
           const float* qh = pq + (t * n_heads + h) * head_dim;
           float max_score = -INFINITY;
           for (int64_t j = 0; j < n_visible; ++j) {
-            scores[static_cast<size_t>(j)] = dot(qh, keys.data() + j * head_dim, head_dim) * scale;
+            scores[static_cast<size_t>(j)] = isa.dot(qh, keys.data() + j * head_dim, head_dim) * scale;
             max_score = std::max(max_score, scores[static_cast<size_t>(j)]);
           }
           float sum = 0.0f;
@@ -218,9 +256,7 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
           float* yh = py + (t * n_heads + h) * head_dim;
           std::fill(yh, yh + head_dim, 0.0f);
           for (int64_t j = 0; j < n_visible; ++j) {
-            const float p = scores[static_cast<size_t>(j)] * inv;
-            const float* vj = values.data() + j * head_dim;
-            for (int64_t d = 0; d < head_dim; ++d) yh[d] += p * vj[d];
+            isa.axpy(scores[static_cast<size_t>(j)] * inv, values.data() + j * head_dim, yh, head_dim);
           }
         }
       }
