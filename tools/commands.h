@@ -13,5 +13,11 @@ void add_demo_command(CLI::App& app, int* exit_code);
 void add_run_command(CLI::App& app, int* exit_code);
 // Registers `hxrt inspect`: the execution plan of a graph file (kernels and why, fusion, streams, memory).
 void add_inspect_command(CLI::App& app, int* exit_code);
+// Registers `hxrt profile`: a graph file run N times with the profiler; summary table and Chrome trace.
+void add_profile_command(CLI::App& app, int* exit_code);
+// Registers `hxrt generate`: text generation with a GGUF model (the default model is fetched on first use).
+void add_generate_command(CLI::App& app, int* exit_code);
+// Registers `hxrt chat`: an interactive chat with a GGUF model.
+void add_chat_command(CLI::App& app, int* exit_code);
 
 }  // namespace hxrt::tools

@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   hxrt::tools::add_demo_command(app, &exit_code);
   hxrt::tools::add_run_command(app, &exit_code);
   hxrt::tools::add_inspect_command(app, &exit_code);
+  hxrt::tools::add_profile_command(app, &exit_code);
+  hxrt::tools::add_generate_command(app, &exit_code);
+  hxrt::tools::add_chat_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

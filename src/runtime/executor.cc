@@ -2,15 +2,18 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <thread>
 
 #include <fmt/ranges.h>
 
+#include "diagnostics_builder.h"
 #include "hxrt/base/logging.h"
 
 namespace hxrt::runtime {
 namespace {
 
-std::string node_label(const graph::Node& node) { return fmt::format("node '{}' ({})", node.name, node.op_type); }
+constexpr size_t kNoObject = SIZE_MAX;
 
 // A dim that is exactly one symbol binds it; any other expression is checked after binding.
 bool is_plain_symbol(const graph::Dim& dim) {
@@ -30,6 +33,11 @@ struct Executor::RunState {
   std::vector<ops::KernelLaunch> launches;     // per object
   std::vector<std::unique_ptr<hal::Buffer>> input_buffers;
   uint64_t live_bytes = 0;
+  size_t launched = 0;                         // objects enqueued, in plan order
+  bool profiling = false;                      // records go to the session's profiler
+  bool markers = false;                        // markers_ are recorded around every launch
+  std::vector<int> event_producer;             // per plan event: the object that last recorded it (profiling)
+  RunProfile profile;
 };
 
 Result<std::unique_ptr<Executor>> Executor::create(Session& session, std::shared_ptr<const ExecutionPlan> plan) {
@@ -220,12 +228,164 @@ Result<const ops::Tiling*> Executor::tiling_for(size_t object, const ops::Kernel
   return raw;
 }
 
+Status Executor::ensure_markers() {
+  if (!markers_.empty()) return ok_status();
+  const size_t count = 2 * plan_->objects().size();
+  std::vector<std::unique_ptr<hal::Event>> markers;
+  markers.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<hal::Event> event, session_.device().create_event());
+    markers.push_back(std::move(event));
+  }
+  markers_ = std::move(markers);
+  return ok_status();
+}
+
+LaunchRecord Executor::launch_record(size_t object, const RunState& state, const hal::Stream& stream) const {
+  const ExecutionObject& eo = plan_->objects()[object];
+  const graph::Node& node = plan_->graph().node(eo.node);
+  const ops::KernelLaunch& launch = state.launches[object];
+  LaunchRecord record;
+  record.graph = plan_->graph().name();
+  record.node_id = eo.node;
+  record.node_name = node.name;
+  record.op_type = node.op_type;
+  record.kernel = eo.kernel->name;
+  record.kernel_version = eo.kernel->impl_version;
+  record.fusion_id = eo.fusion_id;
+  record.fused_nodes = node.fused_from;
+  record.stream = stream.name();
+  record.tiling_key = launch.tiling ? launch.tiling->key() : std::string();
+  for (size_t k = 0; k < eo.inputs.size(); ++k) {
+    record.input_shapes.push_back(eo.inputs[k] == graph::kNoValue
+                                      ? std::string("-")
+                                      : fmt::format("{}{}", launch.inputs[k].dtype, launch.inputs[k].shape));
+  }
+  if (eo.params) record.params = eo.params->to_string();
+  for (int e : eo.wait_events) {
+    const int producer = state.event_producer[static_cast<size_t>(e)];
+    if (producer >= 0) record.waits_on.push_back(static_cast<uint64_t>(producer));
+  }
+  return record;
+}
+
+void Executor::finish_profile(RunState& state) {
+  std::vector<LaunchRecord>& records = state.profile.launches;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const hal::Event& begin = *markers_[2 * i];
+    const hal::Event& end = *markers_[2 * i + 1];
+    if (begin.state() != hal::EventState::kComplete || end.state() != hal::EventState::kComplete) continue;
+    Result<int64_t> begin_ns = begin.timestamp_ns();
+    Result<int64_t> end_ns = end.timestamp_ns();
+    if (!begin_ns.ok() || !end_ns.ok()) continue;
+    records[i].device_begin_ns = *begin_ns;
+    records[i].device_end_ns = std::max(*begin_ns, *end_ns);
+  }
+  state.profile.host_thread = std::this_thread::get_id();
+  session_.profiler().add_run(std::move(state.profile));
+  state.profile = RunProfile();
+  state.profiling = false;
+}
+
+void Executor::drain_after_failure(const RunOptions& options) {
+  for (hal::Stream* stream : streams_) stream->synchronize(options.timeout).ignore();
+  for (hal::Stream* stream : streams_) {
+    if (!stream->status().ok()) stream->reset().ignore();
+  }
+}
+
+Status Executor::diagnose(Status status, size_t object, std::string_view stage, RunState& state,
+                          const RunOptions& options, int stream_hint) {
+  // Drain first: the failure's effects (failed events, skipped commands) must be final before they are read.
+  std::vector<Status> stream_errors;
+  for (hal::Stream* stream : streams_) {
+    stream->synchronize(options.timeout).ignore();
+    stream_errors.push_back(stream->status());
+  }
+  diagnostics::RunView view{plan_.get(), state.shapes, state.launches, state.launched, {}};
+  for (hal::Stream* stream : streams_) view.stream_names.push_back(stream->name());
+  FailureReport report;
+  if (object != kNoObject) {
+    report = diagnostics::describe_launch(view, object, std::string(stage), FailureLocation::kExact);
+  } else {
+    // The root failed stream is the one whose error went through the fewest hops (Note in diagnostics.h).
+    int root = -1;
+    for (size_t s = 0; s < stream_errors.size(); ++s) {
+      if (stream_errors[s].ok()) continue;
+      if (root < 0 || stream_errors[s].context().size() < stream_errors[static_cast<size_t>(root)].context().size()) {
+        root = static_cast<int>(s);
+      }
+    }
+    if (root >= 0) status = stream_errors[static_cast<size_t>(root)];
+    const int stream = root >= 0 ? root : std::max(stream_hint, 0);
+    const auto plan_event = [&](int e) { return events_[static_cast<size_t>(e)]->state(); };
+    std::function<hal::EventState(size_t)> marker;
+    if (state.markers) marker = [&](size_t i) { return markers_[2 * i + 1]->state(); };
+    const diagnostics::Location where =
+        diagnostics::locate(*plan_, state.launched, stream, status, plan_event, marker);
+    if (where.location == FailureLocation::kStream) {
+      report = diagnostics::describe_stream(view, stream, std::string(stage));
+    } else {
+      report = diagnostics::describe_launch(view, where.object, std::string(stage), where.location);
+      for (size_t other : where.candidates) {
+        report.candidates.push_back(fmt::format("'{}'", plan_->graph().node(plan_->objects()[other].node).name));
+      }
+      object = where.object;
+    }
+  }
+  for (hal::Stream* stream : streams_) {
+    if (!stream->status().ok()) stream->reset().ignore();
+  }
+  report.error = status.to_string();
+  if (!options.snapshot_dir.empty() && object != kNoObject) snapshot_inputs(object, state, options, report);
+  last_failure_ = report;
+  return std::move(status).with_context(report.to_string());
+}
+
+void Executor::snapshot_inputs(size_t object, RunState& state, const RunOptions& options, FailureReport& report) {
+  for (hal::Stream* stream : streams_) {
+    if (!stream->query().idle) {
+      report.snapshot_error = "a stream is still busy (timed out); inputs may be changing";
+      return;
+    }
+  }
+  const graph::Graph& g = plan_->graph();
+  std::vector<HostTensor> tensors;
+  for (graph::ValueId in : plan_->objects()[object].inputs) {
+    HostTensor tensor;
+    if (in != graph::kNoValue) {
+      const auto v = static_cast<size_t>(in);
+      tensor.dtype = g.value(in).desc.dtype;
+      tensor.shape = state.shapes[v];
+      const hal::BufferView& view = state.views[v];
+      if (view.buffer == nullptr && view.size > 0) {
+        report.snapshot_error = fmt::format("input '{}' has no memory yet", g.value(in).name);
+        return;
+      }
+      tensor.bytes.resize(view.size);
+      if (view.size > 0) {
+        Status copied = streams_[0]->copy_to_host(tensor.bytes.data(), view);
+        if (copied.ok()) copied = streams_[0]->synchronize(options.timeout);
+        if (!copied.ok()) {
+          report.snapshot_error = copied.to_string();
+          streams_[0]->reset().ignore();
+          return;
+        }
+      }
+    }
+    tensors.push_back(std::move(tensor));
+  }
+  Status written = write_failure_snapshot(options.snapshot_dir, tensors, options.snapshot_writer, report);
+  if (!written.ok()) report.snapshot_error = written.to_string();
+}
+
 Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& options) {
   const graph::Graph& g = plan_->graph();
   const std::vector<ExecutionObject>& objects = plan_->objects();
   const std::vector<ValuePlan>& values = plan_->values();
   memory::CachingAllocator& pool = session_.pool();
   hal::Device& device = session_.device();
+  last_failure_.reset();
   RunState state;
   HXRT_RETURN_IF_ERROR_CTX(bind(inputs, state), "binding the inputs of graph '{}'", g.name());
   state.views.resize(static_cast<size_t>(g.num_values()));
@@ -233,15 +393,20 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   state.remaining.resize(static_cast<size_t>(g.num_values()));
   for (size_t v = 0; v < values.size(); ++v) state.remaining[v] = values[v].consumers;
   state.launches.resize(objects.size());
+  // Observability (profiler.h, diagnostics.h): when none is asked for, each launch pays one branch.
+  state.profiling = options.profile || session_.profiler().enabled();
+  state.markers = state.profiling || options.locate_failures || !options.snapshot_dir.empty();
+  const bool hold_intermediates = !options.snapshot_dir.empty();
+  if (state.markers) HXRT_RETURN_IF_ERROR_CTX(ensure_markers(), "creating the profiling events of graph '{}'", g.name());
+  if (state.profiling) {
+    state.event_producer.assign(events_.size(), -1);
+    state.profile.launches.reserve(objects.size());
+    state.profile.counters.reserve(objects.size());
+  }
 
-  // Frees what this run still holds; after a failure, first drains and resets the streams.
-  auto cleanup = [&](bool failed) {
-    if (failed) {
-      for (hal::Stream* stream : streams_) stream->synchronize(options.timeout).ignore();
-      for (hal::Stream* stream : streams_) {
-        if (!stream->status().ok()) stream->reset().ignore();
-      }
-    }
+  // Frees what this run still holds, once the streams have drained.
+  auto release = [&] {
+    if (state.profiling) finish_profile(state);
     for (memory::Allocation& allocation : state.allocations) {
       if (allocation) pool.free(allocation).ignore();
     }
@@ -249,7 +414,8 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     state.input_buffers.clear();
   };
   auto fail = [&](Status status) -> Status {
-    cleanup(true);
+    drain_after_failure(options);
+    release();
     return status;
   };
 
@@ -291,22 +457,24 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     const ExecutionObject& object = objects[i];
     const graph::Node& node = g.node(object.node);
     hal::Stream& stream = *streams_[static_cast<size_t>(object.stream)];
-    auto at_node = [&](Status status) {
-      return fail(std::move(status).with_context(
-          fmt::format("running {} with kernel '{}' on stream '{}'", node_label(node), object.kernel->name, stream.name())));
+    const int64_t enqueue_begin = state.profiling ? hal::host_now_ns() : 0;
+    auto at_node = [&](std::string_view stage, Status status) {
+      Status diagnosed = diagnose(std::move(status), i, stage, state, options);
+      release();
+      return diagnosed;
     };
     // Outputs: arena slices, or pool blocks owned by this run.
     for (graph::ValueId out : object.outputs) {
       const auto v = static_cast<size_t>(out);
       Result<uint64_t> bytes = storage_bytes(g.value(out).desc.dtype, static_cast<uint64_t>(state.shapes[v].num_elements()));
-      if (!bytes.ok()) return at_node(std::move(bytes).take_status());
+      if (!bytes.ok()) return at_node("sizing the outputs of", std::move(bytes).take_status());
       if (values[v].arena_offset >= 0) {
         state.views[v] = arena_.view().subview(static_cast<uint64_t>(values[v].arena_offset), *bytes);
         continue;
       }
       const std::string tag = values[v].role == ValueRole::kOutput ? fmt::format("output:{}", g.value(out).name) : node.name;
       Result<memory::Allocation> allocation = pool.allocate(std::max<uint64_t>(*bytes, 1), stream, tag);
-      if (!allocation.ok()) return at_node(std::move(allocation).take_status());
+      if (!allocation.ok()) return at_node("allocating the outputs of", std::move(allocation).take_status());
       state.allocations[v] = *allocation;
       state.views[v] = allocation->view().subview(0, *bytes);
       if (values[v].role == ValueRole::kIntermediate) {
@@ -330,15 +498,24 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
       launch.outputs.push_back(ops::TensorRef{g.value(out).desc.dtype, state.shapes[v], state.views[v]});
     }
     Result<const ops::Tiling*> tiling = tiling_for(i, launch);
-    if (!tiling.ok()) return at_node(std::move(tiling).take_status().with_context("computing the tiling"));
+    if (!tiling.ok()) return at_node("computing the tiling of", std::move(tiling).take_status());
     launch.tiling = *tiling;
     for (int e : object.wait_events) {
-      if (Status s = stream.wait(*events_[static_cast<size_t>(e)]); !s.ok()) return at_node(std::move(s));
+      if (Status s = stream.wait(*events_[static_cast<size_t>(e)]); !s.ok()) return at_node("waiting for the inputs of", std::move(s));
     }
-    if (Status s = object.kernel->launch(stream, launch); !s.ok()) return at_node(std::move(s));
+    if (state.markers) {
+      if (Status s = stream.record(*markers_[2 * i]); !s.ok()) return at_node("recording the start of", std::move(s));
+    }
+    if (Status s = object.kernel->launch(stream, launch); !s.ok()) return at_node("launching", std::move(s));
+    state.launched = i + 1;
     ++stats_.launches;
+    if (state.markers) {
+      if (Status s = stream.record(*markers_[2 * i + 1]); !s.ok()) return at_node("recording the end of", std::move(s));
+    }
     if (object.record_event >= 0) {
-      if (Status s = stream.record(*events_[static_cast<size_t>(object.record_event)]); !s.ok()) return at_node(std::move(s));
+      if (Status s = stream.record(*events_[static_cast<size_t>(object.record_event)]); !s.ok()) {
+        return at_node("recording the completion event of", std::move(s));
+      }
     }
     // Dependency counts: an intermediate returns to the pool once its last consumer is enqueued (stream-ordered;
     // consumers on other streams are declared so the block waits for them too).
@@ -348,19 +525,31 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
       memory::Allocation& allocation = state.allocations[v];
       if (!allocation || values[v].role != ValueRole::kIntermediate) continue;
       if (values[v].producer_stream != object.stream) {
-        if (Status s = pool.record_use(allocation, stream); !s.ok()) return at_node(std::move(s));
+        if (Status s = pool.record_use(allocation, stream); !s.ok()) return at_node("releasing the inputs of", std::move(s));
       }
-      if (--state.remaining[v] == 0) {
-        if (Status s = pool.free(allocation); !s.ok()) return at_node(std::move(s));
+      if (--state.remaining[v] == 0 && !hold_intermediates) {
+        if (Status s = pool.free(allocation); !s.ok()) return at_node("releasing the inputs of", std::move(s));
         allocation = memory::Allocation();
         state.live_bytes -= state.views[v].size;
       }
     }
+    if (state.profiling) {
+      if (object.record_event >= 0) state.event_producer[static_cast<size_t>(object.record_event)] = static_cast<int>(i);
+      LaunchRecord record = launch_record(i, state, stream);
+      record.enqueue_begin_ns = enqueue_begin;
+      record.enqueue_end_ns = hal::host_now_ns();
+      const memory::AllocatorStats pool_stats = pool.stats();
+      state.profile.counters.push_back(CounterSample{record.enqueue_end_ns, pool_stats.allocated_bytes.current,
+                                                     pool_stats.reserved_bytes.current});
+      state.profile.launches.push_back(std::move(record));
+    }
   }
 
-  for (hal::Stream* stream : streams_) {
-    if (Status s = stream->synchronize(options.timeout); !s.ok()) {
-      return fail(std::move(s).with_context(fmt::format("running graph '{}'", g.name())));
+  for (size_t s = 0; s < streams_.size(); ++s) {
+    if (Status status = streams_[s]->synchronize(options.timeout); !status.ok()) {
+      Status diagnosed = diagnose(std::move(status), kNoObject, "running", state, options, static_cast<int>(s));
+      release();
+      return diagnosed;
     }
   }
   TensorMap outputs;
@@ -377,7 +566,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     outputs.emplace(value.name, std::move(tensor));
   }
   if (Status s = streams_[0]->synchronize(options.timeout); !s.ok()) return fail(std::move(s));
-  cleanup(false);
+  release();
   ++stats_.runs;
   return outputs;
 }

@@ -59,7 +59,12 @@ Result<std::unique_ptr<Session>> Session::create(std::unique_ptr<hal::Device> de
 Session::Session(std::unique_ptr<hal::Device> device, const SessionOptions& options)
     : options_(options),
       device_(std::move(device)),
-      pool_(std::make_unique<memory::CachingAllocator>(*device_, options.pool)) {}
+      pool_(std::make_unique<memory::CachingAllocator>(*device_, options.pool)),
+      profiler_(std::make_unique<Profiler>(fmt::format("session '{}' on {}:{} ({})", options.name,
+                                                       hal::device_kind_name(device_->info().kind),
+                                                       device_->info().ordinal, device_->info().name))) {
+  profiler_->set_enabled(options.profile);
+}
 
 Session::~Session() {
   Result<TeardownReport> report = close();

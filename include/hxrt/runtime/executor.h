@@ -8,12 +8,18 @@
 // once per executor, or used in place (zero copy) where the device addresses host memory. Outputs are downloaded
 // and belong to the caller.
 //
+// Observability (ARCHITECTURE.md, step 6): a profiled run (RunOptions::profile, or the session's profiler enabled)
+// brackets every launch with events and hands the session's Profiler one record per launch (profiler.h). A failed
+// run returns a Status naming the failing launch, its attributes, tiling, inputs and producers, and keeps the same
+// report as a value (diagnostics.h); it can also snapshot the failing node's inputs (RunOptions::snapshot_dir).
+//
 // Thread-safety: thread-compatible: one run at a time per executor (create one executor per concurrent caller).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -22,7 +28,9 @@
 #include "hxrt/base/status.h"
 #include "hxrt/graph/dim.h"
 #include "hxrt/memory/caching_allocator.h"
+#include "hxrt/runtime/diagnostics.h"
 #include "hxrt/runtime/execution_plan.h"
+#include "hxrt/runtime/profiler.h"
 #include "hxrt/runtime/session.h"
 
 namespace hxrt::runtime {
@@ -31,6 +39,16 @@ using TensorMap = std::map<std::string, HostTensor, std::less<>>;
 
 struct RunOptions {
   hal::Duration timeout = hal::kInfinite;
+  // Profile this run into session.profiler() even when the profiler is disabled.
+  bool profile = false;
+  // Record an event after every launch, so a kernel error found at synchronize names exactly the launch that
+  // failed (diagnostics.h, FailureLocation). Implied by profile and snapshot_dir.
+  bool locate_failures = false;
+  // On a failure, write the failing node's inputs and manifest.json here. Intermediates are then held until the
+  // run ends (not released after their last consumer), so the inputs are still intact when read back.
+  std::string snapshot_dir;
+  // Writes each snapshot tensor; null writes raw bytes (write_raw_tensor). Tools pass a .npy writer.
+  SnapshotTensorWriter snapshot_writer;
 };
 
 struct ExecutorStats {
@@ -63,6 +81,8 @@ class Executor {
   const ExecutorStats& stats() const { return stats_; }
   // The symbol values of the last run.
   const graph::SymbolBindings& last_bindings() const { return bindings_; }
+  // What the last run's failure was (null when it succeeded or failed binding its inputs).
+  const FailureReport* last_failure() const { return last_failure_ ? &*last_failure_ : nullptr; }
 
  private:
   struct RunState;
@@ -70,6 +90,16 @@ class Executor {
   Status prepare();
   Status bind(const TensorMap& inputs, RunState& state);
   Result<const ops::Tiling*> tiling_for(size_t object, const ops::KernelLaunch& launch);
+  Status ensure_markers();
+  LaunchRecord launch_record(size_t object, const RunState& state, const hal::Stream& stream) const;
+  void finish_profile(RunState& state);
+  // Drains the streams after a failure, builds the report for object `object` (or, when SIZE_MAX, pins the failure
+  // of the failed streams on a launch; `stream_hint` names the stream that reported it), snapshots the inputs when
+  // asked, resets failed streams and returns `status` with the report as context.
+  Status diagnose(Status status, size_t object, std::string_view stage, RunState& state, const RunOptions& options,
+                  int stream_hint = -1);
+  void drain_after_failure(const RunOptions& options);
+  void snapshot_inputs(size_t object, RunState& state, const RunOptions& options, FailureReport& report);
 
   Session& session_;
   std::shared_ptr<const ExecutionPlan> plan_;
@@ -87,6 +117,9 @@ class Executor {
   std::unordered_map<std::string, std::unique_ptr<ops::Tiling>> tiling_cache_;
   graph::SymbolBindings bindings_;
   ExecutorStats stats_;
+  // Events recorded before (2i) and after (2i+1) object i in profiled or locating runs; made on first use.
+  std::vector<std::unique_ptr<hal::Event>> markers_;
+  std::optional<FailureReport> last_failure_;
 };
 
 }  // namespace hxrt::runtime

@@ -1,5 +1,6 @@
 // Session: the unit of execution state. It owns one device, that device's memory pool, a default stream plus
-// named streams created on demand, the events it hands out, and a mutex for its mutable state.
+// named streams created on demand, the events it hands out, the profiler of the runs on it (profiler.h), and a
+// mutex for its mutable state.
 //
 // Lifecycle:
 //   create() → use (streams, events, pool) → reset() [clean state, same device] → ... → close() or destruction.
@@ -30,6 +31,7 @@
 #include "hxrt/hal/device.h"
 #include "hxrt/hal/driver.h"
 #include "hxrt/memory/caching_allocator.h"
+#include "hxrt/runtime/profiler.h"
 
 namespace hxrt::runtime {
 
@@ -39,6 +41,8 @@ struct SessionOptions {
   memory::CachingAllocatorOptions pool;
   // How long teardown waits for in-flight work before aborting it.
   hal::Duration teardown_timeout = std::chrono::seconds(10);
+  // Profile every run on the session from the start (same as profiler().set_enabled(true)).
+  bool profile = false;
 };
 
 // What teardown found. clean() when nothing was running, failed, leaked or still held by the device.
@@ -70,6 +74,8 @@ class Session {
   hal::Device& device() const { return *device_; }
   memory::CachingAllocator& pool() const { return *pool_; }
   hal::Stream& default_stream() const { return *default_stream_; }
+  // Records of profiled runs; enable it to profile every run. Kept across reset().
+  Profiler& profiler() const { return *profiler_; }
   bool closed() const;
 
   // The stream named `name`, created on first use. The name "default" is the default stream.
@@ -99,6 +105,7 @@ class Session {
   mutable std::mutex mutex_;
   std::unique_ptr<hal::Device> device_;
   std::unique_ptr<memory::CachingAllocator> pool_;
+  std::unique_ptr<Profiler> profiler_;
   std::unique_ptr<hal::Stream> default_stream_;
   std::map<std::string, std::unique_ptr<hal::Stream>, std::less<>> streams_;  // guarded by mutex_
   std::vector<std::unique_ptr<hal::Event>> events_;                            // guarded by mutex_

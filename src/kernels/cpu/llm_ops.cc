@@ -224,8 +224,11 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
   float* py = out.data<float>();
   const auto n_tasks = static_cast<int64_t>(active.size()) * n_kv;
   const AttentionIsa& isa = attention_isa();
+  // Note [Half-precision products]: with an f16 cache the products are those of a half-precision GEMM, as in
+  // llama.cpp: the query enters q·k, and the probabilities enter p·v, rounded to f16; sums stay f32.
+  const bool half_products = cache_type == DType::kF16;
   ctx.pool().parallel_for(n_tasks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> keys, values, scores;  // (ctx, head_dim), (ctx, head_dim), (ctx)
+    std::vector<float> keys, values, scores, query;  // (ctx, head_dim), (ctx, head_dim), (ctx), (head_dim)
     for (int64_t task = begin; task < end; ++task) {
       const int64_t s = active[static_cast<size_t>(task / n_kv)];
       const int64_t g = task % n_kv;
@@ -242,6 +245,11 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
         const int64_t n_visible = pos_of[t] + 1;
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
           const float* qh = pq + (t * n_heads + h) * head_dim;
+          if (half_products) {
+            query.assign(qh, qh + head_dim);
+            for (float& x : query) x = f16_to_f32(f32_to_f16(x));
+            qh = query.data();
+          }
           float max_score = -INFINITY;
           for (int64_t j = 0; j < n_visible; ++j) {
             scores[static_cast<size_t>(j)] = isa.dot(qh, keys.data() + j * head_dim, head_dim) * scale;
@@ -256,7 +264,9 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
           float* yh = py + (t * n_heads + h) * head_dim;
           std::fill(yh, yh + head_dim, 0.0f);
           for (int64_t j = 0; j < n_visible; ++j) {
-            isa.axpy(scores[static_cast<size_t>(j)] * inv, values.data() + j * head_dim, yh, head_dim);
+            float p = scores[static_cast<size_t>(j)] * inv;
+            if (half_products) p = f16_to_f32(f32_to_f16(p));
+            isa.axpy(p, values.data() + j * head_dim, yh, head_dim);
           }
         }
       }

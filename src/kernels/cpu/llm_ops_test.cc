@@ -101,7 +101,8 @@ struct Scenario {
     return c;
   }
 
-  // Double-precision attention over the cache after this launch's writes (rounded to the cache type).
+  // Double-precision attention over the cache after this launch's writes (rounded to the cache type); with an f16
+  // cache the query and the probabilities enter the products at f16 precision (Note [Half-precision products]).
   std::vector<double> reference() const {
     std::vector<double> kc(k_cache.begin(), k_cache.end()), vc(v_cache.begin(), v_cache.end());
     for (int64_t t = 0; t < n_tokens(); ++t) {
@@ -124,7 +125,7 @@ struct Scenario {
         for (int64_t j = 0; j <= p; ++j) {
           double acc = 0.0;
           const size_t at = cache_index(layer, slot(s, j), g);
-          for (int64_t d = 0; d < head_dim; ++d) acc += q[static_cast<size_t>((t * n_heads + h) * head_dim + d)] * kc[at + static_cast<size_t>(d)];
+          for (int64_t d = 0; d < head_dim; ++d) acc += round(q[static_cast<size_t>((t * n_heads + h) * head_dim + d)]) * kc[at + static_cast<size_t>(d)];
           scores[static_cast<size_t>(j)] = acc * scale;
           max_score = std::max(max_score, acc * scale);
         }
@@ -133,7 +134,8 @@ struct Scenario {
         for (int64_t j = 0; j <= p; ++j) {
           const size_t at = cache_index(layer, slot(s, j), g);
           for (int64_t d = 0; d < head_dim; ++d) {
-            out[static_cast<size_t>((t * n_heads + h) * head_dim + d)] += scores[static_cast<size_t>(j)] / sum * vc[at + static_cast<size_t>(d)];
+            out[static_cast<size_t>((t * n_heads + h) * head_dim + d)] +=
+                round(static_cast<float>(scores[static_cast<size_t>(j)] / sum)) * vc[at + static_cast<size_t>(d)];
           }
         }
       }

@@ -55,6 +55,8 @@ bool matmulq_weight_supported(DType w_type) {
   }
 }
 
+// As llama.cpp's q8_0/q8_1 activation blocks, so hxrt's logits track llama.cpp's on the same file: the scale and the
+// scaled sum are stored at f16 precision, the values are rounded half to even at 127 / max|x|.
 void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out) {
   const int64_t nb = k / kQuantBlock;
   for (int64_t b = 0; b < nb; ++b) {
@@ -62,15 +64,15 @@ void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out) {
     float amax = 0.0f;
     for (int64_t i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
     const float d = amax / 127.0f;
-    const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
     int sum = 0;
     for (int64_t i = 0; i < kQuantBlock; ++i) {
       const int q = static_cast<int>(std::nearbyint(xb[i] * inv));
       out[b].qs[i] = static_cast<int8_t>(std::clamp(q, -127, 127));
       sum += out[b].qs[i];
     }
-    out[b].d = d;
-    out[b].s = d * static_cast<float>(sum);
+    out[b].d = f16_to_f32(f32_to_f16(d));
+    out[b].s = f16_to_f32(f32_to_f16(d * static_cast<float>(sum)));
   }
 }
 

@@ -56,7 +56,8 @@ QuantIsa quant_best_isa();  // detected once
 // True for the W dtypes MatMulQ accepts.
 bool matmulq_weight_supported(DType w_type);
 
-// Quantizes k floats (k a multiple of 32) into k / 32 blocks: d = max|x| / 127, qs = round(x / d).
+// Quantizes k floats (k a multiple of 32) into k / 32 blocks as llama.cpp does: qs = round-half-even(x · 127 / max|x|),
+// d = max|x| / 127 and s = d · Σqs, both kept at f16 precision.
 void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out);
 
 // Expands one W row of k values (k a multiple of 32 for quantized types) to floats; the reference for tests.

