@@ -221,9 +221,55 @@ def run_llama_cpp(args) -> dict:
     }
 
 
+def hxrt_binary() -> str:
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for build in ("build-release", "build"):
+        path = os.path.join(repo, build, "tools", "hxrt")
+        if os.path.exists(path):
+            return path
+    raise SystemExit("hxrt: no build found (scripts/run.sh builds build-release)")
+
+
+def run_hxrt(args) -> dict:
+    """The same three workloads through `hxrt generate --json` (one process per run; the engine's own step
+    timings give prefill and decode rates, so process start and model load are not counted)."""
+    exe = hxrt_binary()
+
+    def once(extra: list[str]) -> dict:
+        cmd = [exe, "generate", "--model", args.model, "--prompt", BASE_TEXT, "--threads", str(args.threads),
+               "--ignore-eos", "--json", "-q"] + extra
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    runs = {"prefill": [], "decode": [], "batched": []}
+    rss = 0.0
+    for rep in range(args.reps + 1):  # the first repetition warms the page cache and is not counted
+        pre = once(["--prompt-tokens", str(PREFILL_TOKENS), "-n", "1"])
+        dec = once(["--prompt-tokens", str(DECODE_PROMPT_TOKENS), "-n", str(DECODE_TOKENS + 1)])
+        bat = once(["--prompt-tokens", str(BATCH_PROMPT_TOKENS), "-n", str(BATCH_DECODE_TOKENS + 1),
+                    "--parallel", str(BATCH_SEQS)])
+        rss = max(rss, pre["peak_rss_kib"] / 1024.0, dec["peak_rss_kib"] / 1024.0, bat["peak_rss_kib"] / 1024.0)
+        if rep == 0:
+            continue
+        runs["prefill"].append(pre["prefill_tokens_per_s"])
+        runs["decode"].append(dec["decode_tokens_per_s"])
+        runs["batched"].append(bat["decode_tokens_per_s"])
+        print(f"hxrt rep {rep}: prefill {runs['prefill'][-1]:.1f} decode {runs['decode'][-1]:.1f} "
+              f"batched {runs['batched'][-1]:.1f} tok/s", file=sys.stderr)
+    return {
+        "prefill_tok_s": statistics.median(runs["prefill"]),
+        "decode_tok_s": statistics.median(runs["decode"]),
+        "batched_tok_s": statistics.median(runs["batched"]),
+        "peak_rss_mib": rss,
+        "details": {"binary": exe, "kv_cache": "f16", "samples": runs,
+                    "note": "batched: 16 copies of one prompt (prefix sharing makes their prefill cheap; "
+                            "only decode steps are timed, as on the llama.cpp side)"},
+    }
+
+
 SIDES = {
     "llama.cpp": run_llama_cpp,
-    # "hxrt": run_hxrt,   # added by the hxrt side; same keys and workloads
+    "hxrt": run_hxrt,
 }
 
 
