@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/opencl_kernels.h"
 
 namespace hxrt::llm {
 
@@ -60,6 +61,7 @@ Status Engine::init() {
   HXRT_ASSIGN_OR_RETURN(config_, LlamaConfig::from_gguf(file_));
   HXRT_RETURN_IF_ERROR(ops::register_builtin_schemas(schemas_));
   HXRT_RETURN_IF_ERROR(kernels::register_cpu_kernels(kernels_));
+  HXRT_RETURN_IF_ERROR(kernels::register_opencl_kernels(kernels_));
   HXRT_RETURN_IF_ERROR(ops::register_builtin_fusions(fusions_));
   DecoderGraphOptions graph_options{.kv_dtype = options_.kv_dtype, .block_size = options_.block_size};
   HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_llama_graph(file_, config_, graph_options));

@@ -9,6 +9,7 @@
 
 #include "hxrt/hal/driver.h"
 #include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/opencl_kernels.h"
 #include "hxrt/ops/kernel_registry.h"
 #include "hxrt/ops/op_schema.h"
 
@@ -32,6 +33,7 @@ struct Environment {
   Environment() {
     init_status = ops::register_builtin_schemas(schemas);
     if (init_status.ok()) init_status = register_cpu_kernels(kernels);
+    if (init_status.ok()) init_status = register_opencl_kernels(kernels);
     if (init_status.ok()) init_status = hal::register_builtin_drivers(drivers);
   }
 

@@ -1,0 +1,302 @@
+// OpenCL elementwise kernels: Add, Sub, Mul, Div with numpy broadcasting, the activations (Relu, Gelu, Sigmoid,
+// Tanh, Silu) and the fused SwiGLU. One work-item per output element, in groups of kGroup.
+//
+// Broadcasting: the host merges the broadcast into at most four dims (adjacent dims merge when both operands step
+// through them contiguously, or both stay put) and passes the dims and the operands' element strides (0 along a
+// broadcast dim) as int4 arguments; SAME_SHAPE skips the index arithmetic when no operand broadcasts.
+#include <array>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "kernels/opencl/jit_program.h"
+#include "kernels/opencl/registration.h"
+
+namespace hxrt::kernels::opencl {
+namespace {
+
+constexpr uint32_t kGroup = 256;
+constexpr int kMaxMergedRank = 4;
+
+constexpr std::string_view kSource = R"CLC(
+#ifndef BINARY_OP
+#define BINARY_OP 0
+#endif
+#ifndef UNARY_OP
+#define UNARY_OP 0
+#endif
+#ifndef SAME_SHAPE
+#define SAME_SHAPE 1
+#endif
+
+inline float binary_op(float a, float b) {
+#if BINARY_OP == 0
+  return a + b;
+#elif BINARY_OP == 1
+  return a - b;
+#elif BINARY_OP == 2
+  return a * b;
+#else
+  return a / b;
+#endif
+}
+
+inline float silu(float x) { return x / (1.0f + hx_exp(-x)); }
+
+inline float unary_op(float x) {
+#if UNARY_OP == 0
+  return x > 0.0f ? x : 0.0f;
+#elif UNARY_OP == 1
+  return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+#elif UNARY_OP == 2
+  return 0.5f * x * (1.0f + tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+#elif UNARY_OP == 3
+  return 1.0f / (1.0f + hx_exp(-x));
+#elif UNARY_OP == 4
+  return tanh(x);
+#else
+  return silu(x);
+#endif
+}
+
+// dims (outermost first), sa and sb: the merged broadcast (element strides, 0 = broadcast).
+__kernel void binary(__global const uchar* a_buf, ulong a_off, __global const uchar* b_buf, ulong b_off,
+                     __global uchar* y_buf, ulong y_off, int n, int4 dims, int4 sa, int4 sb) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  __global const float* a = HX_AT(const float, a_buf, a_off);
+  __global const float* b = HX_AT(const float, b_buf, b_off);
+  __global float* y = HX_AT(float, y_buf, y_off);
+#if SAME_SHAPE
+  y[i] = binary_op(a[i], b[i]);
+#else
+  int rest = i;
+  const int c3 = rest % dims.w;
+  rest /= dims.w;
+  const int c2 = rest % dims.z;
+  rest /= dims.z;
+  const int c1 = rest % dims.y;
+  const int c0 = rest / dims.y;
+  const int ia = c0 * sa.x + c1 * sa.y + c2 * sa.z + c3 * sa.w;
+  const int ib = c0 * sb.x + c1 * sb.y + c2 * sb.z + c3 * sb.w;
+  y[i] = binary_op(a[ia], b[ib]);
+#endif
+}
+
+__kernel void unary(__global const uchar* x_buf, ulong x_off, __global uchar* y_buf, ulong y_off, int n) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  HX_AT(float, y_buf, y_off)[i] = unary_op(HX_AT(const float, x_buf, x_off)[i]);
+}
+
+__kernel void swiglu(__global const uchar* g_buf, ulong g_off, __global const uchar* u_buf, ulong u_off,
+                     __global uchar* y_buf, ulong y_off, int n) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  HX_AT(float, y_buf, y_off)[i] = silu(HX_AT(const float, g_buf, g_off)[i]) * HX_AT(const float, u_buf, u_off)[i];
+}
+)CLC";
+
+enum class BinaryOp : int { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3 };
+enum class UnaryOp : int { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSigmoid = 3, kTanh = 4, kSilu = 5 };
+
+struct OpCodeParams final : ops::KernelParams {
+  OpCodeParams(std::string_view op_name, int op_code) : name(op_name), code(op_code) {}
+  std::string to_string() const override { return fmt::format("op={}", name); }
+  std::string name;
+  int code;
+};
+
+using Int4 = std::array<int32_t, 4>;
+
+// A numpy broadcast merged into at most kMaxMergedRank dims, outermost first (leading dims padded with 1).
+struct Broadcast {
+  Int4 dims{1, 1, 1, 1};
+  Int4 a_strides{0, 0, 0, 0};
+  Int4 b_strides{0, 0, 0, 0};
+  bool same_shape = false;
+};
+
+Result<Broadcast> merge_broadcast(const Shape& a, const Shape& b, const Shape& out) {
+  Broadcast result;
+  if (a.num_elements() == out.num_elements() && b.num_elements() == out.num_elements()) {
+    result.same_shape = true;  // equal counts: the shapes differ at most by dims of 1, the layout is the same
+    result.dims[3] = static_cast<int32_t>(out.num_elements());
+    return result;
+  }
+  // Innermost first: (dim, a stride, b stride) of every output dim larger than 1, merged where contiguous.
+  struct Dim {
+    int64_t size, sa, sb;
+  };
+  std::vector<Dim> merged;
+  int64_t a_step = 1, b_step = 1;  // contiguous strides of a and b at the current dim
+  const int rank = out.rank();
+  for (int d = rank - 1; d >= 0; --d) {
+    const int da = d - (rank - a.rank());
+    const int db = d - (rank - b.rank());
+    const int64_t a_dim = da >= 0 ? a.dim(da) : 1;
+    const int64_t b_dim = db >= 0 ? b.dim(db) : 1;
+    const int64_t size = out.dim(d);
+    const Dim dim{size, a_dim == 1 ? 0 : a_step, b_dim == 1 ? 0 : b_step};
+    a_step *= a_dim;
+    b_step *= b_dim;
+    if (size == 1) continue;
+    if (!merged.empty() && dim.sa == merged.back().sa * merged.back().size &&
+        dim.sb == merged.back().sb * merged.back().size) {
+      merged.back().size *= size;
+      continue;
+    }
+    merged.push_back(dim);
+  }
+  if (static_cast<int>(merged.size()) > kMaxMergedRank) {
+    return unimplemented("OpenCL binary ops: the broadcast of {} and {} into {} needs {} dims after merging (at most {})",
+                         a, b, out, merged.size(), kMaxMergedRank);
+  }
+  for (size_t i = 0; i < merged.size(); ++i) {
+    const size_t slot = kMaxMergedRank - 1 - i;
+    result.dims[slot] = static_cast<int32_t>(merged[i].size);
+    result.a_strides[slot] = static_cast<int32_t>(merged[i].sa);
+    result.b_strides[slot] = static_cast<int32_t>(merged[i].sb);
+  }
+  return result;
+}
+
+Result<ops::Tiling> elementwise_tiling(const ops::TilingQuery& query) {
+  const int64_t n = query.outputs.empty() ? 0 : query.outputs[0].num_elements();
+  HXRT_RETURN_IF_ERROR(check_int32(n, "elements"));
+  ops::Tiling tiling;
+  tiling.launch = launch_1d(n, kGroup);
+  tiling.values = {{"wg", kGroup}};
+  if (query.inputs.size() == 2 && !query.outputs.empty()) {
+    HXRT_ASSIGN_OR_RETURN(const Broadcast broadcast,
+                          merge_broadcast(query.inputs[0].shape, query.inputs[1].shape, query.outputs[0].shape));
+    tiling.values.emplace_back("same_shape", broadcast.same_shape ? 1 : 0);
+  }
+  return tiling;
+}
+
+Status require_f32(const ops::KernelLaunch& launch) {
+  for (const ops::TensorRef& t : launch.inputs) {
+    if (t.dtype != DType::kF32) return invalid_argument("OpenCL elementwise kernels take f32, got {}", t.dtype);
+  }
+  return ok_status();
+}
+
+ops::ParseAttrsFn fixed_params(std::string_view name, int code) {
+  return [name = std::string(name), code](const graph::Graph&,
+                                          const graph::Node&) -> Result<std::unique_ptr<ops::KernelParams>> {
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<OpCodeParams>(name, code));
+  };
+}
+
+ops::KernelDef binary_kernel(std::shared_ptr<const JitProgram> program, std::string_view op_type, BinaryOp op) {
+  ops::KernelDef def = opencl_def(std::string(op_type), "", 14, fmt::format("{}F32", op_type),
+                                  "f32 numpy broadcast, merged to at most 4 dims");
+  def.input_dtypes = {{DType::kF32}, {DType::kF32}};
+  def.parse_attrs = fixed_params(op_type, static_cast<int>(op));
+  def.tiling = elementwise_tiling;
+  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
+    HXRT_RETURN_IF_ERROR(require_f32(launch));
+    const ops::TensorRef& y = launch.outputs[0];
+    const int64_t n = y.num_elements();
+    if (n == 0) return ok_status();
+    HXRT_ASSIGN_OR_RETURN(const Broadcast broadcast, merge_broadcast(launch.inputs[0].shape, launch.inputs[1].shape, y.shape));
+    const auto& params = static_cast<const OpCodeParams&>(*launch.params);
+    const std::string options = fmt::format("-D BINARY_OP={}{}", params.code, tiling_defines(*launch.tiling, {"same_shape"}));
+    std::vector<hal::KernelArg> args;
+    add_tensor_arg(args, launch.inputs[0]);
+    add_tensor_arg(args, launch.inputs[1]);
+    add_tensor_arg(args, y);
+    args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(n)));
+    args.push_back(hal::KernelArg::scalar(broadcast.dims));
+    args.push_back(hal::KernelArg::scalar(broadcast.a_strides));
+    args.push_back(hal::KernelArg::scalar(broadcast.b_strides));
+    return launch_kernel(stream, *program, "binary", options, launch.tiling->launch, args);
+  };
+  return def;
+}
+
+Status launch_unary(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch) {
+  HXRT_RETURN_IF_ERROR(require_f32(launch));
+  const int64_t n = launch.outputs[0].num_elements();
+  if (n == 0) return ok_status();
+  const auto& params = static_cast<const OpCodeParams&>(*launch.params);
+  std::vector<hal::KernelArg> args;
+  add_tensor_arg(args, launch.inputs[0]);
+  add_tensor_arg(args, launch.outputs[0]);
+  args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(n)));
+  return launch_kernel(stream, program, "unary", fmt::format("-D UNARY_OP={}", params.code), launch.tiling->launch,
+                       args);
+}
+
+ops::KernelDef unary_kernel(std::shared_ptr<const JitProgram> program, std::string_view op_type,
+                            std::string_view domain, int since_version, UnaryOp op) {
+  ops::KernelDef def = opencl_def(std::string(op_type), std::string(domain), since_version,
+                                  fmt::format("{}F32", op_type), "f32 elementwise activation");
+  def.input_dtypes = {{DType::kF32}};
+  if (op == UnaryOp::kGeluErf) {
+    def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+      // A Result kept whole: GCC 12 reports a false -Wmaybe-uninitialized for a string unpacked by the macro.
+      Result<std::string> approximate = node.attrs.get_string("approximate", "none");
+      if (!approximate.ok()) return approximate.status();
+      if (*approximate != "none" && *approximate != "tanh") {
+        return invalid_argument("node '{}' (Gelu): attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"",
+                                node.name, *approximate);
+      }
+      const bool tanh = *approximate == "tanh";
+      return std::unique_ptr<ops::KernelParams>(std::make_unique<OpCodeParams>(
+          tanh ? "GeluTanh" : "Gelu", static_cast<int>(tanh ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf)));
+    };
+  } else {
+    def.parse_attrs = fixed_params(op_type, static_cast<int>(op));
+  }
+  def.tiling = elementwise_tiling;
+  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {
+    return launch_unary(stream, *program, launch);
+  };
+  return def;
+}
+
+ops::KernelDef swiglu_kernel(std::shared_ptr<const JitProgram> program) {
+  ops::KernelDef def = opencl_def("SwiGLU", "hxrt.fused", 1, "SwiGLU", "silu(gate) · up in one pass");
+  def.kind = ops::KernelKind::kFused;
+  def.priority = 10;
+  def.input_dtypes = {{DType::kF32}, {DType::kF32}};
+  def.tiling = elementwise_tiling;
+  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
+    HXRT_RETURN_IF_ERROR(require_f32(launch));
+    const ops::TensorRef& y = launch.outputs[0];
+    if (!(launch.inputs[0].shape == launch.inputs[1].shape) || !(y.shape == launch.inputs[0].shape)) {
+      return invalid_argument("SwiGLU: gate {}, up {} and Y {} must have one shape", launch.inputs[0].shape,
+                              launch.inputs[1].shape, y.shape);
+    }
+    const int64_t n = y.num_elements();
+    if (n == 0) return ok_status();
+    std::vector<hal::KernelArg> args;
+    add_tensor_arg(args, launch.inputs[0]);
+    add_tensor_arg(args, launch.inputs[1]);
+    add_tensor_arg(args, y);
+    args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(n)));
+    return launch_kernel(stream, *program, "swiglu", "", launch.tiling->launch, args);
+  };
+  return def;
+}
+
+}  // namespace
+
+Status register_elementwise(ops::KernelRegistry& registry) {
+  auto program = std::make_shared<const JitProgram>("hxrt_elementwise", kSource);
+  HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(program, "Add", BinaryOp::kAdd)));
+  HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(program, "Sub", BinaryOp::kSub)));
+  HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(program, "Mul", BinaryOp::kMul)));
+  HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(program, "Div", BinaryOp::kDiv)));
+  HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Relu", "", 14, UnaryOp::kRelu)));
+  HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Gelu", "", 20, UnaryOp::kGeluErf)));
+  HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Sigmoid", "", 13, UnaryOp::kSigmoid)));
+  HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Tanh", "", 13, UnaryOp::kTanh)));
+  HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Silu", "hxrt", 1, UnaryOp::kSilu)));
+  return registry.add(swiglu_kernel(program));
+}
+
+}  // namespace hxrt::kernels::opencl

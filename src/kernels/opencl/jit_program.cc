@@ -1,0 +1,152 @@
+#include "kernels/opencl/jit_program.h"
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+
+#include <fmt/format.h>
+
+#include "hxrt/base/logging.h"
+#include "hxrt/hal/opencl/opencl_driver.h"
+
+namespace hxrt::kernels::opencl {
+
+// Note [Matching the CPU kernels]
+// The OpenCL kernels repeat the CPU kernels' float operations, so that both devices give the same logits and the same
+// greedy tokens. Small differences would not stay small: MatMulQ rounds activations to 8 bits, so a one-ulp change
+// upstream can move a value across a rounding boundary, and in SmolLM2 that grows to logit differences of ~0.7 after
+// 30 layers. Hence:
+//  - contraction is off: the CPU kernels are compiled in ISO C++ mode (-ffp-contract=off), so their plain float
+//    expressions are never fused; kernels call fma() exactly where the CPU code uses FMA intrinsics;
+//  - hx_exp is the algorithm of glibc's expf, which the CPU kernels reach through std::exp on float: x·32/ln2 = k + r,
+//    2^(k/32) from a table, a degree-3 polynomial in r, in double, rounded to float once. OpenClPreludeTest checks it
+//    bit for bit against the host's expf; without cl_khr_fp64 it falls back to OpenCL's exp (an ulp away at times);
+//  - hx_round_half is the CPU's f16_to_f32(f32_to_f16(x)).
+// The price is coupling: when a CPU kernel's arithmetic changes, its OpenCL twin must change with it (the kernel tests
+// compare the two and fail otherwise).
+const char* const kClPrelude = R"CLC(
+#pragma OPENCL FP_CONTRACT OFF
+#define HX_AT(type, buffer, offset) ((__global type*)((__global uchar*)(buffer) + (offset)))
+#define HX_INVALID_ARGUMENT 1
+#define HX_OUT_OF_RANGE 5
+#define HX_ABORTED 9
+// x rounded to the nearest f16 value (ties to even), as f32 again: the CPU kernels' f16_to_f32(f32_to_f16(x)).
+inline float hx_round_half(float x) {
+  ushort bits;
+  vstore_half_rte(x, 0, (__private half*)&bits);
+  return vload_half(0, (__private const half*)&bits);
+}
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double acc_t;
+// glibc's expf (Note [Matching the CPU kernels] in jit_program.cc).
+inline float hx_exp(float x) {
+  // the bits of 2^(i/32) rounded to double, minus i << 47 (adding k << 47 then scales by 2^(k/32))
+  const ulong table[32] = {
+    0x3ff0000000000000UL, 0x3fefd9b0d3158574UL, 0x3fefb5586cf9890fUL, 0x3fef9301d0125b51UL,
+    0x3fef72b83c7d517bUL, 0x3fef54873168b9aaUL, 0x3fef387a6e756238UL, 0x3fef1e9df51fdee1UL,
+    0x3fef06fe0a31b715UL, 0x3feef1a7373aa9cbUL, 0x3feedea64c123422UL, 0x3feece086061892dUL,
+    0x3feebfdad5362a27UL, 0x3feeb42b569d4f82UL, 0x3feeab07dd485429UL, 0x3feea47eb03a5585UL,
+    0x3feea09e667f3bcdUL, 0x3fee9f75e8ec5f74UL, 0x3feea11473eb0187UL, 0x3feea589994cce13UL,
+    0x3feeace5422aa0dbUL, 0x3feeb737b0cdc5e5UL, 0x3feec49182a3f090UL, 0x3feed503b23e255dUL,
+    0x3feee89f995ad3adUL, 0x3feeff76f2fb5e47UL, 0x3fef199bdd85529cUL, 0x3fef3720dcef9069UL,
+    0x3fef5818dcfba487UL, 0x3fef7c97337b9b5fUL, 0x3fefa4afa2a490daUL, 0x3fefd0765b6e4540UL};
+  if (isnan(x)) return x;
+  if (x > 0x1.62e42ep6f) return INFINITY;  // overflows
+  if (x < -0x1.9fe368p6f) return 0.0f;     // underflows to zero
+  const double shift = 0x1.8p52;           // adding it rounds to an integer kept in the low mantissa bits
+  const double xd = (double)x;
+  const double z = 0x1.71547652b82fep5 * xd;  // x · 32 / ln 2
+  double kd = z + shift;
+  const ulong ki = as_ulong(kd);
+  kd -= shift;
+  const double r = z - kd;
+  const double s = as_double(table[ki % 32] + (ki << 47));
+  const double p = fma(0x1.c6af84b912394p-5 / (32.0 * 32.0 * 32.0), r, 0x1.ebfce50fac4f3p-3 / (32.0 * 32.0));
+  const double q = fma(0x1.62e42ff0c52d6p-1 / 32.0, r, 1.0);
+  return (float)(fma(p, r * r, q) * s);
+}
+#else
+typedef float acc_t;
+inline float hx_exp(float x) { return exp(x); }
+#endif
+)CLC";
+
+JitProgram::JitProgram(std::string name, std::string_view source)
+    : name_(std::move(name)), source_(std::string(kClPrelude) + std::string(source)) {}
+
+Result<const hal::Kernel*> JitProgram::kernel(hal::Device& device, const std::string& options,
+                                              std::string_view function) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto key = std::make_pair(static_cast<const hal::Device*>(&device), options);
+  auto it = modules_.find(key);
+  if (it == modules_.end()) {
+    // Compiling under the lock serialises first launches of this family; later launches only look up.
+    Result<std::unique_ptr<hal::Module>> module = device.load_module(hal::ModuleSource{
+        .language = hal::ModuleSource::Language::kOpenCLC, .name = name_, .code = source_, .options = options});
+    if (!module.ok()) {
+      return std::move(module).take_status().with_context(
+          fmt::format("building OpenCL kernels '{}' with options '{}'", name_, options));
+    }
+    if (Result<hal::OpenClModuleStats> stats = hal::opencl_module_stats(**module); stats.ok()) {
+      HXRT_LOG(kInfo, "opencl kernels '{}' [{}]: {} in {:.1f} ms", name_, options,
+               stats->origin == hal::OpenClModuleStats::Origin::kCompiled ? "compiled" : "cached", stats->build_ms);
+    }
+    it = modules_.emplace(std::move(key), std::move(module).value()).first;
+  }
+  return it->second->kernel(function);
+}
+
+void add_tensor_arg(std::vector<hal::KernelArg>& args, const ops::TensorRef& tensor) {
+  args.push_back(hal::KernelArg::buffer(hal::BufferView(*tensor.view.buffer)));
+  args.push_back(hal::KernelArg::scalar(static_cast<uint64_t>(tensor.view.offset)));
+}
+
+std::string tiling_defines(const ops::Tiling& tiling, std::initializer_list<std::string_view> names) {
+  std::string out;
+  for (std::string_view name : names) {
+    std::string upper(name);
+    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+    out += fmt::format(" -D {}={}", upper, tiling.get(name, 0));
+  }
+  return out;
+}
+
+hal::LaunchConfig launch_1d(int64_t items, uint32_t group) {
+  hal::LaunchConfig config;
+  const int64_t groups = std::max<int64_t>(1, (items + group - 1) / group);
+  config.grid = {static_cast<uint32_t>(groups), 1, 1};
+  config.block = {group, 1, 1};
+  return config;
+}
+
+int64_t next_power_of_two(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+Status check_int32(int64_t value, std::string_view what) {
+  if (value < 0 || value > INT_MAX) return invalid_argument("{} = {} does not fit the OpenCL kernels' 32-bit indices", what, value);
+  return ok_status();
+}
+
+Status launch_kernel(hal::Stream& stream, const JitProgram& program, std::string_view function,
+                     const std::string& options, const hal::LaunchConfig& config, std::span<const hal::KernelArg> args) {
+  HXRT_ASSIGN_OR_RETURN(const hal::Kernel* kernel, program.kernel(stream.device(), options, function));
+  return stream.launch(*kernel, config, args);
+}
+
+ops::KernelDef opencl_def(std::string op_type, std::string domain, int since_version, std::string name,
+                          std::string description) {
+  ops::KernelDef def;
+  def.op_type = std::move(op_type);
+  def.domain = std::move(domain);
+  def.since_version = since_version;
+  def.device = hal::DeviceKind::kOpenCL;
+  def.name = std::move(name);
+  def.description = std::move(description);
+  return def;
+}
+
+}  // namespace hxrt::kernels::opencl

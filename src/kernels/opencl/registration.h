@@ -1,0 +1,15 @@
+// OpenCL kernel registration, one function per op family (one file each in this folder);
+// register_opencl_kernels() in opencl_kernels.cc calls them all.
+#pragma once
+
+#include "hxrt/ops/kernel_registry.h"
+
+namespace hxrt::kernels::opencl {
+
+Status register_elementwise(ops::KernelRegistry& registry);   // elementwise.cc: binary, unary, SwiGLU
+Status register_normalization(ops::KernelRegistry& registry); // normalization.cc: RMSNorm(Mul), Softmax, RoPE
+Status register_tensor_ops(ops::KernelRegistry& registry);    // tensor_ops.cc: Reshape, Gather
+Status register_quant_matmul(ops::KernelRegistry& registry);  // quant_matmul.cc: MatMulQ
+Status register_llm_ops(ops::KernelRegistry& registry);       // llm_ops.cc: GatherRows, PagedAttention
+
+}  // namespace hxrt::kernels::opencl
