@@ -459,7 +459,12 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     hal::Stream& stream = *streams_[static_cast<size_t>(object.stream)];
     const int64_t enqueue_begin = state.profiling ? hal::host_now_ns() : 0;
     auto at_node = [&](std::string_view stage, Status status) {
-      Status diagnosed = diagnose(std::move(status), i, stage, state, options);
+      // A stream that already failed rejects every later command: the culprit is an earlier launch on it (found as
+      // at synchronize), not this node.
+      const bool failed_earlier = !stream.status().ok();
+      Status diagnosed = failed_earlier
+                             ? diagnose(std::move(status), kNoObject, "running", state, options, object.stream)
+                             : diagnose(std::move(status), i, stage, state, options);
       release();
       return diagnosed;
     };
