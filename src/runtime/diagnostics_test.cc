@@ -2,6 +2,7 @@
 #include "hxrt/runtime/diagnostics.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -191,7 +192,7 @@ TEST_F(DiagnosticsTest, SnapshotHoldsTheFailingNodesInputsAndAManifest) {
   ASSERT_TRUE(executor.ok());
   ASSERT_FALSE((*executor)->plan().memory().uses_arena);
   const HostTensor x = HostTensor::random_f32({2, 3}, rng_);
-  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "hxrt_snapshot_test";
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / fmt::format("hxrt_snapshot_test.{}", getpid());
   std::filesystem::remove_all(dir);
   RunOptions options;
   options.snapshot_dir = dir.string();
