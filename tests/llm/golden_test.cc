@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -83,6 +84,38 @@ TEST_F(GoldenTest, PromptsTokenizeAsInLlamaCpp) {
         tokenizer_->encode(c["prompt"].get<std::string>(), EncodeOptions{.add_special = false, .parse_special = true});
     ASSERT_TRUE(ids.ok()) << ids.status().to_string();
     EXPECT_EQ(*ids, c["prompt_ids"].get<std::vector<int32_t>>()) << c["name"];
+  }
+}
+
+TEST_F(GoldenTest, BatchedRequestsAreBitIdenticalToSoloRunsOnTheRealModel) {
+  // Two chat cases and one plain case, 16 steps each: together in one engine, then each alone in a fresh one.
+  const nlohmann::json& cases = golden_["generation"];
+  auto request_of = [&](const nlohmann::json& c) {
+    Request request;
+    request.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    request.max_new_tokens = 16;
+    request.ignore_eos = true;
+    request.return_logits = true;
+    return request;
+  };
+  const std::vector<size_t> picked = {0, 3, 5};
+  auto batched_engine = make_engine();
+  ASSERT_NE(batched_engine, nullptr);
+  for (size_t i : picked) ASSERT_TRUE(batched_engine->submit(request_of(cases[i])).ok());
+  ASSERT_TRUE(batched_engine->run_until_idle().ok());
+  std::vector<RequestResult> batched = batched_engine->take_finished();
+  std::sort(batched.begin(), batched.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  ASSERT_EQ(batched.size(), picked.size());
+  for (size_t k = 0; k < picked.size(); ++k) {
+    auto solo_engine = make_engine();
+    Result<RequestResult> solo = solo_engine->generate(request_of(cases[picked[k]]));
+    ASSERT_TRUE(solo.ok()) << solo.status().to_string();
+    EXPECT_EQ(solo->tokens, batched[k].tokens) << cases[picked[k]]["name"];
+    for (size_t step = 0; step < solo->logits.size(); ++step) {
+      EXPECT_EQ(0, std::memcmp(solo->logits[step].data(), batched[k].logits[step].data(),
+                               solo->logits[step].size() * sizeof(float)))
+          << cases[picked[k]]["name"] << " step " << step;
+    }
   }
 }
 
