@@ -46,8 +46,9 @@ class Builder {
     HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* tensor, file_.tensor(name));
     HXRT_ASSIGN_OR_RETURN(const DType dtype, file_.tensor_dtype(*tensor));
     HXRT_ASSIGN_OR_RETURN(graph::WeightData data, file_.weight(*tensor));
+    const Shape shape = tensor->shape();
     std::vector<graph::Dim> dims;
-    for (int64_t d : tensor->shape().dims()) dims.emplace_back(d);
+    for (int64_t d : shape.dims()) dims.emplace_back(d);
     HXRT_RETURN_IF_ERROR(graph_.add_initializer(name, {dtype, graph::SymShape(std::move(dims))}, std::move(data)).status());
     return name;
   }

@@ -128,6 +128,14 @@ Result<OpResult> run_op(const OpCall& call) {
 
   // Device buffers: inputs uploaded; outputs poisoned and fenced by sentinels.
   std::vector<std::unique_ptr<hal::Buffer>> buffers;
+  // Every exit drains the stream before the buffers and the caller's host tensors go away: uploads are
+  // asynchronous, and an early error return (tiling, allocation) must not leave a copy reading freed memory.
+  struct DrainOnExit {
+    hal::Stream* stream;
+    ~DrainOnExit() {
+      if (!stream->synchronize().ok()) stream->reset().ignore();
+    }
+  } drain{stream};
   ops::KernelLaunch launch;
   launch.node = &node;
   launch.params = params.get();
