@@ -227,10 +227,12 @@ Status Engine::step() {
   // positions it attends to only).
   int64_t n_tokens = 0;
   size_t max_blocks = 1;
+  std::vector<std::span<const int32_t>> seq_tables;  // valid until the cache changes, after the forward
   for (const BatchEntry& e : batch) {
     n_tokens += e.count;
     HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> table, cache_->block_table(e.seq->id));
     max_blocks = std::max(max_blocks, table.size());
+    seq_tables.push_back(table);
   }
   std::vector<int32_t> tokens, positions, token_seq, logit_rows;
   std::vector<int32_t> tables(batch.size() * max_blocks, -1);
@@ -242,8 +244,7 @@ Status Engine::step() {
       token_seq.push_back(static_cast<int32_t>(i));
     }
     logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> table, cache_->block_table(e.seq->id));
-    std::copy(table.begin(), table.end(), tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
+    std::copy(seq_tables[i].begin(), seq_tables[i].end(), tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
   }
   runtime::TensorMap inputs;
   inputs.emplace(decoder::kTokens, HostTensor::i32(Shape{n_tokens}, tokens));
