@@ -8,6 +8,6 @@ scripts/install_deps.sh
 BUILD_TYPE=Release scripts/build.sh build-release -DHXRT_BUILD_TESTS=OFF -DHXRT_BUILD_BENCHMARKS=OFF
 ./build-release/tools/hxrt devices
 if (($# == 0)); then
-  set -- --chat --prompt "What is the capital of France?" -n 64
+  set -- --chat --prompt "Why is the sky blue?" -n 64
 fi
 ./build-release/tools/hxrt generate "$@"
