@@ -119,7 +119,8 @@ nlohmann::ordered_json plan_json(const LoadedPlan& loaded, const std::string& pa
         {"intermediates", memory.intermediates},
         {"dynamic_intermediates", memory.dynamic_intermediates},
         {"arena_placements", std::move(placements)}}},
-      {"warnings", loaded.warnings}};
+      {"warnings", loaded.warnings},
+      {"kernel_measurements", lines_of(loaded.tuning_report)}};
 }
 
 std::string stats_line(const GraphStats& s) {
@@ -136,6 +137,7 @@ Status inspect_graph(const InspectFlags& flags) {
     fmt::print("graph file {}: {}\n", flags.plan.graph_path, stats_line(loaded->loaded));
     fmt::print("planned graph: {}\n", stats_line(GraphStats::of(loaded->plan->graph())));
     fmt::print("{}", loaded->plan->describe());
+    if (!loaded->tuning_report.empty()) fmt::print("kernel measurements (--tune):\n{}", loaded->tuning_report);
   }
   HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->session->close());
   if (!report.clean()) fmt::print(stderr, "hxrt inspect: warning: session teardown: {}\n", report.to_string());

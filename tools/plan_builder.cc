@@ -1,5 +1,7 @@
 #include "plan_builder.h"
 
+#include <charconv>
+#include <filesystem>
 #include <set>
 #include <utility>
 
@@ -7,6 +9,8 @@
 
 #include "hxrt/formats/graph_file.h"
 #include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/opencl_kernels.h"
+#include "hxrt/runtime/kernel_tuner.h"
 
 namespace hxrt::tools {
 namespace {
@@ -22,6 +26,17 @@ Result<ForcedKernel> parse_forced(const std::string& text) {
     return invalid_argument("--force-kernel '{}': expected OP_OR_NODE=KERNEL (e.g. MatMul=BatchMatMulV3)", text);
   }
   return ForcedKernel{text.substr(0, eq), text.substr(eq + 1)};
+}
+
+Result<std::pair<std::string, int64_t>> parse_dim(const std::string& text) {
+  const size_t eq = text.find('=');
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size() ||
+      std::from_chars(text.data() + eq + 1, end, value).ptr != end || value < 0) {
+    return invalid_argument("--tune-dim '{}': expected SYMBOL=N with N >= 0 (e.g. batch=8)", text);
+  }
+  return std::pair<std::string, int64_t>(text.substr(0, eq), value);
 }
 
 // Node names and op types of a graph (what a --force-kernel target may name).
@@ -44,6 +59,12 @@ void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kerne
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   command.add_flag("--no-fusion", flags.no_fusion, "Do not apply fusion patterns");
+  command.add_flag("--tune", flags.tune,
+                   "Measure every compatible kernel of a node on the device and choose the fastest (once per shape "
+                   "bucket; see --timing-cache)");
+  command.add_option("--timing-cache", flags.timing_cache,
+                     "Timing cache JSON: measured arbitration reads it when it exists; --tune adds to it and saves it");
+  command.add_option("--tune-dim", flags.tune_dims, "Value of a symbolic dim in measured buckets (with --tune or --timing-cache): SYMBOL=N (repeatable)");
   if (with_force_kernel) {
     command.add_option("--force-kernel", flags.force_kernels,
                        "Force a kernel for a node name or an op type: OP_OR_NODE=KERNEL (repeatable)");
@@ -65,6 +86,7 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
   auto loaded = std::make_unique<LoadedPlan>();
   HXRT_RETURN_IF_ERROR(ops::register_builtin_schemas(loaded->schemas));
   HXRT_RETURN_IF_ERROR(kernels::register_cpu_kernels(loaded->kernels));
+  HXRT_RETURN_IF_ERROR(kernels::register_opencl_kernels(loaded->kernels));
   HXRT_RETURN_IF_ERROR(ops::register_builtin_fusions(loaded->fusions));
   HXRT_RETURN_IF_ERROR(hal::register_builtin_drivers(loaded->drivers));
 
@@ -89,6 +111,26 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
 
   HXRT_ASSIGN_OR_RETURN(
       loaded->session, runtime::Session::create(loaded->drivers, flags.device, runtime::SessionOptions{.name = "cli"}));
+
+  // Measured arbitration: timings from the cache file, and from measuring with --tune.
+  runtime::TunerOptions tuner_options;
+  for (const std::string& text : flags.tune_dims) {
+    HXRT_ASSIGN_OR_RETURN(auto dim, parse_dim(text));
+    tuner_options.dims.insert_or_assign(dim.first, dim.second);
+  }
+  ops::TimingCache timings;
+  if (!flags.timing_cache.empty() && std::filesystem::exists(flags.timing_cache)) {
+    HXRT_RETURN_IF_ERROR(timings.load(flags.timing_cache));
+  }
+  std::unique_ptr<runtime::KernelTuner> tuner;
+  if (flags.tune) {
+    HXRT_ASSIGN_OR_RETURN(tuner, runtime::KernelTuner::create(loaded->session->device(), timings, tuner_options));
+    options.tuner = tuner.get();
+  } else if (!flags.timing_cache.empty()) {
+    options.selection.timings = &timings;
+    options.selection.bucket_dims = tuner_options.dims;
+  }
+
   const runtime::PlanContext context{&loaded->schemas, &loaded->kernels, &loaded->fusions};
   Result<std::unique_ptr<runtime::ExecutionPlan>> plan =
       runtime::ExecutionPlan::build(std::move(graph), loaded->session->device().info(), context, options);
@@ -96,6 +138,11 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     return std::move(plan).take_status().with_context(fmt::format("planning graph file '{}'", flags.graph_path));
   }
   loaded->plan = std::move(plan).value();
+  if (tuner != nullptr) {
+    loaded->tuning_report = tuner->report();
+    if (loaded->tuning_report.empty()) loaded->tuning_report = "no node has more than one compatible kernel\n";
+    if (!flags.timing_cache.empty() && tuner->measured() > 0) HXRT_RETURN_IF_ERROR(timings.save(flags.timing_cache));
+  }
 
   const auto planned_targets = targets_of(loaded->plan->graph());
   for (const ForcedKernel& f : forced) {

@@ -28,9 +28,13 @@ struct PlanFlags {
   int streams = 4;
   bool no_fusion = false;
   std::vector<std::string> force_kernels;  // "OP_OR_NODE=KERNEL"
+  bool tune = false;                       // measure candidate kernels while planning (KernelTuner)
+  std::string timing_cache;                // JSON timing cache: read if present; written after --tune measured
+  std::vector<std::string> tune_dims;      // "SYMBOL=N": symbolic dims while measuring
 };
 
-// Registers GRAPH, --device, --streams, --no-fusion and (when `with_force_kernel`) --force-kernel on `command`.
+// Registers GRAPH, --device, --streams, --no-fusion, --tune, --timing-cache, --tune-dim and (when
+// `with_force_kernel`) --force-kernel on `command`.
 void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kernel);
 
 // Counts of a graph, for `inspect`.
@@ -55,6 +59,7 @@ struct LoadedPlan {
   GraphStats loaded;  // the graph as read from the file, before fusion
   std::shared_ptr<const runtime::ExecutionPlan> plan;
   std::vector<std::string> warnings;  // e.g. a forced op type that fusion removed
+  std::string tuning_report;          // KernelTuner::report() when --tune ran; "" otherwise
 };
 
 // Reads flags.graph_path, opens flags.device and builds the plan. Errors name the file or the pipeline stage.

@@ -53,6 +53,31 @@ std::string incompatibility(const KernelDef& def, const graph::Graph& graph, con
 
 }  // namespace
 
+std::string shape_bucket(const graph::Graph& graph, const graph::Node& node, const hal::DeviceInfo& device,
+                         const graph::SymbolBindings& dims) {
+  std::string out(hal::device_kind_name(device.kind));
+  for (graph::ValueId input : node.inputs) {
+    if (input == graph::kNoValue) {
+      out += " -";
+      continue;
+    }
+    const graph::TensorDesc& desc = graph.value(input).desc;
+    std::vector<std::string> extents;
+    for (const graph::Dim& dim : desc.shape.dims()) {
+      Result<int64_t> value = dim.evaluate(dims);
+      extents.push_back(value.ok() ? std::to_string(*value) : dim.to_string());
+    }
+    out += fmt::format(" {}[{}]", dtype_name(desc.dtype), fmt::join(extents, ","));
+  }
+  if (!node.attrs.items().empty()) {
+    // FNV-1a of the attribute text: attributes change the work (transposes, strides) but are too long for a key.
+    uint32_t hash = 2166136261u;
+    for (char c : node.attrs.to_string()) hash = (hash ^ static_cast<uint8_t>(c)) * 16777619u;
+    out += fmt::format(" attrs:{:08x}", hash);
+  }
+  return out;
+}
+
 Status KernelRegistry::add(KernelDef def) {
   if (def.op_type.empty()) return invalid_argument("kernel '{}' has no op type", def.name);
   if (def.name.empty()) return invalid_argument("kernel for op '{}' has no implementation name", def.op_type);
@@ -151,25 +176,27 @@ Result<Selection> KernelRegistry::select(const graph::Graph& graph, const graph:
     }
   }
   // 3. Measured, when every candidate has a timing for this shape bucket.
+  const std::string bucket =
+      options.timings != nullptr && compatible.size() > 1 ? shape_bucket(graph, node, device, options.bucket_dims) : "";
   if (selection.chosen == nullptr && options.timings != nullptr && compatible.size() > 1) {
     const KernelDef* fastest = nullptr;
     int64_t fastest_ns = 0;
     bool complete = true;
     for (const KernelDef* def : compatible) {
-      std::optional<int64_t> ns = options.timings->find(def->name, options.shape_bucket);
+      std::optional<int64_t> ns = options.timings->find(def->name, bucket);
       if (!ns) {
         complete = false;
         break;
       }
-      if (fastest == nullptr || *ns < fastest_ns) {
+      if (*ns != TimingCache::kFailed && (fastest == nullptr || *ns < fastest_ns)) {
         fastest = def;
         fastest_ns = *ns;
       }
     }
-    if (complete) {
+    if (complete && fastest != nullptr) {
       selection.chosen = fastest;
       selection.policy = "measured";
-      selection.reason = fmt::format("fastest measured on {} ({} ns){}", options.shape_bucket, fastest_ns, hint_note);
+      selection.reason = fmt::format("fastest measured on {} ({} ns){}", bucket, fastest_ns, hint_note);
     }
   }
   // 4. Priority.
@@ -192,8 +219,9 @@ Result<Selection> KernelRegistry::select(const graph::Graph& graph, const graph:
     if (selection.policy == "forced" || selection.policy == "hint") {
       verdict.reason = fmt::format("compatible, but '{}' was {}", selection.chosen->name, selection.policy);
     } else if (selection.policy == "measured") {
-      verdict.reason = fmt::format("slower on {} ({} ns)", options.shape_bucket,
-                                   options.timings->find(def.name, options.shape_bucket).value_or(-1));
+      const int64_t ns = options.timings->find(def.name, bucket).value_or(TimingCache::kFailed);
+      verdict.reason = ns == TimingCache::kFailed ? fmt::format("failed on {} when measured", bucket)
+                                                  : fmt::format("slower on {} ({} ns)", bucket, ns);
     } else if (def.priority != selection.chosen->priority) {
       verdict.reason = fmt::format("lower priority ({} < {})", def.priority, selection.chosen->priority);
     } else if (def.impl_version != selection.chosen->impl_version) {
@@ -202,6 +230,8 @@ Result<Selection> KernelRegistry::select(const graph::Graph& graph, const graph:
       verdict.reason = "same priority, ordered after by name";
     }
   }
+  // Kernels for other device kinds are not candidates here; they stay out of the explanation.
+  std::erase_if(selection.verdicts, [&](const CandidateVerdict& v) { return v.kernel->device != device.kind; });
   std::stable_partition(selection.verdicts.begin(), selection.verdicts.end(),
                         [&](const CandidateVerdict& v) { return v.kernel == selection.chosen; });
   return selection;

@@ -58,7 +58,7 @@ TEST_F(KernelRegistryTest, PriorityWinsAndEveryLoserIsExplained) {
       << text;
   EXPECT_NE(text.find("MatMulBf16"), std::string::npos);
   EXPECT_NE(text.find("input 0 is f32, kernel takes bf16"), std::string::npos) << text;
-  EXPECT_NE(text.find("runs on cuda devices, not cpu"), std::string::npos) << text;
+  EXPECT_EQ(text.find("MatMulCuda"), std::string::npos) << "kernels of other devices are no candidates: " << text;
   EXPECT_EQ(selection->compatible().size(), 2u);
 }
 
@@ -95,18 +95,61 @@ TEST_F(KernelRegistryTest, HintHonouredWhenCompatible) {
 }
 
 TEST_F(KernelRegistryTest, MeasuredPicksTheFastestWhenAllAreTimed) {
+  const std::string bucket = shape_bucket(graph_, node(), cpu_device(), {});
+  EXPECT_EQ(bucket, "cpu f32[4,8] f32[8,2]");
   TimingCache timings;
-  timings.record("MatMul", "f32[4,8]x[8,2]", 900);
+  timings.record("MatMul", bucket, 900);
   SelectionOptions options;
   options.timings = &timings;
-  options.shape_bucket = "f32[4,8]x[8,2]";
   EXPECT_EQ(registry_.select(graph_, node(), cpu_device(), options)->policy, "priority") << "incomplete timings";
-  timings.record("BatchMatMulV3", "f32[4,8]x[8,2]", 400);
+  timings.record("BatchMatMulV3", "cpu f32[4,8] f32[8,3]", 100);
+  EXPECT_EQ(registry_.select(graph_, node(), cpu_device(), options)->policy, "priority") << "another bucket";
+  timings.record("BatchMatMulV3", bucket, 400);
   Result<Selection> measured = registry_.select(graph_, node(), cpu_device(), options);
   ASSERT_TRUE(measured.ok());
   EXPECT_EQ(measured->chosen->name, "BatchMatMulV3");
   EXPECT_EQ(measured->policy, "measured");
-  EXPECT_NE(measured->explain().find("slower on f32[4,8]x[8,2] (900 ns)"), std::string::npos) << measured->explain();
+  EXPECT_NE(measured->explain().find("slower on cpu f32[4,8] f32[8,2] (900 ns)"), std::string::npos)
+      << measured->explain();
+  // A forced kernel still beats measurements.
+  options.forced["MatMul"] = "MatMul";
+  EXPECT_EQ(registry_.select(graph_, node(), cpu_device(), options)->chosen->name, "MatMul");
+}
+
+TEST_F(KernelRegistryTest, AKernelThatFailedWhenMeasuredNeverWins) {
+  const std::string bucket = shape_bucket(graph_, node(), cpu_device(), {});
+  TimingCache timings;
+  timings.record("MatMul", bucket, TimingCache::kFailed);
+  timings.record("BatchMatMulV3", bucket, 400);
+  SelectionOptions options;
+  options.timings = &timings;
+  Result<Selection> measured = registry_.select(graph_, node(), cpu_device(), options);
+  ASSERT_TRUE(measured.ok());
+  EXPECT_EQ(measured->chosen->name, "BatchMatMulV3");
+  EXPECT_NE(measured->explain().find("MatMul v1 (built-in, cpu, priority 10): failed on cpu f32[4,8] f32[8,2] when measured"),
+            std::string::npos)
+      << measured->explain();
+  timings.record("BatchMatMulV3", bucket, TimingCache::kFailed);
+  EXPECT_EQ(registry_.select(graph_, node(), cpu_device(), options)->policy, "priority") << "all failed";
+}
+
+TEST(ShapeBucket, SubstitutesBoundSymbolsAndDigestsAttributes) {
+  graph::Graph g;
+  ASSERT_TRUE(g.add_input("x", {DType::kF32, {graph::Dim::symbol("n_tokens"), 576}}).ok());
+  ASSERT_TRUE(g.add_input("w", {DType::kF16, {576, 64}}).ok());
+  const std::vector<std::string> inputs{"x", "w"}, outputs{"y"};
+  graph::AttributeMap attrs;
+  attrs.set("transB", int64_t{1});
+  const graph::NodeId a = *g.add_node("a", "Gemm", inputs, outputs, {}, "", 13);
+  const std::vector<std::string> outputs2{"y2"};
+  const graph::NodeId b = *g.add_node("b", "Gemm", inputs, outputs2, attrs, "", 13);
+  EXPECT_EQ(shape_bucket(g, g.node(a), cpu_device(), {}), "cpu f32[n_tokens,576] f16[576,64]");
+  EXPECT_EQ(shape_bucket(g, g.node(a), cpu_device(), {{"n_tokens", 1}}), "cpu f32[1,576] f16[576,64]");
+  const std::string with_attrs = shape_bucket(g, g.node(b), cpu_device(), {{"n_tokens", 1}});
+  EXPECT_EQ(with_attrs.rfind("cpu f32[1,576] f16[576,64] attrs:", 0), 0u) << with_attrs;
+  hal::DeviceInfo opencl = cpu_device();
+  opencl.kind = hal::DeviceKind::kOpenCL;
+  EXPECT_EQ(shape_bucket(g, g.node(a), opencl, {{"n_tokens", 1}}).rfind("opencl ", 0), 0u);
 }
 
 TEST_F(KernelRegistryTest, RegistrationRejectsOverlapsAndIncompleteDefinitions) {

@@ -58,7 +58,7 @@ Status TimingCache::load(const std::string& path) {
   for (const nlohmann::json& entry : doc["entries"]) {
     if (!entry.is_object() || !entry.contains("kernel") || !entry["kernel"].is_string() || !entry.contains("bucket") ||
         !entry["bucket"].is_string() || !entry.contains("ns") || !entry["ns"].is_number_integer() ||
-        entry["ns"].get<int64_t>() < 0) {
+        entry["ns"].get<int64_t>() < kFailed) {
       return data_loss("timing cache '{}': entry {} is malformed", path, index);
     }
     loaded[{entry["kernel"].get<std::string>(), entry["bucket"].get<std::string>()}] = entry["ns"].get<int64_t>();

@@ -56,9 +56,22 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(graph::Graph graph, 
 Status ExecutionPlan::select_kernels(const PlanContext& context, const PlanOptions& options) {
   HXRT_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, graph_.topological_order());
   objects_.reserve(order.size());
+  ops::SelectionOptions selection_options = options.selection;
+  if (options.tuner != nullptr) {
+    selection_options.timings = &options.tuner->cache();
+    selection_options.bucket_dims = options.tuner->options().dims;
+  }
   for (graph::NodeId id : order) {
     const graph::Node& node = graph_.node(id);
-    Result<ops::Selection> selection = context.kernels->select(graph_, node, device_, options.selection);
+    Result<ops::Selection> selection = context.kernels->select(graph_, node, device_, selection_options);
+    if (options.tuner != nullptr && selection.ok() && selection->policy != "forced" && selection->policy != "hint") {
+      const std::vector<const ops::KernelDef*> candidates = selection->compatible();
+      if (candidates.size() > 1) {
+        HXRT_RETURN_IF_ERROR_CTX(options.tuner->measure(graph_, node, candidates), "measuring the kernels of {}",
+                                 node_label(node));
+        selection = context.kernels->select(graph_, node, device_, selection_options);
+      }
+    }
     if (!selection.ok()) {
       return std::move(selection).take_status().with_context(fmt::format("selecting a kernel for {}", node_label(node)));
     }

@@ -10,7 +10,8 @@
 // supports() accepts the node. Among them, in order of precedence:
 //   1. forced: an implementation named in SelectionOptions for this node name or op type;
 //   2. hint: the node's kernel_hint left by a compiler, when compatible and hints are honoured;
-//   3. measured: when a timing is known for every candidate (TimingCache), the fastest;
+//   3. measured: when a timing is known for every candidate on the node's shape_bucket (TimingCache), the fastest
+//      (runtime/kernel_tuner.h measures them while a plan is built);
 //   4. priority: the highest priority, then the newest impl_version, then the name.
 // The Selection says why the winner won and why every other kernel lost (explain()).
 //
@@ -35,10 +36,17 @@ struct SelectionOptions {
   // Forced implementations: node name → kernel name, or op type → kernel name (node names win).
   std::map<std::string, std::string, std::less<>> forced;
   bool honour_hints = true;
-  // Measured timings (may be null). Keys are (kernel name, shape bucket); see timing_cache.h.
+  // Measured timings (may be null). Keys are (kernel name, shape_bucket(...)); see timing_cache.h.
   const TimingCache* timings = nullptr;
-  std::string shape_bucket;  // the bucket used to look timings up for this selection
+  // Values of symbolic dims in the bucket key: the shapes the timings were measured on (TunerOptions::dims).
+  graph::SymbolBindings bucket_dims;
 };
+
+// The key a node's timings are stored under on `device`: the device kind, the input descs with `dims` substituted
+// (symbols without a value stay symbolic) and, when the node has attributes, a digest of them —
+// "cpu f32[1,576] f32[576,1536]" or "cpu f32[8,64] f32[64,32] attrs:9c1e03a2".
+std::string shape_bucket(const graph::Graph& graph, const graph::Node& node, const hal::DeviceInfo& device,
+                         const graph::SymbolBindings& dims);
 
 struct CandidateVerdict {
   const KernelDef* kernel = nullptr;

@@ -18,7 +18,11 @@ namespace hxrt::ops {
 
 class TimingCache {
  public:
-  // Median nanoseconds of `kernel` on `bucket` ("f32[64,576]x[576,1536]"), when measured.
+  // Recorded for a kernel that failed on the bucket's shapes when measured: it never wins there.
+  static constexpr int64_t kFailed = -1;
+
+  // Median nanoseconds of `kernel` on `bucket` ("cpu f32[64,576] f32[576,1536]", ops::shape_bucket), or kFailed,
+  // when measured.
   std::optional<int64_t> find(std::string_view kernel, std::string_view bucket) const;
   void record(std::string_view kernel, std::string_view bucket, int64_t nanoseconds);
   size_t size() const;

@@ -1,7 +1,8 @@
 // ExecutionPlan: a graph compiled for one device — built once, run many times with different input shapes.
 //
 // build() runs the planning pipeline (ARCHITECTURE.md, "The path of one request", step 4):
-//   validate → infer shapes symbolically → fuse → select kernels (registry arbitration, explained) → parse
+//   validate → infer shapes symbolically → fuse → select kernels (registry arbitration, explained; measured with a
+//   KernelTuner when one is given) → parse
 //   attributes into each kernel's parameters → assign streams to independent branches and add events on
 //   cross-stream edges → plan memory → one ExecutionObject per node.
 // Memory: when every intermediate has a static shape, a liveness plan gives each intermediate a fixed offset in one
@@ -22,6 +23,7 @@
 #include "hxrt/ops/fusion.h"
 #include "hxrt/ops/kernel_registry.h"
 #include "hxrt/ops/op_schema.h"
+#include "hxrt/runtime/kernel_tuner.h"
 
 namespace hxrt::runtime {
 
@@ -36,6 +38,10 @@ struct PlanOptions {
   bool fuse = true;
   ops::FusionOptions fusion;
   ops::SelectionOptions selection;  // forced kernels, hints, timings
+  // Measured arbitration: when set, a node with several compatible kernels and no complete timing for its bucket is
+  // measured on the tuner's device while the plan is built, and the fastest is chosen. The tuner's cache and dims
+  // replace selection.timings and selection.bucket_dims.
+  KernelTuner* tuner = nullptr;
   int max_streams = 4;              // 1 runs everything on one stream
   bool static_memory_plan = true;   // use the arena when all intermediate shapes are static
 };
