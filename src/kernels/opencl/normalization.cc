@@ -1,7 +1,8 @@
-// OpenCL normalization and position kernels: RMSNorm, the fused RMSNormMul, Softmax and RoPE.
+// OpenCL normalization and position kernels: RMSNorm, the fused RMSNormMul, Softmax, LayerNormalization and RoPE.
 //
-// RMSNorm(Mul) and Softmax over the last axis run one work-group per row: the work-items stride through the row,
-// then reduce in local memory (sums in acc_t, i.e. double where the device has it, as the CPU kernels do). Softmax
+// RMSNorm(Mul), LayerNormalization and Softmax over the last axis run one work-group per row: the work-items stride
+// through the row, then reduce in local memory (sums in acc_t, i.e. double where the device has it, as the CPU
+// kernels do; LayerNormalization's row is every dim from its axis on). Softmax
 // over an inner axis runs one work-item per (outer, column) walking the axis. RoPE runs one work-item per (token row,
 // pair), computing the pair's angle once in acc_t like the CPU's rope_cos_sin and rotating it in every head.
 #include <algorithm>
@@ -65,6 +66,40 @@ __kernel void rms_norm(__global const uchar* x_buf, ulong x_off, __global const 
 #else
   for (int i = lid; i < d; i += WG) y[i] = x[i] * inv;
 #endif
+}
+
+// LayerNormalization over rows of d values: mean, then the sum of squared deviations (two passes, in acc_t, as the
+// CPU's layer_norm_row), y = (x - mean) · inv · scale (+ bias); one group per row.
+__kernel void layer_norm(__global const uchar* x_buf, ulong x_off, __global const uchar* s_buf, ulong s_off,
+                         __global const uchar* b_buf, ulong b_off, __global uchar* y_buf, ulong y_off, int d,
+                         float epsilon, int has_bias) {
+  __local acc_t partial[WG];
+  const int lid = get_local_id(0);
+  const long row = get_group_id(0);
+  __global const float* x = HX_AT(const float, x_buf, x_off) + row * d;
+  __global float* y = HX_AT(float, y_buf, y_off) + row * d;
+  acc_t sum = 0;
+  for (int i = lid; i < d; i += WG) sum += (acc_t)x[i];
+  partial[lid] = sum;
+  reduce_sum(partial);
+  const acc_t mean = partial[0] / (acc_t)d;
+  barrier(CLK_LOCAL_MEM_FENCE);  // every work-item has read partial[0] before it is overwritten
+  acc_t squares = 0;
+  for (int i = lid; i < d; i += WG) {
+    const acc_t deviation = (acc_t)x[i] - mean;
+    squares += deviation * deviation;
+  }
+  partial[lid] = squares;
+  reduce_sum(partial);
+  const float inv = (float)((acc_t)1 / sqrt(partial[0] / (acc_t)d + (acc_t)epsilon));
+  const float mean_f = (float)mean;
+  __global const float* scale = HX_AT(const float, s_buf, s_off);
+  if (has_bias) {
+    __global const float* bias = HX_AT(const float, b_buf, b_off);
+    for (int i = lid; i < d; i += WG) y[i] = (x[i] - mean_f) * inv * scale[i] + bias[i];
+  } else {
+    for (int i = lid; i < d; i += WG) y[i] = (x[i] - mean_f) * inv * scale[i];
+  }
 }
 
 // Softmax over the last axis (inner == 1); one group per row.
@@ -168,6 +203,13 @@ struct AxisParams final : ops::KernelParams {
   explicit AxisParams(int64_t softmax_axis) : axis(softmax_axis) {}
   std::string to_string() const override { return fmt::format("axis={}", axis); }
   int64_t axis;
+};
+
+struct LayerNormParams final : ops::KernelParams {
+  LayerNormParams(int64_t norm_axis, float eps) : axis(norm_axis), epsilon(eps) {}
+  std::string to_string() const override { return fmt::format("axis={},epsilon={}", axis, epsilon); }
+  int64_t axis;
+  float epsilon;
 };
 
 struct RopeParams final : ops::KernelParams {
@@ -304,6 +346,76 @@ ops::KernelDef softmax_kernel(std::shared_ptr<const JitProgram> program) {
   return def;
 }
 
+// X viewed as [rows, d]: d = the product of dims axis..end.
+struct LayerNormGeometry {
+  int64_t rows = 1, d = 1;
+};
+
+Result<LayerNormGeometry> layer_norm_geometry(const Shape& x, int64_t axis_attr) {
+  const int rank = x.rank();
+  if (axis_attr < -rank || axis_attr >= rank) {
+    return invalid_argument("LayerNormalization: axis {} out of range for rank {}", axis_attr, rank);
+  }
+  const int axis = static_cast<int>(axis_attr < 0 ? axis_attr + rank : axis_attr);
+  LayerNormGeometry g;
+  for (int d = 0; d < axis; ++d) g.rows *= x.dim(d);
+  for (int d = axis; d < rank; ++d) g.d *= x.dim(d);
+  HXRT_RETURN_IF_ERROR(check_int32(g.rows, "rows"));
+  HXRT_RETURN_IF_ERROR(check_int32(g.d, "row length"));
+  return g;
+}
+
+ops::KernelDef layer_norm_kernel(std::shared_ptr<const JitProgram> program) {
+  ops::KernelDef def = opencl_def("LayerNormalization", "", 17, "LayerNormalizationF32",
+                                  "one group per row of dims axis..end, mean and variance in double");
+  def.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}};
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    HXRT_ASSIGN_OR_RETURN(const int64_t axis, node.attrs.get_int("axis", -1));
+    HXRT_ASSIGN_OR_RETURN(const float eps, get_epsilon(node));
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<LayerNormParams>(axis, eps));
+  };
+  def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
+    HXRT_ASSIGN_OR_RETURN(
+        const LayerNormGeometry g,
+        layer_norm_geometry(query.inputs[0].shape, static_cast<const LayerNormParams&>(*query.params).axis));
+    const int64_t group = row_group(g.d);
+    ops::Tiling tiling;
+    tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, g.rows)), 1, 1};
+    tiling.launch.block = {static_cast<uint32_t>(group), 1, 1};
+    tiling.values = {{"wg", group}};
+    return tiling;
+  };
+  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
+    const auto& params = static_cast<const LayerNormParams&>(*launch.params);
+    const ops::TensorRef& x = launch.inputs[0];
+    const ops::TensorRef& scale = launch.inputs[1];
+    const ops::TensorRef& y = launch.outputs[0];
+    if (!(y.shape == x.shape)) return invalid_argument("LayerNormalization: X {} and Y {} differ", x.shape, y.shape);
+    if (y.num_elements() == 0) return ok_status();
+    HXRT_ASSIGN_OR_RETURN(const LayerNormGeometry g, layer_norm_geometry(x.shape, params.axis));
+    if (scale.num_elements() != g.d) {
+      return invalid_argument("LayerNormalization: Scale {} has {} elements, the normalised dims of X {} have {}",
+                              scale.shape, scale.num_elements(), x.shape, g.d);
+    }
+    const bool has_bias = launch.inputs.size() > 2 && launch.inputs[2].view.buffer != nullptr;
+    if (has_bias && launch.inputs[2].num_elements() != g.d) {
+      return invalid_argument("LayerNormalization: B {} has {} elements, the normalised dims of X {} have {}",
+                              launch.inputs[2].shape, launch.inputs[2].num_elements(), x.shape, g.d);
+    }
+    std::vector<hal::KernelArg> args;
+    add_tensor_arg(args, x);
+    add_tensor_arg(args, scale);
+    add_tensor_arg(args, has_bias ? launch.inputs[2] : scale);  // unread without a bias
+    add_tensor_arg(args, y);
+    args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(g.d)));
+    args.push_back(hal::KernelArg::scalar(params.epsilon));
+    args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(has_bias ? 1 : 0)));
+    return launch_kernel(stream, *program, "layer_norm", tiling_defines(*launch.tiling, {"wg"}), launch.tiling->launch,
+                         args);
+  };
+  return def;
+}
+
 struct RopeGeometry {
   int64_t rows = 0, n_tokens = 0, n_heads = 0, head_dim = 0, rotary_dims = 0;
   int64_t items() const { return rows * ((head_dim + 1) / 2); }
@@ -382,6 +494,7 @@ Status register_normalization(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(rms_kernel(program, /*fused=*/false)));
   HXRT_RETURN_IF_ERROR(registry.add(rms_kernel(program, /*fused=*/true)));
   HXRT_RETURN_IF_ERROR(registry.add(softmax_kernel(program)));
+  HXRT_RETURN_IF_ERROR(registry.add(layer_norm_kernel(program)));
   return registry.add(rope_kernel(program));
 }
 

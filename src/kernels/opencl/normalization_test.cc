@@ -1,4 +1,4 @@
-// OpenCL RMSNorm, RMSNormMul, Softmax and RoPE against the CPU kernels.
+// OpenCL RMSNorm, RMSNormMul, Softmax, LayerNormalization and RoPE against the CPU kernels.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -42,6 +42,51 @@ TEST(OpenClNormalizationTest, SoftmaxOverAnyAxisMatchesTheCpu) {
     call.inputs = {random_signed(c.shape, rng, 0.01f, 8.0f)};
     expect_close_to_cpu(call, "SoftmaxF32", 1e-6);
   }
+}
+
+TEST(OpenClNormalizationTest, LayerNormalizationMatchesTheCpu) {
+  HXRT_SKIP_WITHOUT_OPENCL();
+  std::mt19937 rng(24);
+  struct Case {
+    Shape shape;
+    int64_t axis;
+    bool bias;
+  };
+  // Rows of 37, 45, 768 and 1 values (groups of 16, 16, 128 and 1 work-items, as the Softmax tests use).
+  for (const Case& c : {Case{Shape{3, 37}, -1, true}, Case{Shape{2, 5, 9}, 1, false}, Case{Shape{2, 3, 9, 5}, -2, true},
+                        Case{Shape{4, 768}, 1, true}, Case{Shape{6, 1}, -1, true}}) {
+    SCOPED_TRACE(fmt::format("{} axis {} bias {}", c.shape, c.axis, c.bias));
+    int64_t d = 1;
+    const int axis = static_cast<int>(c.axis < 0 ? c.axis + c.shape.rank() : c.axis);
+    std::vector<int64_t> norm_dims;
+    for (int i = axis; i < c.shape.rank(); ++i) {
+      d *= c.shape.dim(i);
+      norm_dims.push_back(c.shape.dim(i));
+    }
+    const Shape norm_shape = Shape::make(norm_dims).value();
+    OpCall call{.op_type = "LayerNormalization"};
+    call.attrs.set("axis", graph::Attribute(c.axis));
+    call.attrs.set("epsilon", graph::Attribute(1e-5));
+    // An offset keeps the mean away from zero, so the two-pass variance matters.
+    HostTensor x = random_signed(c.shape, rng);
+    std::vector<float> shifted = x.to_f32();
+    for (float& v : shifted) v += 3.0f;
+    call.inputs = {HostTensor::f32(c.shape, shifted), random_signed(norm_shape, rng)};
+    if (c.bias) call.inputs.push_back(random_signed(norm_shape, rng));
+    expect_close_to_cpu(call, "LayerNormalizationF32", 1e-6);
+  }
+}
+
+TEST(OpenClNormalizationTest, BadLayerNormalizationReturnsAnError) {
+  HXRT_SKIP_WITHOUT_OPENCL();
+  std::mt19937 rng(25);
+  OpCall call{.op_type = "LayerNormalization"};
+  call.attrs.set("axis", graph::Attribute(int64_t{2}));  // out of range for rank 2
+  call.inputs = {random_signed(Shape{3, 8}, rng), random_signed(Shape{8}, rng)};
+  EXPECT_FALSE(opencl_status(call).ok());
+  call.attrs.set("axis", graph::Attribute(int64_t{-1}));
+  call.inputs = {random_signed(Shape{3, 8}, rng), random_signed(Shape{7}, rng)};  // Scale of the wrong size
+  EXPECT_FALSE(opencl_status(call).ok());
 }
 
 TEST(OpenClNormalizationTest, RopeMatchesTheCpu) {

@@ -72,6 +72,27 @@ inline void expect_close_to_cpu(const OpCall& call, const std::string& kernel, d
   std::printf("  %s on opencl (%s): max normalised error %.3g vs cpu\n", kernel.c_str(), c->opencl.tiling.c_str(), worst);
 }
 
+// Runs `call` on both devices and expects OpenCL to run `kernel` with outputs bit-identical to the CPU's (copies,
+// conversions).
+inline void expect_same_bytes(OpCall call, const std::string& kernel) {
+  call.device = "cpu";
+  Result<OpResult> cpu = testing::run_op(call);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  call.device = "opencl";
+  Result<OpResult> cl = testing::run_op(call);
+  ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+  EXPECT_EQ(cl->kernel, kernel);
+  ASSERT_EQ(cl->outputs.size(), cpu->outputs.size());
+  for (size_t i = 0; i < cpu->outputs.size(); ++i) EXPECT_EQ(cl->outputs[i], cpu->outputs[i]) << "output " << i;
+}
+
+// Runs `call` on OpenCL only and returns its status (bad inputs must fail with a Status, never crash).
+inline Status opencl_status(OpCall call) {
+  call.device = "opencl";
+  Result<OpResult> result = testing::run_op(call);
+  return result.ok() ? ok_status() : result.status();
+}
+
 // Random f32 values in [lo, hi) with random signs (never zero when lo > 0).
 inline HostTensor random_signed(Shape shape, std::mt19937& rng, float lo = 0.1f, float hi = 2.0f) {
   std::uniform_real_distribution<float> magnitude(lo, hi);

@@ -1,11 +1,26 @@
 // OpenCL tensor ops: Reshape (a device-to-device copy on the stream, none when the planner made input and output one
-// view) and Gather (a row copy by words: one work-item per word of a gathered row, any plain dtype or whole
-// quantized rows).
+// view), Gather (a row copy by words: one work-item per word of a gathered row, any plain dtype or whole
+// quantized rows), and the strided copies Transpose, Slice and Concat (any plain dtype, one work-item per element).
+//
+// Transpose and Slice are both the CPU's StridedCopy (kernels/cpu/tensor_ops.h): the output is written row-major
+// while the source is read at base + Σ index[d]·stride[d]. The host drops dims of 1 and merges dims over which the
+// source is contiguous, then passes at most 8 dims and strides (two int4 each) to `strided_copy_<bytes>`. Concat
+// launches `concat_part_<bytes>` once per input, writing its rows into their place in the output rows. The copy
+// kernels come in one program for the four element widths (1, 2, 4, 8 bytes), so a dtype needs no compile of its own.
+// Slice reads its starts/ends/axes/steps from the graph's initializers when the plan is built (the schema requires
+// constants) and computes each axis with the CPU's slice_axis, so clamping and negative steps are the CPU's.
+#include <array>
+#include <cstring>
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "kernels/cpu/tensor_ops.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -156,12 +171,374 @@ ops::KernelDef reshape_kernel() {
   return def;
 }
 
+// ---- Strided copies: Transpose, Slice, Concat -----------------------------------------------------------------
+
+constexpr int kCopyRank = 8;  // dims of a strided copy after merging (Shape::kMaxRank)
+
+constexpr std::string_view kCopySource = R"CLC(
+// The source element of output element i: base + Σ c[d]·stride[d] with c = i's index in the dims (outermost first:
+// hi.x .. hi.w, lo.x .. lo.w; unused leading dims are 1 with stride 0).
+inline long source_index(int i, int4 dims_hi, int4 dims_lo, int4 strides_hi, int4 strides_lo, int base) {
+  int rest = i;
+  long s = base;
+  s += (long)(rest % dims_lo.w) * strides_lo.w;
+  rest /= dims_lo.w;
+  s += (long)(rest % dims_lo.z) * strides_lo.z;
+  rest /= dims_lo.z;
+  s += (long)(rest % dims_lo.y) * strides_lo.y;
+  rest /= dims_lo.y;
+  s += (long)(rest % dims_lo.x) * strides_lo.x;
+  rest /= dims_lo.x;
+  s += (long)(rest % dims_hi.w) * strides_hi.w;
+  rest /= dims_hi.w;
+  s += (long)(rest % dims_hi.z) * strides_hi.z;
+  rest /= dims_hi.z;
+  s += (long)(rest % dims_hi.y) * strides_hi.y;
+  rest /= dims_hi.y;
+  return s + (long)rest * strides_hi.x;
+}
+
+// strided_copy_<bytes>: y[i] = x[source_index(i)] for the n output elements.
+// concat_part_<bytes>: one input of Concat, viewed as rows of `row` elements, copied into the output rows of y_row
+// elements starting at element y_start of each.
+#define COPY_KERNELS(BYTES, T)                                                                                     \
+  __kernel void strided_copy_##BYTES(__global const uchar* x_buf, ulong x_off, __global uchar* y_buf, ulong y_off, \
+                                     int n, int4 dims_hi, int4 dims_lo, int4 strides_hi, int4 strides_lo,          \
+                                     int base) {                                                                   \
+    const int i = get_global_id(0);                                                                                \
+    if (i >= n) return;                                                                                            \
+    HX_AT(T, y_buf, y_off)[i] =                                                                                    \
+        HX_AT(const T, x_buf, x_off)[source_index(i, dims_hi, dims_lo, strides_hi, strides_lo, base)];             \
+  }                                                                                                                \
+  __kernel void concat_part_##BYTES(__global const uchar* x_buf, ulong x_off, __global uchar* y_buf, ulong y_off,  \
+                                    int n, int row, int y_row, int y_start) {                                      \
+    const int i = get_global_id(0);                                                                                \
+    if (i >= n) return;                                                                                            \
+    HX_AT(T, y_buf, y_off)[(long)(i / row) * y_row + y_start + i % row] = HX_AT(const T, x_buf, x_off)[i];         \
+  }
+
+COPY_KERNELS(1, uchar)
+COPY_KERNELS(2, ushort)
+COPY_KERNELS(4, uint)
+COPY_KERNELS(8, ulong)
+)CLC";
+
+using Int4 = std::array<int32_t, 4>;
+
+// A strided copy merged to at most kCopyRank dims, right-aligned (leading slots: dim 1, stride 0).
+struct StridedPlan {
+  std::array<int32_t, kCopyRank> dims{1, 1, 1, 1, 1, 1, 1, 1};
+  std::array<int32_t, kCopyRank> strides{};
+  int64_t base = 0;
+  int64_t elements = 0;
+};
+
+// As cpu::StridedCopy::make: dims of 1 dropped, a dim merged into the previous kept one when the source is
+// contiguous across both. `source_elements` bounds every index, so strides and base fit 32 bits when it does.
+Result<StridedPlan> make_strided_plan(std::span<const int64_t> out_dims, std::span<const int64_t> src_strides,
+                                      int64_t src_base, int64_t source_elements) {
+  HXRT_RETURN_IF_ERROR(check_int32(source_elements, "strided copy source elements"));
+  StridedPlan plan;
+  plan.elements = 1;
+  for (int64_t d : out_dims) plan.elements *= d;
+  HXRT_RETURN_IF_ERROR(check_int32(plan.elements, "strided copy output elements"));
+  plan.base = src_base;
+  std::vector<std::pair<int64_t, int64_t>> merged;  // (dim, stride), outermost first
+  for (size_t d = 0; d < out_dims.size(); ++d) {
+    if (out_dims[d] == 1) continue;
+    if (!merged.empty() && merged.back().second == src_strides[d] * out_dims[d]) {
+      merged.back().first *= out_dims[d];
+      merged.back().second = src_strides[d];
+    } else {
+      merged.emplace_back(out_dims[d], src_strides[d]);
+    }
+  }
+  const size_t first = kCopyRank - merged.size();
+  for (size_t i = 0; i < merged.size(); ++i) {
+    plan.dims[first + i] = static_cast<int32_t>(merged[i].first);
+    plan.strides[first + i] = static_cast<int32_t>(merged[i].second);
+  }
+  return plan;
+}
+
+Status launch_strided_copy(hal::Stream& stream, const JitProgram& program, const ops::TensorRef& x,
+                           const ops::TensorRef& y, const StridedPlan& plan, size_t element_bytes) {
+  if (plan.elements == 0) return ok_status();
+  std::vector<hal::KernelArg> args;
+  add_tensor_arg(args, x);
+  add_tensor_arg(args, y);
+  args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(plan.elements)));
+  const auto quad = [](const std::array<int32_t, kCopyRank>& v, size_t at) {
+    return Int4{v[at], v[at + 1], v[at + 2], v[at + 3]};
+  };
+  args.push_back(hal::KernelArg::scalar(quad(plan.dims, 0)));
+  args.push_back(hal::KernelArg::scalar(quad(plan.dims, 4)));
+  args.push_back(hal::KernelArg::scalar(quad(plan.strides, 0)));
+  args.push_back(hal::KernelArg::scalar(quad(plan.strides, 4)));
+  args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(plan.base)));
+  return launch_kernel(stream, program, fmt::format("strided_copy_{}", element_bytes), "",
+                       launch_1d(plan.elements, kGroup), args);
+}
+
+// Bytes per element of a dtype the copy kernels move: 1, 2, 4 or 8.
+Result<size_t> copy_element_bytes(DType dtype, std::string_view op) {
+  const size_t bytes = cpu::element_bytes(dtype);
+  if (bytes == 0) return invalid_argument("{}: block-quantized dtype {} is not supported", op, dtype);
+  if (bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8) {
+    return unimplemented("{}: OpenCL copies elements of 1, 2, 4 or 8 bytes, not {} ({})", op, bytes, dtype);
+  }
+  return bytes;
+}
+
+Result<int> normalized_axis(int64_t axis, int rank, std::string_view op) {
+  if (axis < -rank || axis >= rank) return invalid_argument("{}: axis {} out of range for rank {}", op, axis, rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+// One work-item per output element (the launch recomputes the geometry; Concat launches once per input).
+Result<ops::Tiling> copy_tiling(const ops::TilingQuery& query) {
+  const int64_t n = query.outputs.empty() ? 0 : query.outputs[0].num_elements();
+  HXRT_RETURN_IF_ERROR(check_int32(n, "elements"));
+  ops::Tiling tiling;
+  tiling.launch = launch_1d(n, kGroup);
+  tiling.values = {{"wg", kGroup}};
+  return tiling;
+}
+
+struct TransposeParams final : ops::KernelParams {
+  explicit TransposeParams(std::vector<int64_t> permutation) : perm(std::move(permutation)) {}
+  std::string to_string() const override {
+    return perm.empty() ? "perm=reverse" : fmt::format("perm=[{}]", fmt::join(perm, ","));
+  }
+  std::vector<int64_t> perm;  // empty = reverse the dims
+};
+
+ops::KernelDef transpose_kernel(std::shared_ptr<const JitProgram> program) {
+  ops::KernelDef def = opencl_def("Transpose", "", 13, "Transpose", "strided copy with merged dims, any plain dtype");
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    HXRT_ASSIGN_OR_RETURN(std::vector<int64_t> perm, node.attrs.get_ints("perm", std::vector<int64_t>{}));
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<TransposeParams>(std::move(perm)));
+  };
+  def.tiling = copy_tiling;
+  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
+    const ops::TensorRef& x = launch.inputs[0];
+    const ops::TensorRef& y = launch.outputs[0];
+    std::vector<int64_t> perm = static_cast<const TransposeParams&>(*launch.params).perm;
+    if (perm.empty()) {
+      for (int d = x.shape.rank() - 1; d >= 0; --d) perm.push_back(d);
+    }
+    HXRT_RETURN_IF_ERROR_CTX(cpu::check_permutation(perm, x.shape.rank()), "Transpose of {}", x.shape);
+    HXRT_ASSIGN_OR_RETURN(const size_t eb, copy_element_bytes(x.dtype, "Transpose"));
+    if (!(cpu::transposed_shape(x.shape, perm) == y.shape) || y.dtype != x.dtype) {
+      return invalid_argument("Transpose: output {} {} is not the transpose of {} {}", y.dtype, y.shape, x.dtype,
+                              x.shape);
+    }
+    const auto in_strides = x.shape.strides();
+    std::vector<int64_t> dims;
+    std::vector<int64_t> strides;
+    for (int64_t p : perm) {
+      dims.push_back(x.shape.dim(static_cast<int>(p)));
+      strides.push_back(in_strides[static_cast<size_t>(p)]);
+    }
+    HXRT_ASSIGN_OR_RETURN(const StridedPlan plan, make_strided_plan(dims, strides, 0, x.num_elements()));
+    return launch_strided_copy(stream, *program, x, y, plan, eb);
+  };
+  return def;
+}
+
+// Slice's constant inputs, read from the graph's initializers when the plan is built.
+struct SliceParams final : ops::KernelParams {
+  std::vector<int64_t> starts, ends, axes, steps;  // axes and steps filled with their defaults
+  std::string to_string() const override {
+    return fmt::format("starts=[{}],ends=[{}],axes=[{}],steps=[{}]", fmt::join(starts, ","), fmt::join(ends, ","),
+                       fmt::join(axes, ","), fmt::join(steps, ","));
+  }
+};
+
+// The values of node input `i`, an i32 or i64 initializer.
+Result<std::vector<int64_t>> constant_ints(const graph::Graph& graph, const graph::Node& node, size_t i,
+                                           std::string_view name) {
+  const graph::Value& value = graph.value(node.inputs[i]);
+  if (!value.is_initializer || value.weight.data == nullptr) {
+    return invalid_argument("node '{}' (Slice): input '{}' must be a constant (an initializer) on OpenCL", node.name,
+                            name);
+  }
+  const DType dtype = value.desc.dtype;
+  const size_t width = dtype == DType::kI64 ? 8 : dtype == DType::kI32 ? 4 : 0;
+  if (width == 0)
+    return invalid_argument("node '{}' (Slice): input '{}' must be i32 or i64, got {}", node.name, name, dtype);
+  std::vector<int64_t> values(value.weight.size / width);
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (width == 8) {
+      std::memcpy(&values[k], value.weight.data + k * 8, 8);
+    } else {
+      int32_t v = 0;
+      std::memcpy(&v, value.weight.data + k * 4, 4);
+      values[k] = v;
+    }
+  }
+  return values;
+}
+
+bool has_input(const graph::Node& node, size_t i) {
+  return i < node.inputs.size() && node.inputs[i] != graph::kNoValue;
+}
+
+Result<std::unique_ptr<ops::KernelParams>> parse_slice(const graph::Graph& graph, const graph::Node& node) {
+  if (!has_input(node, 1) || !has_input(node, 2)) {
+    return invalid_argument("node '{}' (Slice): inputs 'starts' and 'ends' are required", node.name);
+  }
+  auto params = std::make_unique<SliceParams>();
+  HXRT_ASSIGN_OR_RETURN(params->starts, constant_ints(graph, node, 1, "starts"));
+  HXRT_ASSIGN_OR_RETURN(params->ends, constant_ints(graph, node, 2, "ends"));
+  if (has_input(node, 3)) {
+    HXRT_ASSIGN_OR_RETURN(params->axes, constant_ints(graph, node, 3, "axes"));
+  } else {
+    for (size_t i = 0; i < params->starts.size(); ++i) params->axes.push_back(static_cast<int64_t>(i));
+  }
+  if (has_input(node, 4)) {
+    HXRT_ASSIGN_OR_RETURN(params->steps, constant_ints(graph, node, 4, "steps"));
+  } else {
+    params->steps.assign(params->starts.size(), 1);
+  }
+  const size_t count = params->starts.size();
+  if (params->ends.size() != count || params->axes.size() != count || params->steps.size() != count) {
+    return invalid_argument("node '{}' (Slice): starts, ends, axes and steps have {}, {}, {} and {} values", node.name,
+                            count, params->ends.size(), params->axes.size(), params->steps.size());
+  }
+  return std::unique_ptr<ops::KernelParams>(std::move(params));
+}
+
+// Note [Slice on symbolic axes] in kernels/cpu/tensor_ops.cc: the slice is recomputed from the bound shape and must
+// match the planned output.
+Status launch_slice(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch) {
+  const auto& params = static_cast<const SliceParams&>(*launch.params);
+  const ops::TensorRef& x = launch.inputs[0];
+  const ops::TensorRef& y = launch.outputs[0];
+  const int rank = x.shape.rank();
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, copy_element_bytes(x.dtype, "Slice"));
+  if (y.dtype != x.dtype || y.shape.rank() != rank) {
+    return invalid_argument("Slice: output {} {} does not fit input {} {}", y.dtype, y.shape, x.dtype, x.shape);
+  }
+  std::array<cpu::SliceAxis, Shape::kMaxRank> axes{};
+  std::array<bool, Shape::kMaxRank> sliced{};
+  for (int d = 0; d < rank; ++d) axes[static_cast<size_t>(d)] = cpu::SliceAxis{0, 1, x.shape.dim(d)};
+  for (size_t i = 0; i < params.starts.size(); ++i) {
+    HXRT_ASSIGN_OR_RETURN(const int axis, normalized_axis(params.axes[i], rank, "Slice"));
+    if (sliced[static_cast<size_t>(axis)]) return invalid_argument("Slice: axis {} appears twice in axes", axis);
+    if (params.steps[i] == 0) return invalid_argument("Slice: step {} is 0", i);
+    sliced[static_cast<size_t>(axis)] = true;
+    axes[static_cast<size_t>(axis)] =
+        cpu::slice_axis(x.shape.dim(axis), params.starts[i], params.ends[i], params.steps[i]);
+  }
+  const auto in_strides = x.shape.strides();
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    const cpu::SliceAxis& a = axes[static_cast<size_t>(d)];
+    if (a.count != y.shape.dim(d)) {
+      return invalid_argument(
+          "Slice: slicing {} gives {} elements on axis {} but the planned output is {} (a symbolic dim shorter than "
+          "the slice bounds?)",
+          x.shape, a.count, d, y.shape);
+    }
+    dims.push_back(a.count);
+    strides.push_back(in_strides[static_cast<size_t>(d)] * a.step);
+    if (a.count > 0) base += a.start * in_strides[static_cast<size_t>(d)];
+  }
+  HXRT_ASSIGN_OR_RETURN(const StridedPlan plan, make_strided_plan(dims, strides, base, x.num_elements()));
+  return launch_strided_copy(stream, program, x, y, plan, eb);
+}
+
+ops::KernelDef slice_kernel(std::shared_ptr<const JitProgram> program) {
+  ops::KernelDef def =
+      opencl_def("Slice", "", 13, "Slice",
+                 "ONNX slice (constant bounds read at plan time) as a strided copy, negative steps included");
+  const std::vector<DType> index_types = {DType::kI32, DType::kI64};
+  def.input_dtypes = {{}, index_types, index_types, index_types, index_types};
+  def.parse_attrs = parse_slice;
+  def.tiling = copy_tiling;
+  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {
+    return launch_slice(stream, *program, launch);
+  };
+  return def;
+}
+
+struct AxisOnlyParams final : ops::KernelParams {
+  explicit AxisOnlyParams(int64_t concat_axis) : axis(concat_axis) {}
+  std::string to_string() const override { return fmt::format("axis={}", axis); }
+  int64_t axis;
+};
+
+Status launch_concat(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch) {
+  const ops::TensorRef& y = launch.outputs[0];
+  const int rank = y.shape.rank();
+  HXRT_ASSIGN_OR_RETURN(const int axis,
+                        normalized_axis(static_cast<const AxisOnlyParams&>(*launch.params).axis, rank, "Concat"));
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, copy_element_bytes(y.dtype, "Concat"));
+  int64_t outer = 1;
+  int64_t inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= y.shape.dim(d);
+  for (int d = axis + 1; d < rank; ++d) inner *= y.shape.dim(d);
+  const int64_t y_row = y.shape.dim(axis) * inner;
+  HXRT_RETURN_IF_ERROR(check_int32(y.num_elements(), "Concat output elements"));
+  // Element offset of each input inside an output row, checked (as on the CPU) so that no copy leaves its row.
+  std::vector<int64_t> starts(launch.inputs.size() + 1, 0);
+  for (size_t i = 0; i < launch.inputs.size(); ++i) {
+    const ops::TensorRef& in = launch.inputs[i];
+    bool match = in.shape.rank() == rank && in.dtype == y.dtype;
+    for (int d = 0; match && d < rank; ++d) match = d == axis || in.shape.dim(d) == y.shape.dim(d);
+    if (!match) {
+      return invalid_argument("Concat: input {} ({}{}) does not match the output {}{} outside axis {}", i, in.dtype,
+                              in.shape, y.dtype, y.shape, axis);
+    }
+    starts[i + 1] = starts[i] + in.shape.dim(axis) * inner;
+  }
+  if (starts.back() != y_row) {
+    return invalid_argument("Concat: inputs fill {} elements of each output row of {}", starts.back(), y_row);
+  }
+  for (size_t i = 0; i < launch.inputs.size(); ++i) {
+    const int64_t row = starts[i + 1] - starts[i];
+    const int64_t n = outer * row;
+    if (n == 0) continue;
+    std::vector<hal::KernelArg> args;
+    add_tensor_arg(args, launch.inputs[i]);
+    add_tensor_arg(args, y);
+    for (int64_t v : {n, row, y_row, starts[i]}) args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(v)));
+    HXRT_RETURN_IF_ERROR(
+        launch_kernel(stream, program, fmt::format("concat_part_{}", eb), "", launch_1d(n, kGroup), args));
+  }
+  return ok_status();
+}
+
+ops::KernelDef concat_kernel(std::shared_ptr<const JitProgram> program) {
+  ops::KernelDef def = opencl_def("Concat", "", 13, "Concat", "one row copy launch per input, any plain dtype");
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+    Result<int64_t> axis = node.attrs.get_int("axis");
+    if (!axis.ok()) {
+      return std::move(axis).take_status().with_context(
+          fmt::format("parsing attribute 'axis' of node '{}' ({})", node.name, node.op_type));
+    }
+    return std::unique_ptr<ops::KernelParams>(std::make_unique<AxisOnlyParams>(axis.value()));
+  };
+  def.tiling = copy_tiling;
+  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {
+    return launch_concat(stream, *program, launch);
+  };
+  return def;
+}
+
 }  // namespace
 
 Status register_tensor_ops(ops::KernelRegistry& registry) {
   auto program = std::make_shared<const JitProgram>("hxrt_tensor_ops", kSource);
   HXRT_RETURN_IF_ERROR(registry.add(gather_kernel(program)));
-  return registry.add(reshape_kernel());
+  HXRT_RETURN_IF_ERROR(registry.add(reshape_kernel()));
+  auto copies = std::make_shared<const JitProgram>("hxrt_copy", kCopySource);
+  HXRT_RETURN_IF_ERROR(registry.add(transpose_kernel(copies)));
+  HXRT_RETURN_IF_ERROR(registry.add(slice_kernel(copies)));
+  return registry.add(concat_kernel(copies));
 }
 
 }  // namespace hxrt::kernels::opencl
