@@ -15,17 +15,30 @@
 
 namespace hxrt::tools {
 
-Status report_profile(const runtime::Profiler& profiler, const std::string& trace_path, size_t rows, std::FILE* out) {
+Status report_profile(const runtime::Profiler& profiler, const std::string& trace_path, size_t rows, std::FILE* out,
+                      const std::string& html_path) {
   const runtime::ProfileSummary summary = profiler.summary();
   fmt::print(out, "{}", summary.to_string(rows));
   if (profiler.dropped_runs() > 0) {
     fmt::print(out, "{} run(s) were not recorded (record limit reached)\n", profiler.dropped_runs());
   }
-  if (trace_path.empty()) return ok_status();
-  HXRT_RETURN_IF_ERROR(profiler.write_chrome_trace(trace_path));
-  fmt::print(out, "trace: {} ({} launches) - open it at https://ui.perfetto.dev (\"Open trace file\") or chrome://tracing\n",
-             trace_path, summary.launches);
+  if (!trace_path.empty()) {
+    HXRT_RETURN_IF_ERROR(profiler.write_chrome_trace(trace_path));
+    fmt::print(out,
+               "trace: {} ({} launches) - open it at https://ui.perfetto.dev (\"Open trace file\") or chrome://tracing\n",
+               trace_path, summary.launches);
+  }
+  if (!html_path.empty()) {
+    HXRT_RETURN_IF_ERROR(profiler.write_timeline_html(html_path));
+    fmt::print(out, "timeline: {} ({} launches) - open it in any browser, offline\n", html_path, summary.launches);
+  }
   return ok_status();
+}
+
+Result<std::string> write_npy_snapshot(const std::string& path_stem, const HostTensor& tensor) {
+  const std::string path = path_stem + ".npy";
+  HXRT_RETURN_IF_ERROR(formats::write_npy(path, tensor));
+  return std::filesystem::path(path).filename().string();
 }
 
 namespace {
@@ -38,6 +51,8 @@ struct ProfileFlags {
   std::string trace_path = "trace.json";
   size_t rows = 15;
   std::string snapshot_dir;
+  std::string html_path;
+  bool check_numerics = false;
 };
 
 Result<runtime::TensorMap> read_inputs(const std::vector<std::string>& specs) {
@@ -54,13 +69,6 @@ Result<runtime::TensorMap> read_inputs(const std::vector<std::string>& specs) {
     inputs.insert_or_assign(spec.substr(0, eq), std::move(tensor).value());
   }
   return inputs;
-}
-
-// Writes snapshot tensors as .npy (the runtime itself knows no file formats).
-Result<std::string> write_npy_snapshot(const std::string& path_stem, const HostTensor& tensor) {
-  const std::string path = path_stem + ".npy";
-  HXRT_RETURN_IF_ERROR(formats::write_npy(path, tensor));
-  return std::filesystem::path(path).filename().string();
 }
 
 Status profile_graph(const ProfileFlags& flags) {
@@ -88,6 +96,7 @@ Status profile_graph(const ProfileFlags& flags) {
     runtime::RunOptions options;
     options.snapshot_dir = flags.snapshot_dir;
     options.snapshot_writer = write_npy_snapshot;
+    options.check_numerics = flags.check_numerics;
     for (int i = 0; i < flags.warmup + flags.repeat; ++i) {
       // Warm-up runs fill the tiling cache and the pool; they are not recorded.
       profiler.set_enabled(i >= flags.warmup);
@@ -99,7 +108,7 @@ Status profile_graph(const ProfileFlags& flags) {
     }
     profiler.set_enabled(false);
   }
-  HXRT_RETURN_IF_ERROR(report_profile(profiler, flags.trace_path, flags.rows, stdout));
+  HXRT_RETURN_IF_ERROR(report_profile(profiler, flags.trace_path, flags.rows, stdout, flags.html_path));
   HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->session->close());
   if (!report.clean()) fmt::print(stderr, "hxrt profile: warning: session teardown: {}\n", report.to_string());
   return ok_status();
@@ -120,6 +129,10 @@ void add_profile_command(CLI::App& app, int* exit_code) {
   command->add_option("--rows", flags->rows, "Rows per summary table")->capture_default_str();
   command->add_option("--snapshot-on-error", flags->snapshot_dir,
                       "On a failure, write the failing op's inputs here as .npy with manifest.json");
+  command->add_option("--html", flags->html_path,
+                      "Also write a self-contained HTML timeline (one lane per stream, hover for the args)");
+  command->add_flag("--check-numerics", flags->check_numerics,
+                    "Fail at the first op whose float output holds NaN or Inf (waits for every launch)");
   command->callback([flags, exit_code] {
     if (Status status = profile_graph(*flags); !status.ok()) {
       fmt::print(stderr, "hxrt profile: {}\n", status.to_string());

@@ -14,6 +14,7 @@
 #include "hxrt/formats/npy.h"
 #include "hxrt/runtime/executor.h"
 #include "plan_builder.h"
+#include "profile_report.h"
 
 namespace hxrt::tools {
 namespace {
@@ -23,6 +24,9 @@ struct RunFlags {
   std::vector<std::string> inputs;  // "name=file.npy"
   std::string output_dir;
   int repeat = 1;
+  std::string snapshot_dir;
+  bool check_numerics = false;
+  bool keep_going = false;
 };
 
 // Output file name for a value name: characters other than [A-Za-z0-9._-] become '_' ("onnx::Add_3" →
@@ -117,9 +121,14 @@ Status run_graph(const RunFlags& flags) {
   {
     HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor,
                           runtime::Executor::create(*loaded->session, loaded->plan));
+    runtime::RunOptions options;
+    options.snapshot_dir = flags.snapshot_dir;
+    options.snapshot_writer = write_npy_snapshot;
+    options.check_numerics = flags.check_numerics;
+    options.failure_mode = flags.keep_going ? runtime::FailureMode::kContinue : runtime::FailureMode::kStop;
     for (int i = 0; i < flags.repeat; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      Result<runtime::TensorMap> result = executor->run(inputs);
+      Result<runtime::TensorMap> result = executor->run(inputs, options);
       const auto end = std::chrono::steady_clock::now();
       if (!result.ok()) {
         return std::move(result).take_status().with_context(
@@ -160,6 +169,12 @@ void add_run_command(CLI::App& app, int* exit_code) {
   command->add_option("--input", flags->inputs, "Graph input from a .npy file: NAME=FILE.npy (repeatable)");
   command->add_option("--output-dir", flags->output_dir, "Directory for the outputs (<name>.npy each)")->required();
   command->add_option("--repeat", flags->repeat, "Runs to time; the median is printed")->capture_default_str();
+  command->add_option("--snapshot-on-error", flags->snapshot_dir,
+                      "On a failure, write the failing op's inputs here as .npy with manifest.json");
+  command->add_flag("--check-numerics", flags->check_numerics,
+                    "Fail at the first op whose float output holds NaN or Inf (waits for every launch)");
+  command->add_flag("--keep-going", flags->keep_going,
+                    "On a failure, keep running the launches that do not depend on it and report every failure");
   command->callback([flags, exit_code] {
     Status status = run_graph(*flags);
     if (!status.ok()) {

@@ -1,6 +1,8 @@
 #include "hxrt/runtime/diagnostics.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -9,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "diagnostics_builder.h"
+#include "hxrt/base/float16.h"
 #include "profiler_json.h"
 
 namespace hxrt::runtime {
@@ -26,6 +29,39 @@ std::string_view failure_location_name(FailureLocation location) {
 std::string LaunchSummary::to_string() const {
   return fmt::format("node '{}' (id {}, {}) kernel '{}' tiling {} inputs [{}]", node_name, node_id, op_type, kernel,
                      tiling.empty() ? "(not computed)" : tiling, fmt::join(inputs, ", "));
+}
+
+NonFiniteCount scan_non_finite(DType dtype, std::span<const std::byte> bytes) {
+  NonFiniteCount count;
+  const auto note = [&count](size_t i, float value) {
+    if (std::isfinite(value)) return;
+    ++(std::isnan(value) ? count.nan : count.inf);
+    if (count.first_index < 0) count.first_index = static_cast<int64_t>(i);
+  };
+  switch (dtype) {
+    case DType::kF32:
+      for (size_t i = 0; i < bytes.size() / sizeof(float); ++i) {
+        float value;
+        std::memcpy(&value, bytes.data() + i * sizeof(float), sizeof(float));
+        note(i, value);
+      }
+      break;
+    case DType::kF16:
+    case DType::kBF16:
+      for (size_t i = 0; i < bytes.size() / sizeof(uint16_t); ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes.data() + i * sizeof(uint16_t), sizeof(uint16_t));
+        note(i, dtype == DType::kF16 ? f16_to_f32(bits) : bf16_to_f32(bits));
+      }
+      break;
+    default: break;
+  }
+  return count;
+}
+
+std::string NonFiniteOutput::to_string() const {
+  return fmt::format("output {} '{}' {}{}: {} NaN, {} Inf, first at index {}", index, value, dtype, shape, count.nan,
+                     count.inf, count.first_index);
 }
 
 std::string FailureReport::to_string() const {
@@ -48,6 +84,7 @@ std::string FailureReport::to_string() const {
       out += fmt::format("\n    input {}: '{}' {}{} from {}", in.index, in.value, in.dtype, in.shape, in.producer);
       if (!in.file.empty()) out += fmt::format(" -> {}", in.file);
     }
+    if (non_finite) out += fmt::format("\n    non-finite values: {}", non_finite->to_string());
     if (!producers.empty()) out += fmt::format("\n    producers:\n      {}", fmt::join(producers, "\n      "));
     if (!candidates.empty()) {
       out += fmt::format("\n    or one of these launches of the same kernel: {} (RunOptions::locate_failures pins it)",
@@ -58,6 +95,7 @@ std::string FailureReport::to_string() const {
     out += fmt::format("\n    last launches on stream '{}' (oldest first):", stream);
     for (const LaunchSummary& launch : recent_launches) out += "\n      " + launch.to_string();
   }
+  if (!skipped.empty()) out += fmt::format("\n    skipped (they depend on it): {}", fmt::join(skipped, ", "));
   if (!snapshot_dir.empty()) out += fmt::format("\n    inputs snapshot: {}/manifest.json", snapshot_dir);
   if (!snapshot_error.empty()) out += fmt::format("\n    inputs snapshot failed: {}", snapshot_error);
   return out;
@@ -96,6 +134,11 @@ std::string manifest_json(const FailureReport& report) {
   out += ",\n  \"params\": " + json::quoted(report.params);
   out += ",\n  \"tiling\": " + json::quoted(report.tiling);
   out += ",\n  \"error\": " + json::quoted(report.error);
+  if (report.non_finite) {
+    const NonFiniteOutput& bad = *report.non_finite;
+    out += fmt::format(",\n  \"non_finite\": {{\"output\": {}, \"value\": {}, \"nan\": {}, \"inf\": {}, \"first_index\": {}}}",
+                       bad.index, json::quoted(bad.value), bad.count.nan, bad.count.inf, bad.count.first_index);
+  }
   out += ",\n  \"inputs\": [";
   bool first = true;
   for (const FailureInput& in : report.inputs) {

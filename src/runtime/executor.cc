@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cmath>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -14,6 +16,9 @@ namespace hxrt::runtime {
 namespace {
 
 constexpr size_t kNoObject = SIZE_MAX;
+
+// What became of each launch in a run (continue mode reads it; stop mode ends at the first failure).
+enum class Outcome : uint8_t { kPending, kEnqueued, kDone, kFailed, kSkipped };
 
 // A dim that is exactly one symbol binds it; any other expression is checked after binding.
 bool is_plain_symbol(const graph::Dim& dim) {
@@ -36,8 +41,15 @@ struct Executor::RunState {
   size_t launched = 0;                         // objects enqueued, in plan order
   bool profiling = false;                      // records go to the session's profiler
   bool markers = false;                        // markers_ are recorded around every launch
-  std::vector<int> event_producer;             // per plan event: the object that last recorded it (profiling)
+  bool hold_intermediates = false;             // snapshot or continue mode: nothing is freed before the run ends
+  bool use_arena = true;                       // false in continue mode (a relaunch needs its inputs intact)
+  std::vector<int64_t> event_producer;         // per plan event: the record of the launch that last recorded it
+  std::vector<int64_t> record_of;              // per object: its record in profile.launches, -1 when none
+  std::vector<size_t> record_objects;          // per record: its object
   RunProfile profile;
+  std::vector<Outcome> outcome;                // per object
+  std::optional<NonFiniteOutput> non_finite;   // check_numerics: what the failing launch wrote
+  size_t non_finite_object = kNoObject;
 };
 
 Result<std::unique_ptr<Executor>> Executor::create(Session& session, std::shared_ptr<const ExecutionPlan> plan) {
@@ -263,7 +275,7 @@ LaunchRecord Executor::launch_record(size_t object, const RunState& state, const
   }
   if (eo.params) record.params = eo.params->to_string();
   for (int e : eo.wait_events) {
-    const int producer = state.event_producer[static_cast<size_t>(e)];
+    const int64_t producer = state.event_producer[static_cast<size_t>(e)];
     if (producer >= 0) record.waits_on.push_back(static_cast<uint64_t>(producer));
   }
   return record;
@@ -271,20 +283,35 @@ LaunchRecord Executor::launch_record(size_t object, const RunState& state, const
 
 void Executor::finish_profile(RunState& state) {
   std::vector<LaunchRecord>& records = state.profile.launches;
-  for (size_t i = 0; i < records.size(); ++i) {
+  for (size_t k = 0; k < records.size(); ++k) {
+    const size_t i = state.record_objects[k];
     const hal::Event& begin = *markers_[2 * i];
     const hal::Event& end = *markers_[2 * i + 1];
     if (begin.state() != hal::EventState::kComplete || end.state() != hal::EventState::kComplete) continue;
     Result<int64_t> begin_ns = begin.timestamp_ns();
     Result<int64_t> end_ns = end.timestamp_ns();
     if (!begin_ns.ok() || !end_ns.ok()) continue;
-    records[i].device_begin_ns = *begin_ns;
-    records[i].device_end_ns = std::max(*begin_ns, *end_ns);
+    records[k].device_begin_ns = *begin_ns;
+    records[k].device_end_ns = std::max(*begin_ns, *end_ns);
   }
   state.profile.host_thread = std::this_thread::get_id();
   session_.profiler().add_run(std::move(state.profile));
   state.profile = RunProfile();
   state.profiling = false;
+}
+
+void Executor::record_pool_event(RunState& state, PoolEventKind kind, graph::ValueId value, std::string tag,
+                                 uint64_t bytes) {
+  const graph::Value& v = plan_->graph().value(value);
+  PoolEvent event;
+  event.ts_ns = hal::host_now_ns();
+  event.kind = kind;
+  event.tag = std::move(tag);
+  event.value = v.name;
+  event.node_id = v.producer;
+  event.bytes = bytes;
+  event.in_use_bytes = session_.pool().stats().allocated_bytes.current;
+  state.profile.pool_events.push_back(std::move(event));
 }
 
 void Executor::drain_after_failure(const RunOptions& options) {
@@ -336,9 +363,10 @@ Status Executor::diagnose(Status status, size_t object, std::string_view stage, 
   for (hal::Stream* stream : streams_) {
     if (!stream->status().ok()) stream->reset().ignore();
   }
+  if (object != kNoObject && object == state.non_finite_object) report.non_finite = state.non_finite;
   report.error = status.to_string();
   if (!options.snapshot_dir.empty() && object != kNoObject) snapshot_inputs(object, state, options, report);
-  last_failure_ = report;
+  failures_.assign(1, report);
   return std::move(status).with_context(report.to_string());
 }
 
@@ -379,13 +407,315 @@ void Executor::snapshot_inputs(size_t object, RunState& state, const RunOptions&
   if (!written.ok()) report.snapshot_error = written.to_string();
 }
 
+Status Executor::check_outputs(size_t object, RunState& state, const RunOptions& options) {
+  const graph::Graph& g = plan_->graph();
+  const ExecutionObject& eo = plan_->objects()[object];
+  hal::Stream& stream = *streams_[static_cast<size_t>(eo.stream)];
+  HXRT_RETURN_IF_ERROR(stream.synchronize(options.timeout));
+  std::vector<std::byte> staging;
+  for (size_t k = 0; k < eo.outputs.size(); ++k) {
+    const graph::ValueId out = eo.outputs[k];
+    const auto v = static_cast<size_t>(out);
+    const DType dtype = g.value(out).desc.dtype;
+    const hal::BufferView& view = state.views[v];
+    if (!dtype_info(dtype).is_float || view.size == 0) continue;
+    std::span<const std::byte> bytes;
+    if (const void* host = view.host_address()) {
+      bytes = std::span<const std::byte>(static_cast<const std::byte*>(host), view.size);
+    } else {
+      staging.resize(view.size);
+      HXRT_RETURN_IF_ERROR(stream.copy_to_host(staging.data(), view));
+      HXRT_RETURN_IF_ERROR(stream.synchronize(options.timeout));
+      bytes = staging;
+    }
+    const NonFiniteCount count = scan_non_finite(dtype, bytes);
+    if (count.clean()) continue;
+    NonFiniteOutput bad{static_cast<int>(k), g.value(out).name, dtype, state.shapes[v], count};
+    Status status = data_loss("check-numerics: {}", bad.to_string());
+    state.non_finite = std::move(bad);
+    state.non_finite_object = object;
+    return status;
+  }
+  return ok_status();
+}
+
+Status Executor::launch_object(size_t i, RunState& state, const RunOptions& options, std::string_view& stage) {
+  const graph::Graph& g = plan_->graph();
+  const ExecutionObject& object = plan_->objects()[i];
+  const std::vector<ValuePlan>& values = plan_->values();
+  memory::CachingAllocator& pool = session_.pool();
+  const graph::Node& node = g.node(object.node);
+  hal::Stream& stream = *streams_[static_cast<size_t>(object.stream)];
+  const int64_t enqueue_begin = state.profiling ? hal::host_now_ns() : 0;
+  // Outputs: arena slices, or pool blocks owned by this run (a relaunch in continue mode keeps its blocks).
+  for (graph::ValueId out : object.outputs) {
+    const auto v = static_cast<size_t>(out);
+    stage = "sizing the outputs of";
+    HXRT_ASSIGN_OR_RETURN(const uint64_t bytes,
+                          storage_bytes(g.value(out).desc.dtype, static_cast<uint64_t>(state.shapes[v].num_elements())));
+    if (state.use_arena && values[v].arena_offset >= 0) {
+      state.views[v] = arena_.view().subview(static_cast<uint64_t>(values[v].arena_offset), bytes);
+      continue;
+    }
+    if (state.allocations[v]) continue;
+    stage = "allocating the outputs of";
+    std::string tag = values[v].role == ValueRole::kOutput ? fmt::format("output:{}", g.value(out).name) : node.name;
+    HXRT_ASSIGN_OR_RETURN(memory::Allocation allocation, pool.allocate(std::max<uint64_t>(bytes, 1), stream, tag));
+    state.allocations[v] = allocation;
+    state.views[v] = allocation.view().subview(0, bytes);
+    if (values[v].role == ValueRole::kIntermediate) {
+      state.live_bytes += bytes;
+      stats_.peak_intermediate_bytes = std::max(stats_.peak_intermediate_bytes, state.live_bytes);
+    }
+    if (state.profiling) record_pool_event(state, PoolEventKind::kAlloc, out, std::move(tag), bytes);
+  }
+  ops::KernelLaunch& launch = state.launches[i];
+  launch = ops::KernelLaunch{};
+  launch.node = &node;
+  launch.params = object.params.get();
+  for (graph::ValueId in : object.inputs) {
+    if (in == graph::kNoValue) {
+      launch.inputs.push_back(ops::TensorRef{});
+      continue;
+    }
+    const auto v = static_cast<size_t>(in);
+    launch.inputs.push_back(ops::TensorRef{g.value(in).desc.dtype, state.shapes[v], state.views[v]});
+  }
+  for (graph::ValueId out : object.outputs) {
+    const auto v = static_cast<size_t>(out);
+    launch.outputs.push_back(ops::TensorRef{g.value(out).desc.dtype, state.shapes[v], state.views[v]});
+  }
+  stage = "computing the tiling of";
+  HXRT_ASSIGN_OR_RETURN(launch.tiling, tiling_for(i, launch));
+  stage = "waiting for the inputs of";
+  for (int e : object.wait_events) HXRT_RETURN_IF_ERROR(stream.wait(*events_[static_cast<size_t>(e)]));
+  if (state.markers) {
+    stage = "recording the start of";
+    HXRT_RETURN_IF_ERROR(stream.record(*markers_[2 * i]));
+  }
+  stage = "launching";
+  HXRT_RETURN_IF_ERROR(object.kernel->launch(stream, launch));
+  state.launched = std::max(state.launched, i + 1);
+  ++stats_.launches;
+  if (state.markers) {
+    stage = "recording the end of";
+    HXRT_RETURN_IF_ERROR(stream.record(*markers_[2 * i + 1]));
+  }
+  if (object.record_event >= 0) {
+    stage = "recording the completion event of";
+    HXRT_RETURN_IF_ERROR(stream.record(*events_[static_cast<size_t>(object.record_event)]));
+  }
+  if (options.check_numerics) {
+    stage = "checking the outputs of";
+    HXRT_RETURN_IF_ERROR(check_outputs(i, state, options));
+  }
+  // Dependency counts: an intermediate returns to the pool once its last consumer is enqueued (stream-ordered;
+  // consumers on other streams are declared so the block waits for them too).
+  stage = "releasing the inputs of";
+  for (graph::ValueId in : object.inputs) {
+    if (in == graph::kNoValue) continue;
+    const auto v = static_cast<size_t>(in);
+    memory::Allocation& allocation = state.allocations[v];
+    if (!allocation || values[v].role != ValueRole::kIntermediate) continue;
+    if (values[v].producer_stream != object.stream) HXRT_RETURN_IF_ERROR(pool.record_use(allocation, stream));
+    if (--state.remaining[v] == 0 && !state.hold_intermediates) {
+      HXRT_RETURN_IF_ERROR(pool.free(allocation));
+      allocation = memory::Allocation();
+      state.live_bytes -= state.views[v].size;
+      if (state.profiling) {
+        record_pool_event(state, PoolEventKind::kFree, in, g.node(g.value(in).producer).name, state.views[v].size);
+      }
+    }
+  }
+  if (state.profiling) {
+    LaunchRecord record = launch_record(i, state, stream);
+    record.enqueue_begin_ns = enqueue_begin;
+    record.enqueue_end_ns = hal::host_now_ns();
+    const memory::AllocatorStats pool_stats = pool.stats();
+    state.profile.counters.push_back(CounterSample{record.enqueue_end_ns, pool_stats.allocated_bytes.current,
+                                                   pool_stats.reserved_bytes.current});
+    int64_t& index = state.record_of[i];
+    if (index < 0) {
+      index = static_cast<int64_t>(state.profile.launches.size());
+      state.profile.launches.push_back(std::move(record));
+      state.record_objects.push_back(i);
+    } else {
+      state.profile.launches[static_cast<size_t>(index)] = std::move(record);  // a relaunch replaces its record
+    }
+    if (object.record_event >= 0) state.event_producer[static_cast<size_t>(object.record_event)] = index;
+  }
+  return ok_status();
+}
+
+// Note [Continue mode]
+// Launches are enqueued in plan order, in passes. Within a pass, a launch whose input comes from a failed or skipped
+// launch is skipped; one whose stream has already failed is left for the next pass; one that fails while being
+// enqueued (sizing, allocation, tiling, launch, check-numerics) fails alone and the pass goes on. At the end of the
+// pass every stream is drained. Each launch enqueued in the pass is then read from its markers: end marker complete
+// → done; start marker complete but not the end one → its kernel failed (exact); neither → the stream had failed
+// before reaching it (a failed kernel earlier on it, or a wait on another stream's failed event), so it is pending
+// again. A launch whose stream failed while it was being enqueued is read the same way from the markers that were
+// enqueued (its kernel was, its end marker was not: only the start marker). Failed streams are reset and the next
+// pass enqueues the pending launches. Every pass that leaves launches
+// pending has found at least one failure, so the passes end; if a stream failed and no launch can be blamed (a
+// timeout, a failed copy), the run ends as in stop mode. Intermediates are held until the run ends and the arena
+// is not used, so a relaunched node finds its inputs as they were.
+Status Executor::run_continuing(RunState& state, const RunOptions& options) {
+  const graph::Graph& g = plan_->graph();
+  const std::vector<ExecutionObject>& objects = plan_->objects();
+  std::vector<size_t> producer_object(static_cast<size_t>(g.num_values()), kNoObject);
+  for (size_t i = 0; i < objects.size(); ++i) {
+    for (graph::ValueId out : objects[i].outputs) producer_object[static_cast<size_t>(out)] = i;
+  }
+  std::vector<size_t> blame(objects.size(), kNoObject);  // skipped launch → the failed launch it depends on
+  std::vector<Status> errors;                             // per entry of failures_
+  std::vector<size_t> failed_objects;                     // per entry of failures_
+  diagnostics::RunView view{plan_.get(), state.shapes, state.launches, 0, {}};
+  for (hal::Stream* stream : streams_) view.stream_names.push_back(stream->name());
+  const auto add_failure = [&](size_t i, std::string_view stage, Status status) {
+    state.outcome[i] = Outcome::kFailed;
+    view.launched = state.launched;
+    FailureReport report = diagnostics::describe_launch(view, i, std::string(stage), FailureLocation::kExact);
+    if (i == state.non_finite_object) report.non_finite = state.non_finite;
+    report.error = status.to_string();
+    failures_.push_back(std::move(report));
+    errors.push_back(std::move(status));
+    failed_objects.push_back(i);
+  };
+
+  bool pending = true;
+  while (pending) {
+    const size_t failures_before = failures_.size();
+    std::vector<size_t> enqueued;  // with both markers
+    std::vector<size_t> started;   // with only the start marker
+    for (size_t i = 0; i < objects.size(); ++i) {
+      if (state.outcome[i] != Outcome::kPending) continue;
+      for (graph::ValueId in : objects[i].inputs) {
+        const size_t producer = in == graph::kNoValue ? kNoObject : producer_object[static_cast<size_t>(in)];
+        if (producer == kNoObject) continue;
+        if (state.outcome[producer] == Outcome::kFailed || state.outcome[producer] == Outcome::kSkipped) {
+          state.outcome[i] = Outcome::kSkipped;
+          blame[i] = state.outcome[producer] == Outcome::kFailed ? producer : blame[producer];
+          break;
+        }
+      }
+      if (state.outcome[i] == Outcome::kSkipped) continue;
+      hal::Stream& stream = *streams_[static_cast<size_t>(objects[i].stream)];
+      if (!stream.status().ok()) continue;  // found when the pass drains; relaunched in the next pass
+      std::string_view stage;
+      Status status = launch_object(i, state, options, stage);
+      if (status.ok()) {
+        state.outcome[i] = Outcome::kEnqueued;
+        enqueued.push_back(i);
+      } else if (stream.status().ok()) {
+        add_failure(i, stage, std::move(status));
+      } else if (stage == "recording the end of") {
+        // Its kernel was enqueued and its stream failed before the end marker was: only the kernel ran after the
+        // start marker, so the start marker decides (the end marker still holds an earlier run's state).
+        started.push_back(i);
+        state.outcome[i] = Outcome::kEnqueued;
+      } else if (stage == "recording the completion event of" || stage == "checking the outputs of" ||
+                 stage == "releasing the inputs of") {
+        enqueued.push_back(i);  // both markers were enqueued: they say whether this launch failed
+        state.outcome[i] = Outcome::kEnqueued;
+      }  // else its stream failed before its kernel was enqueued: it stays pending
+    }
+    std::vector<Status> stream_errors;
+    for (hal::Stream* stream : streams_) {
+      Status synced = stream->synchronize(options.timeout);
+      if (synced.code() == StatusCode::kDeadlineExceeded) {
+        return diagnose(std::move(synced), kNoObject, "running", state, options);
+      }
+      stream_errors.push_back(stream->status());
+    }
+    pending = false;
+    for (size_t i : enqueued) {
+      if (markers_[2 * i + 1]->state() == hal::EventState::kComplete) {
+        state.outcome[i] = Outcome::kDone;
+      } else if (markers_[2 * i]->state() == hal::EventState::kComplete) {
+        add_failure(i, "running", stream_errors[static_cast<size_t>(objects[i].stream)]);
+      } else {
+        state.outcome[i] = Outcome::kPending;
+        pending = true;
+      }
+    }
+    for (size_t i : started) {
+      if (markers_[2 * i]->state() == hal::EventState::kComplete) {
+        add_failure(i, "running", stream_errors[static_cast<size_t>(objects[i].stream)]);
+      } else {
+        state.outcome[i] = Outcome::kPending;
+      }
+    }
+    for (size_t i = 0; i < objects.size(); ++i) pending = pending || state.outcome[i] == Outcome::kPending;
+    const bool streams_failed =
+        std::any_of(stream_errors.begin(), stream_errors.end(), [](const Status& s) { return !s.ok(); });
+    if (streams_failed && failures_.size() == failures_before) {
+      failures_.clear();
+      return diagnose(internal_error("a stream failed and no launch could be named"), kNoObject, "running", state,
+                      options);
+    }
+    for (hal::Stream* stream : streams_) {
+      if (!stream->status().ok()) stream->reset().ignore();
+    }
+  }
+  if (failures_.empty()) return ok_status();
+
+  // Sort the failures into plan order. A launch that failed at enqueue because of an input a failed launch never
+  // wrote (its failure surfaced later, at the drain) is a dependent: it is skipped, not a failure of its own.
+  // Then pin each skipped launch on the failure it depends on.
+  std::vector<size_t> order(failures_.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return failed_objects[a] < failed_objects[b]; });
+  std::vector<FailureReport> reports;
+  std::vector<Status> sorted_errors;
+  std::vector<size_t> sorted_objects;
+  for (size_t k : order) {
+    const size_t i = failed_objects[k];
+    for (graph::ValueId in : objects[i].inputs) {
+      const size_t producer = in == graph::kNoValue ? kNoObject : producer_object[static_cast<size_t>(in)];
+      if (producer == kNoObject) continue;
+      if (state.outcome[producer] == Outcome::kFailed || state.outcome[producer] == Outcome::kSkipped) {
+        state.outcome[i] = Outcome::kSkipped;
+        blame[i] = state.outcome[producer] == Outcome::kFailed ? producer : blame[producer];
+        break;
+      }
+    }
+    if (state.outcome[i] == Outcome::kSkipped) continue;
+    reports.push_back(std::move(failures_[k]));
+    sorted_errors.push_back(std::move(errors[k]));
+    sorted_objects.push_back(failed_objects[k]);
+  }
+  size_t skipped = 0;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    if (state.outcome[i] != Outcome::kSkipped) continue;
+    ++skipped;
+    const auto it = std::find(sorted_objects.begin(), sorted_objects.end(), blame[i]);
+    if (it == sorted_objects.end()) continue;
+    const graph::Node& node = g.node(objects[i].node);
+    reports[static_cast<size_t>(it - sorted_objects.begin())].skipped.push_back(
+        fmt::format("'{}' ({})", node.name, node.op_type));
+  }
+  if (!options.snapshot_dir.empty()) snapshot_inputs(sorted_objects.front(), state, options, reports.front());
+  failures_ = std::move(reports);
+  Status combined(sorted_errors.front().code(),
+                  fmt::format("{} of {} launches of graph '{}' failed and {} were skipped (continue mode)",
+                              failures_.size(), objects.size(), g.name(), skipped));
+  for (size_t k = 0; k < failures_.size(); ++k) {
+    std::string error = sorted_errors[k].to_string();
+    for (size_t at = error.find('\n'); at != std::string::npos; at = error.find('\n', at + 1)) error.insert(at + 1, "    ");
+    combined.with_context(fmt::format("failure {} of {}: {}\n    error: {}", k + 1, failures_.size(),
+                                      failures_[k].to_string(), error));
+  }
+  return combined;
+}
+
 Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& options) {
   const graph::Graph& g = plan_->graph();
   const std::vector<ExecutionObject>& objects = plan_->objects();
   const std::vector<ValuePlan>& values = plan_->values();
   memory::CachingAllocator& pool = session_.pool();
   hal::Device& device = session_.device();
-  last_failure_.reset();
+  failures_.clear();
   RunState state;
   HXRT_RETURN_IF_ERROR_CTX(bind(inputs, state), "binding the inputs of graph '{}'", g.name());
   state.views.resize(static_cast<size_t>(g.num_values()));
@@ -393,23 +723,38 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   state.remaining.resize(static_cast<size_t>(g.num_values()));
   for (size_t v = 0; v < values.size(); ++v) state.remaining[v] = values[v].consumers;
   state.launches.resize(objects.size());
+  state.outcome.assign(objects.size(), Outcome::kPending);
+  const bool continuing = options.failure_mode == FailureMode::kContinue;
   // Observability (profiler.h, diagnostics.h): when none is asked for, each launch pays one branch.
   state.profiling = options.profile || session_.profiler().enabled();
-  state.markers = state.profiling || options.locate_failures || !options.snapshot_dir.empty();
-  const bool hold_intermediates = !options.snapshot_dir.empty();
+  state.markers = state.profiling || options.locate_failures || !options.snapshot_dir.empty() ||
+                  options.check_numerics || continuing;
+  state.hold_intermediates = !options.snapshot_dir.empty() || continuing;
+  state.use_arena = !continuing;
   if (state.markers) HXRT_RETURN_IF_ERROR_CTX(ensure_markers(), "creating the profiling events of graph '{}'", g.name());
   if (state.profiling) {
     state.event_producer.assign(events_.size(), -1);
+    state.record_of.assign(objects.size(), -1);
     state.profile.launches.reserve(objects.size());
+    state.record_objects.reserve(objects.size());
     state.profile.counters.reserve(objects.size());
   }
 
   // Frees what this run still holds, once the streams have drained.
   auto release = [&] {
-    if (state.profiling) finish_profile(state);
-    for (memory::Allocation& allocation : state.allocations) {
-      if (allocation) pool.free(allocation).ignore();
+    for (size_t v = 0; v < state.allocations.size(); ++v) {
+      memory::Allocation& allocation = state.allocations[v];
+      if (!allocation) continue;
+      pool.free(allocation).ignore();
+      if (state.profiling) {
+        const auto id = static_cast<graph::ValueId>(v);
+        record_pool_event(state, PoolEventKind::kFree, id,
+                          values[v].role == ValueRole::kOutput ? fmt::format("output:{}", g.value(id).name)
+                                                               : g.node(g.value(id).producer).name,
+                          state.views[v].size);
+      }
     }
+    if (state.profiling) finish_profile(state);
     for (hal::Stream* stream : streams_) stream->synchronize(options.timeout).ignore();
     state.input_buffers.clear();
   };
@@ -453,108 +798,32 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   }
   for (const auto& [id, view] : weights_) state.views[static_cast<size_t>(id)] = view;
 
-  for (size_t i = 0; i < objects.size(); ++i) {
-    const ExecutionObject& object = objects[i];
-    const graph::Node& node = g.node(object.node);
-    hal::Stream& stream = *streams_[static_cast<size_t>(object.stream)];
-    const int64_t enqueue_begin = state.profiling ? hal::host_now_ns() : 0;
-    auto at_node = [&](std::string_view stage, Status status) {
-      // A stream that already failed rejects every later command: the culprit is an earlier launch on it (found as
-      // at synchronize), not this node.
-      const bool failed_earlier = !stream.status().ok();
-      Status diagnosed = failed_earlier
-                             ? diagnose(std::move(status), kNoObject, "running", state, options, object.stream)
-                             : diagnose(std::move(status), i, stage, state, options);
+  if (continuing) {
+    if (Status status = run_continuing(state, options); !status.ok()) {
+      drain_after_failure(options);
       release();
-      return diagnosed;
-    };
-    // Outputs: arena slices, or pool blocks owned by this run.
-    for (graph::ValueId out : object.outputs) {
-      const auto v = static_cast<size_t>(out);
-      Result<uint64_t> bytes = storage_bytes(g.value(out).desc.dtype, static_cast<uint64_t>(state.shapes[v].num_elements()));
-      if (!bytes.ok()) return at_node("sizing the outputs of", std::move(bytes).take_status());
-      if (values[v].arena_offset >= 0) {
-        state.views[v] = arena_.view().subview(static_cast<uint64_t>(values[v].arena_offset), *bytes);
-        continue;
-      }
-      const std::string tag = values[v].role == ValueRole::kOutput ? fmt::format("output:{}", g.value(out).name) : node.name;
-      Result<memory::Allocation> allocation = pool.allocate(std::max<uint64_t>(*bytes, 1), stream, tag);
-      if (!allocation.ok()) return at_node("allocating the outputs of", std::move(allocation).take_status());
-      state.allocations[v] = *allocation;
-      state.views[v] = allocation->view().subview(0, *bytes);
-      if (values[v].role == ValueRole::kIntermediate) {
-        state.live_bytes += *bytes;
-        stats_.peak_intermediate_bytes = std::max(stats_.peak_intermediate_bytes, state.live_bytes);
+      return status;
+    }
+  } else {
+    for (size_t i = 0; i < objects.size(); ++i) {
+      std::string_view stage;
+      if (Status status = launch_object(i, state, options, stage); !status.ok()) {
+        // A stream that already failed rejects every later command: the culprit is an earlier launch on it (found
+        // as at synchronize), not this node.
+        const int stream = objects[i].stream;
+        Status diagnosed = streams_[static_cast<size_t>(stream)]->status().ok()
+                               ? diagnose(std::move(status), i, stage, state, options)
+                               : diagnose(std::move(status), kNoObject, "running", state, options, stream);
+        release();
+        return diagnosed;
       }
     }
-    ops::KernelLaunch& launch = state.launches[i];
-    launch.node = &node;
-    launch.params = object.params.get();
-    for (graph::ValueId in : object.inputs) {
-      if (in == graph::kNoValue) {
-        launch.inputs.push_back(ops::TensorRef{});
-        continue;
+    for (size_t s = 0; s < streams_.size(); ++s) {
+      if (Status status = streams_[s]->synchronize(options.timeout); !status.ok()) {
+        Status diagnosed = diagnose(std::move(status), kNoObject, "running", state, options, static_cast<int>(s));
+        release();
+        return diagnosed;
       }
-      const auto v = static_cast<size_t>(in);
-      launch.inputs.push_back(ops::TensorRef{g.value(in).desc.dtype, state.shapes[v], state.views[v]});
-    }
-    for (graph::ValueId out : object.outputs) {
-      const auto v = static_cast<size_t>(out);
-      launch.outputs.push_back(ops::TensorRef{g.value(out).desc.dtype, state.shapes[v], state.views[v]});
-    }
-    Result<const ops::Tiling*> tiling = tiling_for(i, launch);
-    if (!tiling.ok()) return at_node("computing the tiling of", std::move(tiling).take_status());
-    launch.tiling = *tiling;
-    for (int e : object.wait_events) {
-      if (Status s = stream.wait(*events_[static_cast<size_t>(e)]); !s.ok()) return at_node("waiting for the inputs of", std::move(s));
-    }
-    if (state.markers) {
-      if (Status s = stream.record(*markers_[2 * i]); !s.ok()) return at_node("recording the start of", std::move(s));
-    }
-    if (Status s = object.kernel->launch(stream, launch); !s.ok()) return at_node("launching", std::move(s));
-    state.launched = i + 1;
-    ++stats_.launches;
-    if (state.markers) {
-      if (Status s = stream.record(*markers_[2 * i + 1]); !s.ok()) return at_node("recording the end of", std::move(s));
-    }
-    if (object.record_event >= 0) {
-      if (Status s = stream.record(*events_[static_cast<size_t>(object.record_event)]); !s.ok()) {
-        return at_node("recording the completion event of", std::move(s));
-      }
-    }
-    // Dependency counts: an intermediate returns to the pool once its last consumer is enqueued (stream-ordered;
-    // consumers on other streams are declared so the block waits for them too).
-    for (graph::ValueId in : object.inputs) {
-      if (in == graph::kNoValue) continue;
-      const auto v = static_cast<size_t>(in);
-      memory::Allocation& allocation = state.allocations[v];
-      if (!allocation || values[v].role != ValueRole::kIntermediate) continue;
-      if (values[v].producer_stream != object.stream) {
-        if (Status s = pool.record_use(allocation, stream); !s.ok()) return at_node("releasing the inputs of", std::move(s));
-      }
-      if (--state.remaining[v] == 0 && !hold_intermediates) {
-        if (Status s = pool.free(allocation); !s.ok()) return at_node("releasing the inputs of", std::move(s));
-        allocation = memory::Allocation();
-        state.live_bytes -= state.views[v].size;
-      }
-    }
-    if (state.profiling) {
-      if (object.record_event >= 0) state.event_producer[static_cast<size_t>(object.record_event)] = static_cast<int>(i);
-      LaunchRecord record = launch_record(i, state, stream);
-      record.enqueue_begin_ns = enqueue_begin;
-      record.enqueue_end_ns = hal::host_now_ns();
-      const memory::AllocatorStats pool_stats = pool.stats();
-      state.profile.counters.push_back(CounterSample{record.enqueue_end_ns, pool_stats.allocated_bytes.current,
-                                                     pool_stats.reserved_bytes.current});
-      state.profile.launches.push_back(std::move(record));
-    }
-  }
-
-  for (size_t s = 0; s < streams_.size(); ++s) {
-    if (Status status = streams_[s]->synchronize(options.timeout); !status.ok()) {
-      Status diagnosed = diagnose(std::move(status), kNoObject, "running", state, options, static_cast<int>(s));
-      release();
-      return diagnosed;
     }
   }
   TensorMap outputs;

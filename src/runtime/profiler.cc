@@ -155,6 +155,10 @@ std::string ProfileSummary::to_string(size_t max_rows) const {
   return out;
 }
 
+std::string_view pool_event_kind_name(PoolEventKind kind) {
+  return kind == PoolEventKind::kAlloc ? "alloc" : "free";
+}
+
 Profiler::Profiler(std::string name, const ProfilerOptions& options) : name_(std::move(name)), options_(options) {}
 
 void Profiler::add_run(RunProfile run) {
@@ -175,12 +179,17 @@ void Profiler::add_run(RunProfile run) {
     records_.push_back(std::move(record));
   }
   counters_.insert(counters_.end(), run.counters.begin(), run.counters.end());
+  for (PoolEvent& event : run.pool_events) {
+    event.run = number;
+    pool_events_.push_back(std::move(event));
+  }
 }
 
 void Profiler::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   records_.clear();
   counters_.clear();
+  pool_events_.clear();
   runs_ = 0;
   dropped_runs_ = 0;
 }
@@ -193,6 +202,11 @@ std::vector<LaunchRecord> Profiler::records() const {
 std::vector<CounterSample> Profiler::counters() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return counters_;
+}
+
+std::vector<PoolEvent> Profiler::pool_events() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pool_events_;
 }
 
 uint64_t Profiler::runs() const {
@@ -213,17 +227,34 @@ ProfileSummary Profiler::summary() const {
 std::string Profiler::chrome_trace_json(TraceOptions options) const {
   if (options.process_name.empty()) options.process_name = name_;
   std::lock_guard<std::mutex> lock(mutex_);
-  return runtime::chrome_trace_json(records_, counters_, options);
+  return runtime::chrome_trace_json(TraceData{records_, counters_, pool_events_}, options);
 }
 
-Status Profiler::write_chrome_trace(const std::string& path, TraceOptions options) const {
-  const std::string text = chrome_trace_json(std::move(options));
+std::string Profiler::timeline_html(TraceOptions options) const {
+  if (options.process_name.empty()) options.process_name = name_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return runtime::timeline_html(TraceData{records_, counters_, pool_events_}, options);
+}
+
+namespace {
+
+Status write_text_file(const std::string& path, const std::string& text, std::string_view what) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) return unavailable("cannot open trace file '{}' for writing", path);
+  if (!file) return unavailable("cannot open {} '{}' for writing", what, path);
   file.write(text.data(), static_cast<std::streamsize>(text.size()));
   file.close();
-  if (!file) return unavailable("cannot write trace file '{}' ({} bytes)", path, text.size());
+  if (!file) return unavailable("cannot write {} '{}' ({} bytes)", what, path, text.size());
   return ok_status();
+}
+
+}  // namespace
+
+Status Profiler::write_chrome_trace(const std::string& path, TraceOptions options) const {
+  return write_text_file(path, chrome_trace_json(std::move(options)), "trace file");
+}
+
+Status Profiler::write_timeline_html(const std::string& path, TraceOptions options) const {
+  return write_text_file(path, timeline_html(std::move(options)), "timeline file");
 }
 
 }  // namespace hxrt::runtime

@@ -161,7 +161,7 @@ TEST_F(ProfilerTest, ChromeTraceIsWellFormed) {
   EXPECT_NE(process_names[2].find("session 'prof' on cpu:0"), std::string::npos) << process_names[2];
 
   std::map<std::string, std::vector<std::pair<double, double>>> device_slices;  // stream → [ts, ts + dur]
-  size_t device_x = 0, host_x = 0, counters = 0;
+  size_t device_x = 0, host_x = 0, counters = 0, in_use_samples = 0, pool_instants = 0;
   std::map<uint64_t, std::vector<json>> flows;
   std::set<int> node_ids;
   for (const json& e : trace["traceEvents"]) {
@@ -192,9 +192,20 @@ TEST_F(ProfilerTest, ChromeTraceIsWellFormed) {
       }
     } else if (ph == "s" || ph == "f") {
       flows[e["id"].get<uint64_t>()].push_back(e);
-    } else if (ph == "C") {
+    } else if (ph == "C" && e["name"] == "pool bytes") {
       ++counters;
       EXPECT_TRUE(e["args"]["allocated"].is_number() && e["args"]["reserved"].is_number()) << e.dump();
+    } else if (ph == "C" && e["name"] == "pool bytes in use") {
+      ++in_use_samples;
+      EXPECT_TRUE(e["args"]["bytes"].is_number()) << e.dump();
+    } else if (ph == "i") {
+      ++pool_instants;
+      EXPECT_EQ(e["s"], "t");
+      EXPECT_EQ(e["cat"], "pool");
+      EXPECT_EQ(thread_names[std::make_pair(e["pid"].get<int>(), e["tid"].get<int>())], "pool (alloc/free)");
+      for (const char* key : {"node_id", "tag", "value", "bytes", "in_use_bytes", "run"}) {
+        EXPECT_TRUE(e["args"].contains(key)) << key << " in " << e.dump();
+      }
     } else {
       ADD_FAILURE() << "unexpected phase " << e.dump();
     }
@@ -203,6 +214,10 @@ TEST_F(ProfilerTest, ChromeTraceIsWellFormed) {
   EXPECT_EQ(host_x, records.size()) << "one enqueue slice per launch";
   EXPECT_EQ(node_ids.size(), executor->plan().objects().size());
   EXPECT_EQ(counters, records.size());
+  const size_t pool_events = session_->profiler().pool_events().size();
+  EXPECT_GT(pool_events, 0u) << "n is symbolic: the intermediates come from the pool";
+  EXPECT_EQ(pool_instants, pool_events) << "one instant per pool event";
+  EXPECT_EQ(in_use_samples, pool_events) << "one counter sample per pool event";
   EXPECT_EQ(flows.size(), expected_flows) << "one flow per cross-stream wait";
   for (const auto& [id, pair] : flows) {
     ASSERT_EQ(pair.size(), 2u) << "flow " << id << " pairs up";
@@ -305,6 +320,90 @@ TEST_F(ProfilerTest, RecordCapDropsWholeRuns) {
   ASSERT_EQ(records.size(), 3u);
   EXPECT_EQ(records[1].waits_on, std::vector<uint64_t>{0});
   EXPECT_EQ(records[2].run, 2u);
+}
+
+TEST_F(ProfilerTest, PoolEventsTagEveryAllocationWithItsNodeOnTheProfilerClock) {
+  std::unique_ptr<Executor> executor = branches();
+  ASSERT_FALSE(executor->plan().memory().uses_arena);
+  ASSERT_TRUE(executor->run({{"x", HostTensor::random_f32({3, 8}, rng_)}}, RunOptions{.profile = true}).ok());
+  const std::vector<LaunchRecord> records = session_->profiler().records();
+  const std::vector<PoolEvent> events = session_->profiler().pool_events();
+  const graph::Graph& g = executor->plan().graph();
+  std::map<std::string, int> balance;  // value → allocs - frees
+  int64_t first_enqueue = INT64_MAX, last_time = INT64_MIN;
+  for (const LaunchRecord& r : records) {
+    first_enqueue = std::min(first_enqueue, r.enqueue_begin_ns);
+    last_time = std::max(last_time, r.enqueue_end_ns);
+  }
+  size_t allocs = 0;
+  for (const PoolEvent& e : events) {
+    EXPECT_EQ(e.run, 1u);
+    EXPECT_GT(e.bytes, 0u) << e.value;
+    EXPECT_GE(e.in_use_bytes, 0);
+    EXPECT_GE(e.ts_ns, first_enqueue) << "pool events are on the host clock of the launch records";
+    const graph::Value& value = g.value(g.find_value(e.value).value());
+    ASSERT_NE(value.producer, graph::kNoNode) << e.value;
+    EXPECT_EQ(e.node_id, value.producer) << "the same node id as the launch that produced it";
+    const std::string& producer = g.node(value.producer).name;
+    EXPECT_TRUE(e.tag == producer || e.tag == "output:" + e.value) << e.tag;
+    if (e.kind == PoolEventKind::kAlloc) {
+      ++allocs;
+      EXPECT_EQ(balance[e.value]++, 0) << e.value << " allocated once";
+    } else {
+      EXPECT_EQ(balance[e.value]--, 1) << e.value << " freed after its allocation";
+    }
+  }
+  EXPECT_GE(allocs, executor->plan().objects().size()) << "every launch writes at least one pool block";
+  for (const auto& [value, count] : balance) EXPECT_EQ(count, 0) << value << " returned to the pool by the run's end";
+  EXPECT_TRUE(std::is_sorted(events.begin(), events.end(),
+                             [](const PoolEvent& a, const PoolEvent& b) { return a.ts_ns < b.ts_ns; }));
+}
+
+TEST_F(ProfilerTest, TimelineHtmlHasOneBoxPerLaunchAndNeedsNoNetwork) {
+  std::unique_ptr<Executor> executor = branches();
+  session_->profiler().set_enabled(true);
+  for (int64_t n : {2, 5}) ASSERT_TRUE(executor->run({{"x", HostTensor::random_f32({n, 8}, rng_)}}).ok());
+  const std::vector<LaunchRecord> records = session_->profiler().records();
+  const std::string html = session_->profiler().timeline_html();
+  const auto count = [&html](std::string_view needle) {
+    size_t n = 0;
+    for (size_t at = html.find(needle); at != std::string::npos; at = html.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+  EXPECT_EQ(count("<svg"), 1u);
+  EXPECT_EQ(count("</svg>"), 1u);
+  EXPECT_EQ(count("<script>"), count("</script>"));
+  EXPECT_EQ(count("<style>"), 1u);
+  EXPECT_EQ(count("<rect class=\"launch\""), records.size()) << "one box per launch";
+  EXPECT_EQ(count("</rect>"), records.size());
+  EXPECT_EQ(count("<title>") - 1, records.size()) << "each box has a tooltip (plus the page title)";
+  EXPECT_EQ(count("id=\"pool-bytes\""), 1u) << "the pool line";
+  // Self-contained: nothing is fetched (the SVG namespace URI is a name, not a request).
+  EXPECT_EQ(count("src="), 0u);
+  EXPECT_EQ(count("<link"), 0u);
+  EXPECT_EQ(count("https://"), 0u);
+  EXPECT_EQ(count("url("), 0u);
+  EXPECT_EQ(count("@import"), 0u);
+  std::set<std::string> streams;
+  for (const LaunchRecord& r : records) {
+    streams.insert(r.stream);
+    EXPECT_NE(html.find(fmt::format("data-node=\"{}\" data-node-id=\"{}\"", r.node_name, r.node_id)), std::string::npos)
+        << r.node_name;
+  }
+  EXPECT_EQ(streams.size(), 2u);
+  for (const std::string& stream : streams) EXPECT_EQ(count(">stream " + stream + "</text>"), 1u) << "one lane";
+  // The args a hover shows: node, op, kernel, fusion group, inputs, tiling.
+  for (const char* key : {"op: MatMul", "kernel: ", "fusion: ", "inputs: f32[2, 8]", "tiling: "}) {
+    EXPECT_NE(html.find(key), std::string::npos) << key;
+  }
+  // Text from records is escaped: a node name with markup stays text.
+  LaunchRecord odd = records.front();
+  odd.node_name = "<b>&\"x\"";
+  const std::string escaped = timeline_html(TraceData{std::span<const LaunchRecord>(&odd, 1), {}, {}});
+  EXPECT_EQ(escaped.find("<b>"), std::string::npos);
+  EXPECT_NE(escaped.find("&lt;b&gt;&amp;&quot;x&quot;"), std::string::npos);
 }
 
 }  // namespace

@@ -16,10 +16,13 @@ namespace {
 // launch is an "X" (complete) slice on its stream track spanning its device interval, and another on its enqueue
 // track spanning the host enqueue. A cross-stream wait is a flow (v1 "s"/"f" pair with one id): "s" at the
 // producer's device begin binds to the producer's slice, "f" with "bp":"e" at the consumer's device begin binds to
-// the consumer's slice. Flow events must lie inside their slices, so both use the slices' exact ts. Timestamps are
-// µs from the earliest time in the trace, printed with ns precision.
+// the consumer's slice. Flow events must lie inside their slices, so both use the slices' exact ts. Pool events
+// are thread-scoped instant events ("i", "s":"t") on host track kPoolTid, each followed by a sample of the
+// process-scoped counter "pool bytes in use" at the same ts. Timestamps are µs from the earliest time in the
+// trace, printed with ns precision.
 constexpr int kHostPid = 1;
 constexpr int kDevicePid = 2;
+constexpr int kPoolTid = 1000;  // above any enqueue track (1 + host thread)
 
 class TraceWriter {
  public:
@@ -73,6 +76,21 @@ class TraceWriter {
         "\"reserved\":{}}}}}",
         kHostPid, us(sample.ts_ns), sample.pool_allocated_bytes, sample.pool_reserved_bytes);
   }
+  void pool_event(const PoolEvent& event) {
+    begin_event();
+    out_ += fmt::format("\"ph\":\"i\",\"s\":\"t\",\"pid\":{},\"tid\":{},\"ts\":{},\"name\":", kHostPid, kPoolTid,
+                        us(event.ts_ns));
+    json::append_string(out_, fmt::format("{} {}", pool_event_kind_name(event.kind), event.value));
+    out_ += fmt::format(",\"cat\":\"pool\",\"args\":{{\"run\":{},\"node_id\":{},\"tag\":", event.run, event.node_id);
+    json::append_string(out_, event.tag);
+    out_ += ",\"value\":";
+    json::append_string(out_, event.value);
+    out_ += fmt::format(",\"bytes\":{},\"in_use_bytes\":{}}}}}", event.bytes, event.in_use_bytes);
+    begin_event();
+    out_ += fmt::format("\"ph\":\"C\",\"pid\":{},\"tid\":0,\"ts\":{},\"name\":\"pool bytes in use\",\"args\":{{"
+                        "\"bytes\":{}}}}}",
+                        kHostPid, us(event.ts_ns), event.in_use_bytes);
+  }
 
  private:
   void begin_event() {
@@ -125,8 +143,9 @@ std::string launch_args(const LaunchRecord& r) {
 
 }  // namespace
 
-std::string chrome_trace_json(std::span<const LaunchRecord> records, std::span<const CounterSample> counters,
-                              const TraceOptions& options) {
+std::string chrome_trace_json(const TraceData& data, const TraceOptions& options) {
+  const std::span<const LaunchRecord> records = data.records;
+  const std::span<const CounterSample> counters = data.counters;
   int64_t base = INT64_MAX;
   for (const LaunchRecord& r : records) {
     base = std::min(base, r.enqueue_begin_ns);
@@ -134,6 +153,9 @@ std::string chrome_trace_json(std::span<const LaunchRecord> records, std::span<c
   }
   if (options.counters) {
     for (const CounterSample& c : counters) base = std::min(base, c.ts_ns);
+  }
+  if (options.pool_events) {
+    for (const PoolEvent& e : data.pool_events) base = std::min(base, e.ts_ns);
   }
   if (base == INT64_MAX) base = 0;
 
@@ -176,6 +198,11 @@ std::string chrome_trace_json(std::span<const LaunchRecord> records, std::span<c
   }
   if (options.counters) {
     for (const CounterSample& c : counters) writer.counter(c);
+  }
+  if (options.pool_events && !data.pool_events.empty()) {
+    writer.metadata(kHostPid, kPoolTid, "thread_name", "pool (alloc/free)");
+    writer.sort_index(kHostPid, kPoolTid, kPoolTid);
+    for (const PoolEvent& e : data.pool_events) writer.pool_event(e);
   }
   return std::move(writer).finish("hxrt");
 }

@@ -3,6 +3,8 @@
 //
 //   BM_DispatchPerNode     a 10,000-node chain of tiny ops (Relu / Add on f32[16]): the executor's cost per node,
 //                          for the arena plan (static offsets) and the pool plan (refcounted blocks); ns_per_node.
+//   BM_ProfilerOverhead    the same chain with the profiler off and on (arena and pool plans): ns_per_launch; the
+//                          difference is what profiling costs per launch (events, records, pool events).
 //   BM_TwoBranches         two independent chains of 512x512 MatMuls joined at the end, max_streams 1 vs 2.
 //   BM_MlpBlock            MatMul + Add(bias) + Gelu at [64, 576] x [576, 1536], fused vs unfused.
 //   BM_TransformerBlock    a static decoder-block-like graph run with the arena vs the pool; counters give the
@@ -66,6 +68,7 @@ class Bench {
           name);
   }
   HostTensor random(const Shape& shape) { return HostTensor::random_f32(shape, rng_); }
+  Session& session() { return *session_; }
 
   static void check(const Status& status, const std::string& what) {
     if (!status.ok()) {
@@ -133,6 +136,42 @@ void BM_DispatchPerNode(benchmark::State& state) {
   state.SetLabel(state.range(0) == 1 ? "arena" : "pool");
 }
 BENCHMARK(BM_DispatchPerNode)->Arg(1)->Arg(0)->ArgName("arena")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// range(0): 1 = profiled (RunOptions::profile), 0 = not; range(1): 1 = arena plan, 0 = pool plan. The profiler is
+// cleared between runs (untimed) so its record cap never drops a run.
+void BM_ProfilerOverhead(benchmark::State& state) {
+  Bench bench;
+  PlanOptions options;
+  options.fuse = false;
+  options.max_streams = 1;
+  options.static_memory_plan = state.range(1) == 1;
+  std::unique_ptr<Executor> executor = bench.compile(tiny_chain(bench), options);
+  const TensorMap inputs = {{"x", bench.random({16})}};
+  const RunOptions run_options{.profile = state.range(0) == 1};
+  Profiler& profiler = bench.session().profiler();
+  Bench::check(executor->run(inputs, run_options).status(), "warm-up");
+  double ns = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    Result<TensorMap> out = executor->run(inputs, run_options);
+    ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    if (!out.ok()) state.SkipWithError(out.status().to_string().c_str());
+    state.PauseTiming();
+    profiler.clear();
+    state.ResumeTiming();
+  }
+  state.counters["ns_per_launch"] = ns / static_cast<double>(state.iterations()) / kChainNodes;
+  state.SetLabel(fmt::format("{}, {}", state.range(0) == 1 ? "profiled" : "not profiled",
+                             state.range(1) == 1 ? "arena" : "pool"));
+}
+BENCHMARK(BM_ProfilerOverhead)
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->ArgNames({"profile", "arena"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // ---- (ii) multi-stream speedup ------------------------------------------------------------------------------------
 

@@ -18,6 +18,13 @@
 // With several failed streams, the root is the one whose error went through the fewest hops (a stream waiting on
 // a failed stream's event fails too, with one more context line).
 //
+// Check-numerics (RunOptions::check_numerics): after each launch the float outputs (f32, f16, bf16) are scanned for
+// NaN and Inf (scan_non_finite); the first launch in plan order with such an output fails the run with DataLoss
+// and a report like any other failure, plus which output, how many NaN/Inf and the first bad index.
+//
+// Continue mode (FailureMode::kContinue): each failed launch gets its own report; the nodes that depend on it are
+// skipped and listed in the report of the failure they depend on (`skipped`).
+//
 // Input snapshot (RunOptions::snapshot_dir): the failing node's inputs are read back after the streams have
 // drained and written to the directory, one file per input through a SnapshotTensorWriter (the runtime does not
 // know file formats: tools pass a .npy writer from formats/; the default writes raw bytes as <stem>.bin), plus
@@ -28,6 +35,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,6 +70,27 @@ struct LaunchSummary {
   std::string to_string() const;
 };
 
+// What check-numerics found in one output.
+struct NonFiniteCount {
+  uint64_t nan = 0;
+  uint64_t inf = 0;
+  int64_t first_index = -1;  // flat row-major index of the first NaN or Inf; -1 when none
+  bool clean() const { return nan == 0 && inf == 0; }
+};
+
+// Counts NaN and Inf in `bytes` read as `dtype` (f32, f16 or bf16; other dtypes are clean).
+NonFiniteCount scan_non_finite(DType dtype, std::span<const std::byte> bytes);
+
+struct NonFiniteOutput {
+  int index = 0;  // among the node's outputs
+  std::string value;
+  DType dtype = DType::kF32;
+  Shape shape;
+  NonFiniteCount count;
+  // "output 0 'y' f32[2, 3]: 1 NaN, 0 Inf, first at index 4"
+  std::string to_string() const;
+};
+
 struct FailureReport {
   std::string graph;
   std::string stage;  // what the executor was doing: "allocating outputs", "computing the tiling", ...
@@ -80,6 +110,8 @@ struct FailureReport {
   std::vector<std::string> producers;   // the producer chain, one line per value, indented by depth
   std::vector<std::string> candidates;  // kAmbiguous: the other launches that may have failed
   std::vector<LaunchSummary> recent_launches;  // the failing stream's ring, oldest first
+  std::optional<NonFiniteOutput> non_finite;   // check-numerics: the output that held NaN or Inf
+  std::vector<std::string> skipped;            // continue mode: "'name' (Op)" of nodes skipped because of this one
   std::string snapshot_dir;    // set when the snapshot was written
   std::string snapshot_error;  // set when writing it failed
   std::string error;           // the original Status, for the manifest

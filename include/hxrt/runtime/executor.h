@@ -12,6 +12,13 @@
 // brackets every launch with events and hands the session's Profiler one record per launch (profiler.h). A failed
 // run returns a Status naming the failing launch, its attributes, tiling, inputs and producers, and keeps the same
 // report as a value (diagnostics.h); it can also snapshot the failing node's inputs (RunOptions::snapshot_dir).
+// RunOptions::check_numerics fails the run at the first launch whose float output holds NaN or Inf.
+//
+// Failure modes (Note [Continue mode] in executor.cc): kStop (default) ends the run at the first failure. kContinue
+// keeps every launch that does not depend on a failure running: the streams are drained, launches that a failed
+// stream discarded are enqueued again on the reset streams, and nodes depending on a failed one are skipped. The
+// run then fails with one Status listing every failure (failures() has the reports). Either way, failed streams are
+// reset and every block returns to the pool, so the executor and the session can run again.
 //
 // Thread-safety: thread-compatible: one run at a time per executor (create one executor per concurrent caller).
 #pragma once
@@ -37,6 +44,11 @@ namespace hxrt::runtime {
 
 using TensorMap = std::map<std::string, HostTensor, std::less<>>;
 
+enum class FailureMode : uint8_t {
+  kStop,      // the first failure ends the run
+  kContinue,  // independent launches keep running; dependents of a failure are skipped; all failures reported
+};
+
 struct RunOptions {
   hal::Duration timeout = hal::kInfinite;
   // Profile this run into session.profiler() even when the profiler is disabled.
@@ -49,6 +61,14 @@ struct RunOptions {
   std::string snapshot_dir;
   // Writes each snapshot tensor; null writes raw bytes (write_raw_tensor). Tools pass a .npy writer.
   SnapshotTensorWriter snapshot_writer;
+  // After every launch, wait for it and scan its f32/f16/bf16 outputs for NaN and Inf (on the host; outputs of
+  // devices the host cannot address are copied there first). The first launch in plan order with one fails with
+  // DataLoss and a report naming the output, the counts and the first bad index (FailureReport::non_finite).
+  // Each launch then waits for the previous one on its stream: a debugging mode, not a fast one.
+  bool check_numerics = false;
+  // kContinue implies locate_failures, keeps intermediates until the run ends and does not use the plan's arena
+  // (a relaunched node must find its inputs intact); the snapshot, when asked, is of the first failure.
+  FailureMode failure_mode = FailureMode::kStop;
 };
 
 struct ExecutorStats {
@@ -81,8 +101,10 @@ class Executor {
   const ExecutorStats& stats() const { return stats_; }
   // The symbol values of the last run.
   const graph::SymbolBindings& last_bindings() const { return bindings_; }
-  // What the last run's failure was (null when it succeeded or failed binding its inputs).
-  const FailureReport* last_failure() const { return last_failure_ ? &*last_failure_ : nullptr; }
+  // What the last run's (first) failure was (null when it succeeded or failed binding its inputs).
+  const FailureReport* last_failure() const { return failures_.empty() ? nullptr : &failures_.front(); }
+  // Every failure of the last run, in plan order of the failed launches (several only in continue mode).
+  const std::vector<FailureReport>& failures() const { return failures_; }
 
  private:
   struct RunState;
@@ -92,6 +114,14 @@ class Executor {
   Result<const ops::Tiling*> tiling_for(size_t object, const ops::KernelLaunch& launch);
   Status ensure_markers();
   LaunchRecord launch_record(size_t object, const RunState& state, const hal::Stream& stream) const;
+  // Enqueues object `object`: its outputs, tiling, waits, markers, kernel and completion event, the numerics check,
+  // then the release of its inputs and its profile record. On an error, `stage` says what it was doing.
+  Status launch_object(size_t object, RunState& state, const RunOptions& options, std::string_view& stage);
+  // check_numerics: waits for `object` and scans its float outputs; DataLoss (and state.non_finite) on NaN/Inf.
+  Status check_outputs(size_t object, RunState& state, const RunOptions& options);
+  void record_pool_event(RunState& state, PoolEventKind kind, graph::ValueId value, std::string tag, uint64_t bytes);
+  // Continue mode: the passes of Note [Continue mode]; returns the combined Status (OK when nothing failed).
+  Status run_continuing(RunState& state, const RunOptions& options);
   void finish_profile(RunState& state);
   // Drains the streams after a failure, builds the report for object `object` (or, when SIZE_MAX, pins the failure
   // of the failed streams on a launch; `stream_hint` names the stream that reported it), snapshots the inputs when
@@ -119,7 +149,7 @@ class Executor {
   ExecutorStats stats_;
   // Events recorded before (2i) and after (2i+1) object i in profiled or locating runs; made on first use.
   std::vector<std::unique_ptr<hal::Event>> markers_;
-  std::optional<FailureReport> last_failure_;
+  std::vector<FailureReport> failures_;
 };
 
 }  // namespace hxrt::runtime

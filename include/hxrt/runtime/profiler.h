@@ -8,13 +8,18 @@
 // timestamps, so host enqueue times and device times share one axis. After the run has drained, the executor
 // hands the profiler one RunProfile: per launch the node, op, kernel, fusion group, stream, tiling key, input
 // shapes, parsed attributes, host enqueue interval, device interval and the producer launches of its cross-stream
-// waits; plus samples of the session pool's bytes in use. A run that is not profiled costs one branch per launch.
+// waits; plus samples of the session pool's bytes in use, and one PoolEvent per pool allocation or free the
+// executor made for the run's intermediates and outputs (tagged with the value's producer node, the same node id as
+// the launch records). A run that is not profiled costs one branch per launch.
 //
 // Exports (profiler_trace.cc):
 //   - chrome_trace_json(): the Trace Event Format that Perfetto (ui.perfetto.dev) and chrome://tracing open.
 //     Process "host" has one "enqueue" track per enqueuing thread and the pool counters; process "device" has one
 //     track per stream with the device interval of every launch; flow arrows join the launch that recorded an
-//     event to each launch on another stream that waited for it. Slice args carry every record field.
+//     event to each launch on another stream that waited for it. Slice args carry every record field. Pool
+//     events are instant events on a host "pool" track, with a "pool bytes in use" counter beside them.
+//   - timeline_html() (profiler_html.cc): a self-contained HTML page (inline CSS and JS, no network) drawing one
+//     lane per stream with a box per launch, its args on hover, and the pool bytes in use as a line.
 //   - summary(): count, total, mean, min, max and share of device time per op type, per kernel and per node.
 // docs/profiling.md describes both.
 //
@@ -72,11 +77,28 @@ struct CounterSample {
   int64_t pool_reserved_bytes = 0;
 };
 
+// A pool allocation or free the executor made for a value of a profiled run, on the host steady clock. Frees are
+// stream-ordered (caching_allocator.h): the time is when the free was enqueued, after the value's last consumer.
+enum class PoolEventKind : uint8_t { kAlloc, kFree };
+std::string_view pool_event_kind_name(PoolEventKind kind);
+
+struct PoolEvent {
+  uint64_t run = 0;  // the profiler's run number, from 1
+  int64_t ts_ns = 0;
+  PoolEventKind kind = PoolEventKind::kAlloc;
+  std::string tag;         // the pool tag: the producer node's name, or "output:<value>" for a graph output
+  std::string value;       // the value the block holds
+  int32_t node_id = -1;    // the value's producer node (LaunchRecord::node_id)
+  uint64_t bytes = 0;      // the value's bytes
+  int64_t in_use_bytes = 0;  // the session pool's allocated bytes right after the event
+};
+
 // What one profiled run hands the profiler.
 struct RunProfile {
   std::thread::id host_thread;  // the thread that enqueued the launches
   std::vector<LaunchRecord> launches;
   std::vector<CounterSample> counters;
+  std::vector<PoolEvent> pool_events;
 };
 
 struct SummaryRow {
@@ -112,12 +134,25 @@ struct TraceOptions {
   bool enqueue_track = true;          // host enqueue slices
   bool counters = true;               // pool counter track
   bool flows = true;                  // cross-stream wait arrows
+  bool pool_events = true;            // allocation/free instants and the "pool bytes in use" counter
+};
+
+// What the exports read: spans over a profiler's (or a tool's) records.
+struct TraceData {
+  std::span<const LaunchRecord> records;
+  std::span<const CounterSample> counters;
+  std::span<const PoolEvent> pool_events;
 };
 
 // Chrome Trace Event Format (JSON object form). Timestamps are µs (fractional, ns precision) from the earliest
-// time in the records.
-std::string chrome_trace_json(std::span<const LaunchRecord> records, std::span<const CounterSample> counters,
-                              const TraceOptions& options = {});
+// time in the data.
+std::string chrome_trace_json(const TraceData& data, const TraceOptions& options = {});
+
+// A self-contained HTML timeline (profiler_html.cc): no external scripts, styles or fonts. One lane per stream
+// with one box per launch that has device time, placed by its device interval; hovering a box shows its args
+// (node, op, kernel, fusion group, stream, inputs, tiling, params, times). The pool bytes in use are drawn as a
+// line under the lanes. options.process_name heads the page.
+std::string timeline_html(const TraceData& data, const TraceOptions& options = {});
 
 struct ProfilerOptions {
   // Records kept at most; whole runs beyond it are dropped (and counted) so memory stays bounded.
@@ -143,6 +178,7 @@ class Profiler {
   // Copies of what was recorded, in order.
   std::vector<LaunchRecord> records() const;
   std::vector<CounterSample> counters() const;
+  std::vector<PoolEvent> pool_events() const;
   uint64_t runs() const;
   uint64_t dropped_runs() const;
 
@@ -150,6 +186,9 @@ class Profiler {
   std::string chrome_trace_json(TraceOptions options = {}) const;
   // Writes chrome_trace_json() to `path`; Unavailable when the file cannot be written.
   Status write_chrome_trace(const std::string& path, TraceOptions options = {}) const;
+  std::string timeline_html(TraceOptions options = {}) const;
+  // Writes timeline_html() to `path`; Unavailable when the file cannot be written.
+  Status write_timeline_html(const std::string& path, TraceOptions options = {}) const;
 
  private:
   const std::string name_;
@@ -158,6 +197,7 @@ class Profiler {
   mutable std::mutex mutex_;
   std::vector<LaunchRecord> records_;  // guarded by mutex_
   std::vector<CounterSample> counters_;  // guarded by mutex_
+  std::vector<PoolEvent> pool_events_;   // guarded by mutex_
   uint64_t runs_ = 0;                    // guarded by mutex_
   uint64_t dropped_runs_ = 0;            // guarded by mutex_
   std::vector<std::thread::id> threads_;  // guarded by mutex_: index = LaunchRecord::host_thread
