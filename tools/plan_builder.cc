@@ -54,7 +54,7 @@ std::set<std::string, std::less<>> targets_of(const graph::Graph& graph) {
 
 void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kernel) {
   command.add_option("graph", flags.graph_path, "hxrt graph file (.hxrt)")->required();
-  command.add_option("--device", flags.device, "Device to plan for (cpu, cpu:0)")->capture_default_str();
+  command.add_option("--device", flags.device, "Device to plan for (cpu, opencl, opencl:1 ...)")->capture_default_str();
   command.add_option("--streams", flags.streams, "Most streams to spread independent branches over")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
@@ -64,6 +64,11 @@ void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kerne
                    "bucket; see --timing-cache)");
   command.add_option("--timing-cache", flags.timing_cache,
                      "Timing cache JSON: measured arbitration reads it when it exists; --tune adds to it and saves it");
+  command.add_flag("--no-fallback", flags.no_fallback,
+                   "Fail on a node the device has no kernel for, instead of running it on the CPU with copies");
+  command.add_option("--fallback-op", flags.fallback_ops,
+                     "Run every node of this op type on the CPU fallback even where the device has a kernel "
+                     "(repeatable)");
   command.add_option("--tune-dim", flags.tune_dims, "Value of a symbolic dim in measured buckets (with --tune or --timing-cache): SYMBOL=N (repeatable)");
   if (with_force_kernel) {
     command.add_option("--force-kernel", flags.force_kernels,
@@ -131,6 +136,18 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     options.selection.bucket_dims = tuner_options.dims;
   }
 
+  // Heterogeneous split: nodes the device cannot run go to the CPU, with copies (Note [Heterogeneous split]).
+  const hal::DeviceInfo& device = loaded->session->device().info();
+  if (!flags.fallback_ops.empty() && (flags.no_fallback || device.kind == hal::DeviceKind::kCpu)) {
+    return invalid_argument("--fallback-op needs a non-CPU --device and the fallback (not --no-fallback)");
+  }
+  if (!flags.no_fallback && device.kind != hal::DeviceKind::kCpu) {
+    HXRT_ASSIGN_OR_RETURN(loaded->fallback_session,
+                          runtime::Session::create(loaded->drivers, "cpu", runtime::SessionOptions{.name = "cli-fallback"}));
+    options.fallback_device = &loaded->fallback_session->device().info();
+    options.fallback_ops = flags.fallback_ops;
+  }
+
   const runtime::PlanContext context{&loaded->schemas, &loaded->kernels, &loaded->fusions};
   Result<std::unique_ptr<runtime::ExecutionPlan>> plan =
       runtime::ExecutionPlan::build(std::move(graph), loaded->session->device().info(), context, options);
@@ -138,6 +155,7 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     return std::move(plan).take_status().with_context(fmt::format("planning graph file '{}'", flags.graph_path));
   }
   loaded->plan = std::move(plan).value();
+  if (loaded->plan->fallback_device() == nullptr) loaded->fallback_session.reset();
   if (tuner != nullptr) {
     loaded->tuning_report = tuner->report();
     if (loaded->tuning_report.empty()) loaded->tuning_report = "no node has more than one compatible kernel\n";

@@ -31,10 +31,12 @@ struct PlanFlags {
   bool tune = false;                       // measure candidate kernels while planning (KernelTuner)
   std::string timing_cache;                // JSON timing cache: read if present; written after --tune measured
   std::vector<std::string> tune_dims;      // "SYMBOL=N": symbolic dims while measuring
+  bool no_fallback = false;                // a node without a kernel on the device is an error
+  std::vector<std::string> fallback_ops;   // op types placed on the CPU fallback anyway
 };
 
-// Registers GRAPH, --device, --streams, --no-fusion, --tune, --timing-cache, --tune-dim and (when
-// `with_force_kernel`) --force-kernel on `command`.
+// Registers GRAPH, --device, --streams, --no-fusion, --tune, --timing-cache, --tune-dim, --no-fallback,
+// --fallback-op and (when `with_force_kernel`) --force-kernel on `command`.
 void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kernel);
 
 // Counts of a graph, for `inspect`.
@@ -56,6 +58,9 @@ struct LoadedPlan {
   ops::FusionRegistry fusions;
   hal::DriverRegistry drivers;
   std::unique_ptr<runtime::Session> session;
+  // The CPU session of the heterogeneous split, when the device is not the CPU and fallback is on (pass it to
+  // Executor::create).
+  std::unique_ptr<runtime::Session> fallback_session;
   GraphStats loaded;  // the graph as read from the file, before fusion
   std::shared_ptr<const runtime::ExecutionPlan> plan;
   std::vector<std::string> warnings;  // e.g. a forced op type that fusion removed

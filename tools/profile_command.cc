@@ -92,7 +92,7 @@ Status profile_graph(const ProfileFlags& flags) {
   runtime::Profiler& profiler = loaded->session->profiler();
   {
     HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor,
-                          runtime::Executor::create(*loaded->session, loaded->plan));
+                          runtime::Executor::create(*loaded->session, loaded->plan, loaded->fallback_session.get()));
     runtime::RunOptions options;
     options.snapshot_dir = flags.snapshot_dir;
     options.snapshot_writer = write_npy_snapshot;

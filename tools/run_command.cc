@@ -114,13 +114,17 @@ Status run_graph(const RunFlags& flags) {
              flags.plan.graph_path, plan.graph().name(), loaded->loaded.nodes, plan.objects().size(),
              hal::device_kind_name(device.kind), device.ordinal, device.name, plan.num_streams(),
              plan.memory().uses_arena ? "arena" : "pool");
+  if (const runtime::SplitSummary& split = plan.split(); split.fallback_nodes > 0) {
+    fmt::print("heterogeneous split: {} node(s) on the {} fallback ({}), {} copy node(s)\n", split.fallback_nodes,
+               hal::device_kind_name(plan.fallback_device()->kind), fmt::join(split.fallback_ops, ", "), split.copies);
+  }
   for (const auto& [name, tensor] : inputs) fmt::print("input  {}: {}{}\n", name, tensor.dtype, tensor.shape);
 
   std::map<std::string, HostTensor, std::less<>> outputs;
   std::vector<double> times_ms;
   {
     HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor,
-                          runtime::Executor::create(*loaded->session, loaded->plan));
+                          runtime::Executor::create(*loaded->session, loaded->plan, loaded->fallback_session.get()));
     runtime::RunOptions options;
     options.snapshot_dir = flags.snapshot_dir;
     options.snapshot_writer = write_npy_snapshot;

@@ -47,10 +47,91 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(graph::Graph graph, 
                                "inferring shapes of fused graph '{}'", graph_name);
     }
   }
+  HXRT_RETURN_IF_ERROR(plan->place_nodes(context, options));
   HXRT_RETURN_IF_ERROR(plan->select_kernels(context, options));
   plan->assign_streams(options.max_streams);
   plan->plan_memory(options.static_memory_plan);
   return plan;
+}
+
+// Note [Heterogeneous split]
+// A node whose op has no kernel on the main device (NotFound from the registry: no kernel, or none compatible) is
+// placed on the fallback device when the fallback has one. Every edge from a node on one device to a node on the
+// other gets a copy node, once per (value, destination): MemcpyToHost (main → fallback) or MemcpyFromHost
+// (fallback → main). Both run on the main device's streams — the fallback is host-addressable, so the main device's
+// queue reads and writes its memory directly — and are ordinary nodes: they get kernels, streams, events, profiler
+// records and error reports like any other. Graph inputs and initializers are not copied by nodes: the executor
+// places them on each device that consumes them. Graph outputs stay where they are produced.
+Status ExecutionPlan::place_nodes(const PlanContext& context, const PlanOptions& options) {
+  placement_.assign(static_cast<size_t>(graph_.num_nodes()), kMainDevice);
+  if (options.fallback_device == nullptr) return ok_status();
+  fallback_ = *options.fallback_device;
+  if (!fallback_.host_addressable) {
+    return invalid_argument("fallback device '{}' ({}) is not host-addressable; the heterogeneous split needs one",
+                            fallback_.name, hal::device_kind_name(fallback_.kind));
+  }
+  if (fallback_.kind == device_.kind) return ok_status();
+  HXRT_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, graph_.topological_order());
+  for (graph::NodeId id : order) {
+    const graph::Node& node = graph_.node(id);
+    const bool requested = std::find(options.fallback_ops.begin(), options.fallback_ops.end(), node.op_type) !=
+                           options.fallback_ops.end();
+    if (!requested) {
+      Result<ops::Selection> main = context.kernels->select(graph_, node, device_, options.selection);
+      if (main.ok() || main.status().code() != StatusCode::kNotFound) continue;  // forced-kernel errors stay errors
+    }
+    if (!context.kernels->select(graph_, node, fallback_, options.selection).ok()) continue;  // reported later
+    placement_[static_cast<size_t>(id)] = kFallbackDevice;
+    ++split_.fallback_nodes;
+    if (std::find(split_.fallback_ops.begin(), split_.fallback_ops.end(), node.op_type) == split_.fallback_ops.end()) {
+      split_.fallback_ops.push_back(node.op_type);
+    }
+  }
+  if (split_.fallback_nodes == 0) return ok_status();
+
+  // Copies on every crossing edge, one per (value, destination device).
+  const std::string main_kind(hal::device_kind_name(device_.kind)), fallback_kind(hal::device_kind_name(fallback_.kind));
+  for (graph::NodeId id : order) {
+    const int from = placement_[static_cast<size_t>(id)];
+    const int to = from == kMainDevice ? kFallbackDevice : kMainDevice;
+    const std::vector<graph::ValueId> outputs = graph_.node(id).outputs;
+    for (graph::ValueId value : outputs) {
+      graph::ValueId copy = graph::kNoValue;
+      const std::vector<graph::NodeId> consumers = graph_.value(value).consumers;
+      for (graph::NodeId consumer : consumers) {
+        if (placement_[static_cast<size_t>(consumer)] == from) continue;
+        if (copy == graph::kNoValue) {
+          const graph::Value& v = graph_.value(value);
+          const std::string& kind = to == kFallbackDevice ? fallback_kind : main_kind;
+          std::string name = fmt::format("{}@{}", v.name, kind);
+          while (graph_.find_value(name).ok()) name += "_";
+          const graph::TensorDesc desc = v.desc;
+          const std::string source = v.name;
+          HXRT_ASSIGN_OR_RETURN(copy, graph_.declare_value(name, desc));
+          const std::string op = to == kFallbackDevice ? "MemcpyToHost" : "MemcpyFromHost";
+          std::string node_name = fmt::format("{}({})", op, source);
+          while (graph_.find_node(node_name).ok()) node_name += "_";
+          const std::vector<std::string> in{source}, out{name};
+          HXRT_ASSIGN_OR_RETURN(graph::NodeId copy_node, graph_.add_node(node_name, op, in, out, {}, "hxrt", 1));
+          placement_.resize(static_cast<size_t>(graph_.num_nodes()), kMainDevice);
+          placement_[static_cast<size_t>(copy_node)] = kMainDevice;
+          ++split_.copies;
+          if (desc.shape.is_static()) {
+            Result<uint64_t> bytes = storage_bytes(desc.dtype, static_cast<uint64_t>(desc.shape.num_elements().value()));
+            if (bytes.ok()) split_.copy_bytes += *bytes;
+          }
+        }
+        const graph::Node& c = graph_.node(consumer);
+        for (size_t i = 0; i < c.inputs.size(); ++i) {
+          if (graph_.node(consumer).inputs[i] == value) {
+            HXRT_RETURN_IF_ERROR(graph_.set_node_input(consumer, static_cast<int>(i), copy));
+          }
+        }
+      }
+    }
+  }
+  HXRT_RETURN_IF_ERROR_CTX(graph_.validate(), "validating graph '{}' after the heterogeneous split", graph_.name());
+  return ok_status();
 }
 
 Status ExecutionPlan::select_kernels(const PlanContext& context, const PlanOptions& options) {
@@ -63,13 +144,16 @@ Status ExecutionPlan::select_kernels(const PlanContext& context, const PlanOptio
   }
   for (graph::NodeId id : order) {
     const graph::Node& node = graph_.node(id);
-    Result<ops::Selection> selection = context.kernels->select(graph_, node, device_, selection_options);
-    if (options.tuner != nullptr && selection.ok() && selection->policy != "forced" && selection->policy != "hint") {
+    const int placed = placement_[static_cast<size_t>(id)];
+    const hal::DeviceInfo& device = device_info(placed);
+    Result<ops::Selection> selection = context.kernels->select(graph_, node, device, selection_options);
+    if (options.tuner != nullptr && placed == kMainDevice && selection.ok() && selection->policy != "forced" &&
+        selection->policy != "hint") {
       const std::vector<const ops::KernelDef*> candidates = selection->compatible();
       if (candidates.size() > 1) {
         HXRT_RETURN_IF_ERROR_CTX(options.tuner->measure(graph_, node, candidates), "measuring the kernels of {}",
                                  node_label(node));
-        selection = context.kernels->select(graph_, node, device_, selection_options);
+        selection = context.kernels->select(graph_, node, device, selection_options);
       }
     }
     if (!selection.ok()) {
@@ -82,6 +166,7 @@ Status ExecutionPlan::select_kernels(const PlanContext& context, const PlanOptio
     object.inputs = node.inputs;
     object.outputs = node.outputs;
     object.fusion_id = node.fusion_id;
+    object.device = placed;
     if (object.kernel->parse_attrs) {
       Result<std::unique_ptr<ops::KernelParams>> params = object.kernel->parse_attrs(graph_, node);
       if (!params.ok()) {
@@ -105,6 +190,7 @@ void ExecutionPlan::assign_streams(int max_streams) {
   for (size_t i = 0; i < n; ++i) index_of[static_cast<size_t>(objects_[i].node)] = static_cast<int>(i);
   std::vector<int> tail;        // per stream: index of its latest object
   std::vector<int> load;        // per stream: objects assigned
+  stream_devices_.clear();
   for (size_t i = 0; i < n; ++i) {
     ExecutionObject& object = objects_[i];
     int chosen = -1;
@@ -114,18 +200,25 @@ void ExecutionPlan::assign_streams(int max_streams) {
       if (producer == graph::kNoNode) continue;
       const int p = index_of[static_cast<size_t>(producer)];
       const int s = objects_[static_cast<size_t>(p)].stream;
-      if (tail[static_cast<size_t>(s)] == p) {
+      if (tail[static_cast<size_t>(s)] == p && stream_devices_[static_cast<size_t>(s)] == object.device) {
         chosen = s;
         break;
       }
     }
     if (chosen < 0) {
-      if (static_cast<int>(tail.size()) < max_streams) {
+      // Streams belong to one device; max_streams applies per device.
+      const int on_device = static_cast<int>(std::count(stream_devices_.begin(), stream_devices_.end(), object.device));
+      if (on_device < max_streams) {
         chosen = static_cast<int>(tail.size());
         tail.push_back(-1);
         load.push_back(0);
+        stream_devices_.push_back(object.device);
       } else {
-        chosen = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+        for (size_t s = 0; s < load.size(); ++s) {
+          if (stream_devices_[s] == object.device && (chosen < 0 || load[s] < load[static_cast<size_t>(chosen)])) {
+            chosen = static_cast<int>(s);
+          }
+        }
       }
     }
     object.stream = chosen;
@@ -133,6 +226,7 @@ void ExecutionPlan::assign_streams(int max_streams) {
     ++load[static_cast<size_t>(chosen)];
   }
   num_streams_ = std::max<int>(1, static_cast<int>(tail.size()));
+  if (stream_devices_.empty()) stream_devices_.push_back(kMainDevice);
 
   // Events on cross-stream edges. waited[s][t]: the latest object index of stream t that stream s has waited for.
   std::vector<std::vector<int>> waited(static_cast<size_t>(num_streams_), std::vector<int>(static_cast<size_t>(num_streams_), -1));
@@ -182,6 +276,10 @@ void ExecutionPlan::plan_memory(bool allow_arena) {
       const int p = index_of[static_cast<size_t>(value.producer)];
       first[static_cast<size_t>(id)] = last[static_cast<size_t>(id)] = p;
       plan.producer_stream = objects_[static_cast<size_t>(p)].stream;
+      const graph::Node& producer = graph_.node(value.producer);
+      plan.device = producer.domain == "hxrt" && producer.op_type == "MemcpyToHost"     ? kFallbackDevice
+                    : producer.domain == "hxrt" && producer.op_type == "MemcpyFromHost" ? kMainDevice
+                                                                                         : objects_[static_cast<size_t>(p)].device;
     }
     if (plan.role == ValueRole::kIntermediate) {
       ++memory_.intermediates;
@@ -208,7 +306,8 @@ void ExecutionPlan::plan_memory(bool allow_arena) {
   }
 
   const bool concurrent = num_streams_ > 1;
-  if (!allow_arena || !all_static || memory_.intermediates == 0 || (concurrent && n > kMaxNodesForConcurrentArena)) {
+  if (!allow_arena || !all_static || memory_.intermediates == 0 || split_.fallback_nodes > 0 ||
+      (concurrent && n > kMaxNodesForConcurrentArena)) {
     return;
   }
   // before[i]: objects that surely finish before object i starts (graph edges and same-stream order, transitively).
@@ -291,9 +390,12 @@ std::string ExecutionPlan::describe() const {
     for (graph::ValueId v : object.outputs) {
       outs.push_back(fmt::format("{}: {}", graph_.value(v).name, graph_.value(v).desc.to_string()));
     }
-    out += fmt::format("  [{}] {} ({}{}{}) stream {} kernel {} v{} ({})\n", i, node.name, node.domain,
+    out += fmt::format("  [{}] {} ({}{}{}) stream {} kernel {} v{} ({}){}\n", i, node.name, node.domain,
                        node.domain.empty() ? "" : ".", node.op_type, object.stream, object.kernel->name,
-                       object.kernel->impl_version, ops::kernel_kind_name(object.kernel->kind));
+                       object.kernel->impl_version, ops::kernel_kind_name(object.kernel->kind),
+                       object.device == kFallbackDevice
+                           ? fmt::format(" on fallback {} device", hal::device_kind_name(fallback_.kind))
+                           : "");
     out += fmt::format("      in: {}\n      out: {}\n", fmt::join(ins, ", "), fmt::join(outs, ", "));
     if (!node.attrs.items().empty()) out += fmt::format("      attrs: {}\n", node.attrs.to_string());
     if (object.params) {
@@ -311,6 +413,17 @@ std::string ExecutionPlan::describe() const {
       const size_t end = std::min(reason.find('\n', start), reason.size());
       out += fmt::format("      {}\n", reason.substr(start, end - start));
       start = end + 1;
+    }
+  }
+  if (split_.fallback_nodes > 0) {
+    out += fmt::format(
+        "heterogeneous split: {} node(s) on fallback {} device '{}' (no {} kernel, or placed there, for: {}), {} copy "
+        "node(s)",
+        split_.fallback_nodes, hal::device_kind_name(fallback_.kind), fallback_.name,
+        hal::device_kind_name(device_.kind), fmt::join(split_.fallback_ops, ", "), split_.copies);
+    out += split_.copy_bytes > 0 ? fmt::format(" moving {} bytes per run\n", split_.copy_bytes) : "\n";
+    for (int s = 0; s < num_streams_; ++s) {
+      out += fmt::format("  stream {}: {} device\n", s, hal::device_kind_name(device_info(stream_device(s)).kind));
     }
   }
   if (!fusion_groups_.empty()) {

@@ -37,6 +37,7 @@ struct Executor::RunState {
   std::vector<int> remaining;                  // per value: consumers not yet launched
   std::vector<ops::KernelLaunch> launches;     // per object
   std::vector<std::unique_ptr<hal::Buffer>> input_buffers;
+  std::vector<hal::BufferView> fallback_views; // split plans: inputs and initializers as fallback nodes read them
   uint64_t live_bytes = 0;
   size_t launched = 0;                         // objects enqueued, in plan order
   bool profiling = false;                      // records go to the session's profiler
@@ -52,34 +53,91 @@ struct Executor::RunState {
   size_t non_finite_object = kNoObject;
 };
 
-Result<std::unique_ptr<Executor>> Executor::create(Session& session, std::shared_ptr<const ExecutionPlan> plan) {
+Result<std::unique_ptr<Executor>> Executor::create(Session& session, std::shared_ptr<const ExecutionPlan> plan,
+                                                   Session* fallback) {
   if (!plan) return invalid_argument("Executor::create: null plan");
   if (session.device().info().kind != plan->device().kind) {
     return invalid_argument("plan for a {} device cannot run on session '{}' ({} device)",
                             hal::device_kind_name(plan->device().kind), session.name(),
                             hal::device_kind_name(session.device().info().kind));
   }
-  std::unique_ptr<Executor> executor(new Executor(session, std::move(plan)));
+  if (const hal::DeviceInfo* wanted = plan->fallback_device()) {
+    if (fallback == nullptr) {
+      return invalid_argument("plan '{}' places {} node(s) on a fallback {} device: pass a fallback session",
+                              plan->graph().name(), plan->split().fallback_nodes, hal::device_kind_name(wanted->kind));
+    }
+    if (fallback->device().info().kind != wanted->kind || !fallback->device().info().host_addressable) {
+      return invalid_argument("plan '{}' needs a host-addressable {} fallback session, got session '{}' ({} device)",
+                              plan->graph().name(), hal::device_kind_name(wanted->kind), fallback->name(),
+                              hal::device_kind_name(fallback->device().info().kind));
+    }
+  } else {
+    fallback = nullptr;  // not needed
+  }
+  std::unique_ptr<Executor> executor(new Executor(session, std::move(plan), fallback));
   HXRT_RETURN_IF_ERROR_CTX(executor->prepare(), "preparing graph '{}'", executor->plan_->graph().name());
   return executor;
 }
 
+// Note [Split runs]
+// A plan with a heterogeneous split (Note [Heterogeneous split] in execution_plan.cc) runs on two sessions: each
+// stream is made by the session of its device, each event by the session of the stream that records it (events
+// are host-signalled, so a stream of one device waits for another's), and each value's bytes come from the pool of
+// the device the plan put it on. Inputs and initializers read by fallback nodes are registered on the fallback
+// device in place (it is host-addressable). The copies (MemcpyToHost / MemcpyFromHost) run on main-device streams
+// and touch fallback memory directly; the blocks on their host side are never handed to the other device's
+// allocator (an allocator orders reuse only on its own device's streams): a MemcpyToHost output is allocated on
+// the fallback session's default stream, and both it and a MemcpyFromHost input are held until the run has
+// drained, then freed.
 Status Executor::prepare() {
   const graph::Graph& g = plan_->graph();
+  const std::vector<ExecutionObject>& objects = plan_->objects();
+  const std::vector<ValuePlan>& values = plan_->values();
   for (int s = 0; s < plan_->num_streams(); ++s) {
-    HXRT_ASSIGN_OR_RETURN(hal::Stream * stream, session_.stream(fmt::format("{}.s{}", g.name(), s)));
+    HXRT_ASSIGN_OR_RETURN(hal::Stream * stream,
+                          session_of(plan_->stream_device(s)).stream(fmt::format("{}.s{}", g.name(), s)));
     streams_.push_back(stream);
   }
   // One event per cross-stream edge source, plus "inputs ready" for streams that read uploaded inputs.
+  std::vector<int> event_device(static_cast<size_t>(plan_->num_events()) + 1, kMainDevice);
+  for (const ExecutionObject& object : objects) {
+    if (object.record_event >= 0) event_device[static_cast<size_t>(object.record_event)] = object.device;
+  }
   for (int e = 0; e <= plan_->num_events(); ++e) {
-    HXRT_ASSIGN_OR_RETURN(hal::Event * event, session_.create_event());
+    Session& owner = session_of(event_device[static_cast<size_t>(e)]);
+    HXRT_ASSIGN_OR_RETURN(hal::Event * event, owner.create_event());
     events_.push_back(event);
+    event_sessions_.push_back(&owner);
+  }
+  std::vector<bool> read_on_main(values.size(), false);
+  read_on_fallback_.assign(values.size(), false);
+  crosses_devices_.assign(values.size(), false);
+  for (const ExecutionObject& object : objects) {
+    for (graph::ValueId in : object.inputs) {
+      if (in == graph::kNoValue) continue;
+      const auto v = static_cast<size_t>(in);
+      (object.device == kFallbackDevice ? read_on_fallback_ : read_on_main)[v] = true;
+      if (values[v].device >= 0 && values[v].device != object.device) crosses_devices_[v] = true;
+    }
+    for (graph::ValueId out : object.outputs) {
+      if (values[static_cast<size_t>(out)].device != object.device) crosses_devices_[static_cast<size_t>(out)] = true;
+    }
+  }
+  if (fallback_ != nullptr) {
+    for (graph::ValueId id : g.initializers()) {
+      const graph::Value& value = g.value(id);
+      if (!read_on_fallback_[static_cast<size_t>(id)] || value.weight.size == 0) continue;
+      HXRT_ASSIGN_OR_RETURN(std::unique_ptr<hal::Buffer> buffer,
+                            fallback_->device().register_host(const_cast<std::byte*>(value.weight.data), value.weight.size));
+      fallback_weights_[id] = hal::BufferView(buffer.get(), 0, value.weight.size);
+      weight_buffers_.push_back(std::move(buffer));
+    }
   }
   hal::Device& device = session_.device();
   hal::Stream& upload = *streams_[0];
   for (graph::ValueId id : g.initializers()) {
     const graph::Value& value = g.value(id);
-    if (value.consumers.empty()) continue;
+    if (!read_on_main[static_cast<size_t>(id)]) continue;
     const uint64_t bytes = std::max<uint64_t>(value.weight.size, 1);
     std::unique_ptr<hal::Buffer> buffer;
     if (device.info().host_addressable && value.weight.size > 0) {
@@ -107,7 +165,7 @@ Status Executor::prepare() {
 Executor::~Executor() {
   for (hal::Stream* stream : streams_) stream->synchronize().ignore();
   if (arena_) session_.pool().free(arena_).ignore();
-  for (hal::Event* event : events_) session_.destroy_event(event).ignore();
+  for (size_t e = 0; e < events_.size(); ++e) event_sessions_[e]->destroy_event(events_[e]).ignore();
 }
 
 Status Executor::bind_state(std::string_view name, DType dtype, Shape shape, hal::BufferView view) {
@@ -246,7 +304,8 @@ Status Executor::ensure_markers() {
   std::vector<std::unique_ptr<hal::Event>> markers;
   markers.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<hal::Event> event, session_.device().create_event());
+    hal::Device& device = session_of(plan_->objects()[i / 2].device).device();  // the device of the object's stream
+    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<hal::Event> event, device.create_event());
     markers.push_back(std::move(event));
   }
   markers_ = std::move(markers);
@@ -443,7 +502,6 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
   const graph::Graph& g = plan_->graph();
   const ExecutionObject& object = plan_->objects()[i];
   const std::vector<ValuePlan>& values = plan_->values();
-  memory::CachingAllocator& pool = session_.pool();
   const graph::Node& node = g.node(object.node);
   hal::Stream& stream = *streams_[static_cast<size_t>(object.stream)];
   const int64_t enqueue_begin = state.profiling ? hal::host_now_ns() : 0;
@@ -460,7 +518,11 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
     if (state.allocations[v]) continue;
     stage = "allocating the outputs of";
     std::string tag = values[v].role == ValueRole::kOutput ? fmt::format("output:{}", g.value(out).name) : node.name;
-    HXRT_ASSIGN_OR_RETURN(memory::Allocation allocation, pool.allocate(std::max<uint64_t>(bytes, 1), stream, tag));
+    // A copy's host side belongs to the other device's pool and stream (Note [Split runs]).
+    Session& owner = session_of(values[v].device);
+    hal::Stream& owner_stream = values[v].device == object.device ? stream : owner.default_stream();
+    HXRT_ASSIGN_OR_RETURN(memory::Allocation allocation,
+                          owner.pool().allocate(std::max<uint64_t>(bytes, 1), owner_stream, tag));
     state.allocations[v] = allocation;
     state.views[v] = allocation.view().subview(0, bytes);
     if (values[v].role == ValueRole::kIntermediate) {
@@ -479,7 +541,9 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
       continue;
     }
     const auto v = static_cast<size_t>(in);
-    launch.inputs.push_back(ops::TensorRef{g.value(in).desc.dtype, state.shapes[v], state.views[v]});
+    const bool host_side = object.device == kFallbackDevice && values[v].device < 0;  // input or initializer
+    launch.inputs.push_back(
+        ops::TensorRef{g.value(in).desc.dtype, state.shapes[v], host_side ? state.fallback_views[v] : state.views[v]});
   }
   for (graph::ValueId out : object.outputs) {
     const auto v = static_cast<size_t>(out);
@@ -516,7 +580,8 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
     if (in == graph::kNoValue) continue;
     const auto v = static_cast<size_t>(in);
     memory::Allocation& allocation = state.allocations[v];
-    if (!allocation || values[v].role != ValueRole::kIntermediate) continue;
+    if (!allocation || values[v].role != ValueRole::kIntermediate || crosses_devices_[v]) continue;
+    memory::CachingAllocator& pool = pool_of(in);
     if (values[v].producer_stream != object.stream) HXRT_RETURN_IF_ERROR(pool.record_use(allocation, stream));
     if (--state.remaining[v] == 0 && !state.hold_intermediates) {
       HXRT_RETURN_IF_ERROR(pool.free(allocation));
@@ -531,7 +596,7 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
     LaunchRecord record = launch_record(i, state, stream);
     record.enqueue_begin_ns = enqueue_begin;
     record.enqueue_end_ns = hal::host_now_ns();
-    const memory::AllocatorStats pool_stats = pool.stats();
+    const memory::AllocatorStats pool_stats = session_.pool().stats();
     state.profile.counters.push_back(CounterSample{record.enqueue_end_ns, pool_stats.allocated_bytes.current,
                                                    pool_stats.reserved_bytes.current});
     int64_t& index = state.record_of[i];
@@ -713,12 +778,12 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   const graph::Graph& g = plan_->graph();
   const std::vector<ExecutionObject>& objects = plan_->objects();
   const std::vector<ValuePlan>& values = plan_->values();
-  memory::CachingAllocator& pool = session_.pool();
   hal::Device& device = session_.device();
   failures_.clear();
   RunState state;
   HXRT_RETURN_IF_ERROR_CTX(bind(inputs, state), "binding the inputs of graph '{}'", g.name());
   state.views.resize(static_cast<size_t>(g.num_values()));
+  if (fallback_ != nullptr) state.fallback_views.resize(static_cast<size_t>(g.num_values()));
   state.allocations.resize(static_cast<size_t>(g.num_values()));
   state.remaining.resize(static_cast<size_t>(g.num_values()));
   for (size_t v = 0; v < values.size(); ++v) state.remaining[v] = values[v].consumers;
@@ -745,7 +810,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     for (size_t v = 0; v < state.allocations.size(); ++v) {
       memory::Allocation& allocation = state.allocations[v];
       if (!allocation) continue;
-      pool.free(allocation).ignore();
+      pool_of(static_cast<graph::ValueId>(v)).free(allocation).ignore();
       if (state.profiling) {
         const auto id = static_cast<graph::ValueId>(v);
         record_pool_event(state, PoolEventKind::kFree, id,
@@ -769,6 +834,13 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   for (graph::ValueId id : g.inputs()) {
     if (auto bound = states_.find(id); bound != states_.end()) {
       state.views[static_cast<size_t>(id)] = bound->second.view;
+      if (fallback_ != nullptr && read_on_fallback_[static_cast<size_t>(id)]) {
+        if (bound->second.view.host_address() == nullptr) {
+          return fail(failed_precondition("state input '{}' is read by a node on the fallback device but lives in "
+                                          "memory the host cannot address", g.value(id).name));
+        }
+        state.fallback_views[static_cast<size_t>(id)] = bound->second.view;
+      }
       continue;
     }
     const HostTensor& tensor = inputs.find(g.value(id).name)->second;
@@ -788,6 +860,13 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     }
     state.views[static_cast<size_t>(id)] = hal::BufferView(*buffer);
     state.input_buffers.push_back(std::move(buffer));
+    if (fallback_ != nullptr && read_on_fallback_[static_cast<size_t>(id)]) {
+      Result<std::unique_ptr<hal::Buffer>> registered =
+          fallback_->device().register_host(const_cast<std::byte*>(tensor.bytes.data()), tensor.bytes.size());
+      if (!registered.ok()) return fail(std::move(registered).take_status());
+      state.fallback_views[static_cast<size_t>(id)] = hal::BufferView(**registered);
+      state.input_buffers.push_back(std::move(registered).value());
+    }
   }
   if (uploaded && streams_.size() > 1) {
     hal::Event& ready = *events_.back();
@@ -797,6 +876,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     }
   }
   for (const auto& [id, view] : weights_) state.views[static_cast<size_t>(id)] = view;
+  for (const auto& [id, view] : fallback_weights_) state.fallback_views[static_cast<size_t>(id)] = view;
 
   if (continuing) {
     if (Status status = run_continuing(state, options); !status.ok()) {

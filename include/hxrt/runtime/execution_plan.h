@@ -5,6 +5,8 @@
 //   KernelTuner when one is given) → parse
 //   attributes into each kernel's parameters → assign streams to independent branches and add events on
 //   cross-stream edges → plan memory → one ExecutionObject per node.
+// Heterogeneous split (PlanOptions::fallback_device): nodes without a kernel for the device run on the fallback
+// device, with copies inserted; streams belong to one device each; a split plan uses the pool, not the arena.
 // Memory: when every intermediate has a static shape, a liveness plan gives each intermediate a fixed offset in one
 // arena (values whose lifetimes are not ordered by the streams never share bytes); otherwise each intermediate
 // gets a dependency count and returns to the session's pool, in stream order, after its last consumer.
@@ -42,6 +44,13 @@ struct PlanOptions {
   // measured on the tuner's device while the plan is built, and the fastest is chosen. The tuner's cache and dims
   // replace selection.timings and selection.bucket_dims.
   KernelTuner* tuner = nullptr;
+  // Heterogeneous split: a node the device has no kernel for is placed on this device instead — a host-addressable
+  // one, normally the CPU — and MemcpyToHost / MemcpyFromHost nodes (domain hxrt, run on the main device's streams)
+  // carry every tensor that crosses between the two. Null: such a node is an error naming it.
+  const hal::DeviceInfo* fallback_device = nullptr;
+  // Op types placed on the fallback device even where the main device has a kernel (to rule a device kernel in or
+  // out while debugging, or to keep an op the device runs badly on the host).
+  std::vector<std::string> fallback_ops;
   int max_streams = 4;              // 1 runs everything on one stream
   bool static_memory_plan = true;   // use the arena when all intermediate shapes are static
 };
@@ -59,7 +68,11 @@ struct ExecutionObject {
   int record_event = -1;                 // event recorded after the launch, when another stream consumes it
   std::vector<graph::ValueId> release_after;  // intermediates whose last consumer is this node
   int32_t fusion_id = -1;
+  int device = 0;                        // kMainDevice, or kFallbackDevice (heterogeneous split)
 };
+
+inline constexpr int kMainDevice = 0;
+inline constexpr int kFallbackDevice = 1;
 
 enum class ValueRole : uint8_t { kInput, kInitializer, kIntermediate, kOutput };
 
@@ -70,6 +83,17 @@ struct ValuePlan {
   bool static_shape = false;
   uint64_t bytes = 0;            // static shapes only
   int64_t arena_offset = -1;     // arena plans only
+  // Where the bytes live: kMainDevice or kFallbackDevice for node outputs; -1 for inputs and initializers, which
+  // are placed on every device that consumes them.
+  int device = -1;
+};
+
+// The heterogeneous split of a plan (all zero when every node runs on the main device).
+struct SplitSummary {
+  int fallback_nodes = 0;
+  int copies = 0;                  // MemcpyToHost + MemcpyFromHost nodes inserted
+  uint64_t copy_bytes = 0;         // bytes the copies move per run (static shapes only)
+  std::vector<std::string> fallback_ops;  // op types placed on the fallback device
 };
 
 struct MemoryPlanSummary {
@@ -88,6 +112,12 @@ class ExecutionPlan {
 
   const graph::Graph& graph() const { return graph_; }
   const hal::DeviceInfo& device() const { return device_; }
+  // The fallback device of a split plan; null when every node runs on device().
+  const hal::DeviceInfo* fallback_device() const { return split_.fallback_nodes > 0 ? &fallback_ : nullptr; }
+  const hal::DeviceInfo& device_info(int device) const { return device == kFallbackDevice ? fallback_ : device_; }
+  // kMainDevice or kFallbackDevice, per stream index.
+  int stream_device(int stream) const { return stream_devices_.at(static_cast<size_t>(stream)); }
+  const SplitSummary& split() const { return split_; }
   const std::vector<ExecutionObject>& objects() const { return objects_; }
   const std::vector<ValuePlan>& values() const { return values_; }
   const std::vector<ops::FusionGroup>& fusion_groups() const { return fusion_groups_; }
@@ -103,6 +133,7 @@ class ExecutionPlan {
 
  private:
   ExecutionPlan(graph::Graph graph, hal::DeviceInfo device) : graph_(std::move(graph)), device_(std::move(device)) {}
+  Status place_nodes(const PlanContext& context, const PlanOptions& options);
   Status select_kernels(const PlanContext& context, const PlanOptions& options);
   void assign_streams(int max_streams);
   void plan_memory(bool allow_arena);
@@ -113,6 +144,10 @@ class ExecutionPlan {
   std::vector<ValuePlan> values_;
   std::vector<ops::FusionGroup> fusion_groups_;
   std::vector<ops::DimCheck> dim_checks_;
+  hal::DeviceInfo fallback_;
+  std::vector<int> placement_;       // per node id: kMainDevice or kFallbackDevice
+  SplitSummary split_;
+  std::vector<int> stream_devices_;  // per stream
   int num_streams_ = 1;
   int num_events_ = 0;
   MemoryPlanSummary memory_;

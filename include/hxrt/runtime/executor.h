@@ -81,8 +81,11 @@ struct ExecutorStats {
 
 class Executor {
  public:
-  // The session and plan must outlive the executor. Uploads (or maps) the weights.
-  static Result<std::unique_ptr<Executor>> create(Session& session, std::shared_ptr<const ExecutionPlan> plan);
+  // The session and plan must outlive the executor. Uploads (or maps) the weights. A plan with a heterogeneous
+  // split (plan->fallback_device()) also needs a session on a device of the fallback's kind, which then runs the
+  // fallback nodes on its streams and holds their tensors in its pool (Note [Split runs] in executor.cc).
+  static Result<std::unique_ptr<Executor>> create(Session& session, std::shared_ptr<const ExecutionPlan> plan,
+                                                  Session* fallback = nullptr);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -108,7 +111,14 @@ class Executor {
 
  private:
   struct RunState;
-  Executor(Session& session, std::shared_ptr<const ExecutionPlan> plan) : session_(session), plan_(std::move(plan)) {}
+  Executor(Session& session, std::shared_ptr<const ExecutionPlan> plan, Session* fallback)
+      : session_(session), fallback_(fallback), plan_(std::move(plan)) {}
+  // The session of kMainDevice or kFallbackDevice.
+  Session& session_of(int device) const { return device == kFallbackDevice ? *fallback_ : session_; }
+  // The pool a value's bytes come from.
+  memory::CachingAllocator& pool_of(graph::ValueId value) const {
+    return session_of(plan_->values()[static_cast<size_t>(value)].device).pool();
+  }
   Status prepare();
   Status bind(const TensorMap& inputs, RunState& state);
   Result<const ops::Tiling*> tiling_for(size_t object, const ops::KernelLaunch& launch);
@@ -132,11 +142,18 @@ class Executor {
   void snapshot_inputs(size_t object, RunState& state, const RunOptions& options, FailureReport& report);
 
   Session& session_;
+  Session* fallback_;  // split plans only
   std::shared_ptr<const ExecutionPlan> plan_;
   std::vector<hal::Stream*> streams_;
   std::vector<hal::Event*> events_;
+  std::vector<Session*> event_sessions_;                           // per event: the session that made it
   std::vector<std::unique_ptr<hal::Buffer>> weight_buffers_;       // uploaded or registered weights
   std::unordered_map<graph::ValueId, hal::BufferView> weights_;    // initializer → device memory
+  // Split plans: initializers registered on the fallback device, inputs and initializers the fallback nodes read,
+  // and values that cross devices (held until the run ends, Note [Split runs]).
+  std::unordered_map<graph::ValueId, hal::BufferView> fallback_weights_;
+  std::vector<bool> read_on_fallback_;
+  std::vector<bool> crosses_devices_;
   struct StateBinding {
     DType dtype;
     Shape shape;

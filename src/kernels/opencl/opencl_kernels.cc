@@ -13,6 +13,7 @@ Status register_opencl_kernels(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(opencl::register_quant_matmul(registry));
   HXRT_RETURN_IF_ERROR(opencl::register_conv(registry));
   HXRT_RETURN_IF_ERROR(opencl::register_llm_ops(registry));
+  HXRT_RETURN_IF_ERROR(opencl::register_memcpy(registry));
   return ok_status();
 }
 

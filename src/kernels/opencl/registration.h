@@ -16,5 +16,6 @@ Status register_linear(ops::KernelRegistry& registry);        // matmul.cc: MatM
 Status register_quant_matmul(ops::KernelRegistry& registry);  // quant_matmul.cc: MatMulQ
 Status register_conv(ops::KernelRegistry& registry);          // conv.cc: Conv, BatchNormalization, ConvBnRelu
 Status register_llm_ops(ops::KernelRegistry& registry);       // llm_ops.cc: GatherRows, PagedAttention
+Status register_memcpy(ops::KernelRegistry& registry);        // memcpy.cc: MemcpyToHost, MemcpyFromHost
 
 }  // namespace hxrt::kernels::opencl

@@ -361,7 +361,30 @@ Status infer_slice(InferenceContext& ctx) {
 
 }  // namespace
 
+// MemcpyToHost / MemcpyFromHost: the copies the planner puts on edges between a device and its host fallback
+// (Note [Heterogeneous split] in runtime/execution_plan.cc). The output is the input, on the other side.
+OpSchema memcpy_schema(std::string op_type, std::string doc) {
+  OpSchema schema;
+  schema.op_type = std::move(op_type);
+  schema.domain = "hxrt";
+  schema.since_version = 1;
+  schema.inputs = {{.name = "input"}};
+  schema.outputs = {{.name = "output"}};
+  schema.type_constraints = {{"T", all_types()}};
+  schema.infer = [](InferenceContext& ctx) {
+    ctx.set_output(0, ctx.input(0));
+    return ok_status();
+  };
+  schema.doc = std::move(doc);
+  return schema;
+}
+
 Status register_tensor_ops(OpSchemaRegistry& registry) {
+  HXRT_RETURN_IF_ERROR(registry.add(memcpy_schema(
+      "MemcpyToHost", "copies a device tensor into host memory for a node placed on the host fallback device")));
+  HXRT_RETURN_IF_ERROR(registry.add(memcpy_schema(
+      "MemcpyFromHost", "copies a tensor a host fallback node produced into device memory")));
+
   OpSchema gather;
   gather.op_type = "Gather";
   gather.since_version = 13;

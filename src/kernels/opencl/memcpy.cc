@@ -1,0 +1,42 @@
+// OpenCL MemcpyToHost / MemcpyFromHost: the copies the planner inserts between the OpenCL device and its host
+// fallback device (Note [Heterogeneous split] in runtime/execution_plan.cc). Both run on the OpenCL stream: the
+// host side is a host-addressable buffer of the fallback device, which the stream reads or writes directly.
+#include <string>
+
+#include "kernels/opencl/jit_program.h"
+#include "kernels/opencl/registration.h"
+
+namespace hxrt::kernels::opencl {
+namespace {
+
+ops::KernelDef memcpy_kernel(std::string op_type, std::string description) {
+  ops::KernelDef def = opencl_def(op_type, "hxrt", 1, op_type, std::move(description));
+  def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
+    ops::Tiling tiling;
+    HXRT_ASSIGN_OR_RETURN(const uint64_t bytes, storage_bytes(query.inputs[0].dtype,
+                                                              static_cast<uint64_t>(query.inputs[0].num_elements())));
+    tiling.values = {{"copy_bytes", static_cast<int64_t>(bytes)}};
+    return tiling;
+  };
+  def.launch = [op_type](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
+    const ops::TensorRef& x = launch.inputs[0];
+    const ops::TensorRef& y = launch.outputs[0];
+    if (x.dtype != y.dtype || x.shape != y.shape) {
+      return invalid_argument("{}: input {}{} and output {}{} differ", op_type, x.dtype, x.shape, y.dtype, y.shape);
+    }
+    HXRT_ASSIGN_OR_RETURN(const uint64_t bytes, storage_bytes(x.dtype, static_cast<uint64_t>(x.num_elements())));
+    if (bytes == 0) return ok_status();
+    return stream.copy(y.view.subview(0, bytes), x.view.subview(0, bytes));
+  };
+  return def;
+}
+
+}  // namespace
+
+Status register_memcpy(ops::KernelRegistry& registry) {
+  HXRT_RETURN_IF_ERROR(
+      registry.add(memcpy_kernel("MemcpyToHost", "OpenCL buffer → host fallback memory, on the OpenCL stream")));
+  return registry.add(memcpy_kernel("MemcpyFromHost", "host fallback memory → OpenCL buffer, on the OpenCL stream"));
+}
+
+}  // namespace hxrt::kernels::opencl
