@@ -299,6 +299,33 @@ void ExecutionPlan::plan_memory(bool allow_arena) {
       consumer_objects[static_cast<size_t>(input)].push_back(static_cast<int>(i));
     }
   }
+  // Note [Reshape aliasing]
+  // A Reshape only renames the dims of contiguous bytes, so its output can be its input's memory: when the input is
+  // an intermediate whose only consumer is the Reshape, and the output is an intermediate on the same device, the
+  // output aliases the input's root (chains of Reshapes share one block). The kernels skip the copy when input and
+  // output are one view. The root's lifetime then extends to the alias's last use: the executor moves the block's
+  // ownership to the alias when the Reshape is enqueued, and the arena places only roots, over their merged uses.
+  for (size_t i = 0; i < n; ++i) {
+    const ExecutionObject& object = objects_[i];
+    const graph::Node& node = graph_.node(object.node);
+    if (node.op_type != "Reshape" || !node.domain.empty() || object.inputs.empty() || object.outputs.size() != 1) continue;
+    const graph::ValueId in = object.inputs[0];
+    const graph::ValueId out = object.outputs[0];
+    if (in == graph::kNoValue) continue;
+    ValuePlan& source = values_[static_cast<size_t>(in)];
+    ValuePlan& target = values_[static_cast<size_t>(out)];
+    if (source.role != ValueRole::kIntermediate || target.role != ValueRole::kIntermediate || source.consumers != 1 ||
+        source.device != object.device || target.device != object.device) {
+      continue;
+    }
+    const graph::ValueId root = source.alias_of != graph::kNoValue ? source.alias_of : in;
+    target.alias_of = root;
+    const auto r = static_cast<size_t>(root);
+    last[r] = std::max(last[r], last[static_cast<size_t>(out)]);
+    consumer_objects[r].insert(consumer_objects[r].end(), consumer_objects[static_cast<size_t>(out)].begin(),
+                               consumer_objects[static_cast<size_t>(out)].end());
+    ++memory_.aliased;
+  }
   for (graph::ValueId id = 0; id < graph_.num_values(); ++id) {
     if (values_[static_cast<size_t>(id)].role == ValueRole::kIntermediate && last[static_cast<size_t>(id)] >= 0) {
       objects_[static_cast<size_t>(last[static_cast<size_t>(id)])].release_after.push_back(id);
@@ -342,7 +369,10 @@ void ExecutionPlan::plan_memory(bool allow_arena) {
   };
   std::vector<graph::ValueId> order;
   for (graph::ValueId id = 0; id < graph_.num_values(); ++id) {
-    if (values_[static_cast<size_t>(id)].role == ValueRole::kIntermediate && first[static_cast<size_t>(id)] >= 0) order.push_back(id);
+    const ValuePlan& value = values_[static_cast<size_t>(id)];
+    if (value.role == ValueRole::kIntermediate && first[static_cast<size_t>(id)] >= 0 && value.alias_of == graph::kNoValue) {
+      order.push_back(id);
+    }
   }
   std::stable_sort(order.begin(), order.end(), [&](graph::ValueId a, graph::ValueId b) {
     return values_[static_cast<size_t>(a)].bytes > values_[static_cast<size_t>(b)].bytes;
@@ -369,6 +399,9 @@ void ExecutionPlan::plan_memory(bool allow_arena) {
     placed.push_back({v, offset, size});
     values_[static_cast<size_t>(v)].arena_offset = static_cast<int64_t>(offset);
     memory_.arena_bytes = std::max(memory_.arena_bytes, offset + size);
+  }
+  for (ValuePlan& value : values_) {
+    if (value.alias_of != graph::kNoValue) value.arena_offset = values_[static_cast<size_t>(value.alias_of)].arena_offset;
   }
   memory_.uses_arena = true;
 }
@@ -437,8 +470,8 @@ std::string ExecutionPlan::describe() const {
     out += "shape checks at bind time:\n";
     for (const ops::DimCheck& check : dim_checks_) out += fmt::format("  {} == {} ({})\n", check.a.to_string(), check.b.to_string(), check.what);
   }
-  out += fmt::format("memory: {} intermediates ({} sized at run time); ", memory_.intermediates,
-                     memory_.dynamic_intermediates);
+  out += fmt::format("memory: {} intermediates ({} sized at run time, {} aliased by Reshape); ", memory_.intermediates,
+                     memory_.dynamic_intermediates, memory_.aliased);
   if (memory_.uses_arena) {
     out += fmt::format("arena plan {} bytes vs {} bytes unplanned ({:.1f}%)\n", memory_.arena_bytes,
                        memory_.naive_bytes,

@@ -516,6 +516,16 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
       continue;
     }
     if (state.allocations[v]) continue;
+    if (const graph::ValueId root = values[v].alias_of; root != graph::kNoValue) {
+      // Note [Reshape aliasing]: the output takes over its input's block (the input has no other consumer).
+      const auto in = static_cast<size_t>(object.inputs[0]);
+      if (state.allocations[in]) {
+        state.views[v] = state.allocations[in].view().subview(0, bytes);
+        state.allocations[v] = state.allocations[in];
+        state.allocations[in] = memory::Allocation();
+        continue;
+      }
+    }
     stage = "allocating the outputs of";
     std::string tag = values[v].role == ValueRole::kOutput ? fmt::format("output:{}", g.value(out).name) : node.name;
     // A copy's host side belongs to the other device's pool and stream (Note [Split runs]).
@@ -582,7 +592,11 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
     memory::Allocation& allocation = state.allocations[v];
     if (!allocation || values[v].role != ValueRole::kIntermediate || crosses_devices_[v]) continue;
     memory::CachingAllocator& pool = pool_of(in);
-    if (values[v].producer_stream != object.stream) HXRT_RETURN_IF_ERROR(pool.record_use(allocation, stream));
+    // The block belongs to the stream that allocated it: the root's producer for a Reshape alias.
+    const graph::ValueId owner = values[v].alias_of != graph::kNoValue ? values[v].alias_of : in;
+    if (values[static_cast<size_t>(owner)].producer_stream != object.stream) {
+      HXRT_RETURN_IF_ERROR(pool.record_use(allocation, stream));
+    }
     if (--state.remaining[v] == 0 && !state.hold_intermediates) {
       HXRT_RETURN_IF_ERROR(pool.free(allocation));
       allocation = memory::Allocation();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "hxrt/kernels/cpu_kernels.h"
@@ -157,6 +158,63 @@ TEST_F(ExecutorTest, IndependentBranchesRunOnSeparateStreamsWithTheSameResult) {
     Result<TensorMap> b = (*many)->run({{"x", x}});
     ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
     EXPECT_EQ(a->at("y").bytes, b->at("y").bytes) << "same kernels, same order per value: bit-identical";
+  }
+}
+
+// Note [Reshape aliasing]: Reshapes of a single-consumer intermediate share its memory, in the arena and the pool.
+TEST_F(ExecutorTest, ReshapesOfSingleConsumerIntermediatesShareTheirInputsMemory) {
+  auto shape_of = [](std::vector<int64_t> dims) {
+    HostTensor t;
+    t.dtype = DType::kI64;
+    t.shape = Shape{static_cast<int64_t>(dims.size())};
+    t.bytes.resize(dims.size() * sizeof(int64_t));
+    std::memcpy(t.bytes.data(), dims.data(), t.bytes.size());
+    return weight_of(t);
+  };
+  auto build = [&](const Dim& n) {
+    graph::Graph g("aliases");
+    EXPECT_TRUE(g.add_input("x", {DType::kF32, {n, 8}}).ok());
+    EXPECT_TRUE(g.add_initializer("w1", {DType::kF32, {8, 16}}, weight_of(w1_)).ok());
+    EXPECT_TRUE(g.add_initializer("to3d", {DType::kI64, {3}}, shape_of({0, 4, 4})).ok());
+    EXPECT_TRUE(g.add_initializer("to2d", {DType::kI64, {2}}, shape_of({0, 16})).ok());
+    add_node(g, "fc", "MatMul", {"x", "w1"}, "h");
+    add_node(g, "split", "Reshape", {"h", "to3d"}, "h3");      // aliased: h has one consumer
+    add_node(g, "merge", "Reshape", {"h3", "to2d"}, "h2");     // aliased: a chain shares h's block
+    add_node(g, "act", "Relu", {"h2"}, "r");
+    add_node(g, "again", "Reshape", {"r", "to3d"}, "r3");      // not aliased: r is also read by "neg"
+    add_node(g, "neg", "Sigmoid", {"r"}, "s");
+    add_node(g, "act3", "Relu", {"r3"}, "y");
+    EXPECT_TRUE(g.mark_output("y").ok());
+    EXPECT_TRUE(g.mark_output("s").ok());
+    return g;
+  };
+  for (const bool dynamic : {false, true}) {
+    for (const int streams : {1, 3}) {
+      PlanOptions options;
+      options.fuse = false;
+      options.max_streams = streams;
+      Result<std::unique_ptr<Executor>> executor = compile(build(dynamic ? Dim::symbol("n") : Dim(5)), options);
+      ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+      const ExecutionPlan& plan = (*executor)->plan();
+      EXPECT_EQ(plan.memory().aliased, 2) << plan_text_;
+      EXPECT_NE(plan_text_.find("2 aliased by Reshape"), std::string::npos) << plan_text_;
+      EXPECT_EQ(plan.memory().uses_arena, !dynamic);
+      const HostTensor x = HostTensor::random_f32({5, 8}, rng_);
+      Result<TensorMap> out = (*executor)->run({{"x", x}});
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      const std::vector<float> xs = x.to_f32(), w = w1_.to_f32(), y = out->at("y").to_f32(), sg = out->at("s").to_f32();
+      EXPECT_EQ(out->at("y").shape, (Shape{5, 4, 4}));
+      for (int i = 0; i < 5; ++i) {
+        for (int j = 0; j < 16; ++j) {
+          double h = 0;
+          for (int k = 0; k < 8; ++k) h += double{xs[static_cast<size_t>(i * 8 + k)]} * w[static_cast<size_t>(k * 16 + j)];
+          const double r = std::max(0.0, h);
+          ASSERT_NEAR(y[static_cast<size_t>(i * 16 + j)], r, 1e-5 * (1 + r));
+          ASSERT_NEAR(sg[static_cast<size_t>(i * 16 + j)], 1.0 / (1.0 + std::exp(-r)), 1e-5);
+        }
+      }
+      EXPECT_EQ(session_->pool().stats().active_blocks.current, dynamic ? 0 : 1) << "only the arena stays";
+    }
   }
 }
 

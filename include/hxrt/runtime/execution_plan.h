@@ -86,6 +86,9 @@ struct ValuePlan {
   // Where the bytes live: kMainDevice or kFallbackDevice for node outputs; -1 for inputs and initializers, which
   // are placed on every device that consumes them.
   int device = -1;
+  // The output of a Reshape that shares its input's memory (Note [Reshape aliasing]): the value whose bytes it
+  // uses; kNoValue otherwise.
+  graph::ValueId alias_of = graph::kNoValue;
 };
 
 // The heterogeneous split of a plan (all zero when every node runs on the main device).
@@ -102,6 +105,7 @@ struct MemoryPlanSummary {
   uint64_t naive_bytes = 0;         // sum of all intermediate sizes (static shapes)
   int intermediates = 0;
   int dynamic_intermediates = 0;    // sized at run time, refcounted
+  int aliased = 0;                  // Reshape outputs that share their input's bytes (no copy, no memory)
 };
 
 class ExecutionPlan {
