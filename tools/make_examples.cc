@@ -4,12 +4,16 @@
 //   mlp.hxrt        x f32[batch, 64] → MatMul → Add → Gelu → MatMul → Add → Softmax → y f32[batch, 10]
 //   cnn_block.hxrt  x f32[1, 3, 32, 32] → Conv 3x3 pad 1 → BatchNormalization → Relu → Conv 3x3 pad 1 →
 //                   BatchNormalization → Relu → y f32[1, 16, 32, 32]
+//   two_tower.hxrt  x f32[batch, 64] → two independent towers (MatMul → Add → Gelu/Relu → MatMul, 256 wide) →
+//                   Add → Softmax → probs f32[batch, 32]: branches the planner puts on separate streams
 //   mlp_input.npy   f32[4, 64]
 //   cnn_input.npy   f32[1, 3, 32, 32]
+//   two_tower_input.npy  f32[64, 64]
 // With --test-files it also writes the broken inputs the CLI tests feed to `hxrt run` (never committed):
 //   mlp_input_wrong_width.npy  f32[4, 32]      mlp_input_i32.npy  i32[4, 64]
 //   truncated.npy              a .npy file cut inside its data
 //   unsupported_op.hxrt        x → FancyOp (an op with no schema) → y
+//   mlp_input_nan.npy          f32[4, 64] with one NaN (for --check-numerics)
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -48,6 +52,9 @@ constexpr int kMlpOut = 10;
 constexpr int kCnnInChannels = 3;
 constexpr int kCnnChannels = 16;
 constexpr int kCnnSize = 32;
+constexpr int kTowerWidth = 256;
+constexpr int kTowerOut = 32;
+constexpr int kTowerBatch = 64;
 
 Status add_weight(Graph& g, const std::string& name, const HostTensor& t) {
   return g.add_initializer(name, {t.dtype, graph::SymShape::from(t.shape)}, graph::WeightData::copy_of(t.bytes))
@@ -123,6 +130,36 @@ Result<Graph> make_cnn_block() {
   return g;
 }
 
+// Two towers over one input, joined at the end: the planner runs them on two streams.
+Result<Graph> make_two_tower() {
+  std::mt19937 rng(91011);
+  Graph g("two_tower");
+  HXRT_RETURN_IF_ERROR(g.add_input("x", {DType::kF32, {Dim::symbol("batch"), kMlpIn}}).status());
+  for (const std::string tower : {"a", "b"}) {
+    HXRT_RETURN_IF_ERROR(add_weight(g, tower + ".fc1.weight", layer_weight({kMlpIn, kTowerWidth}, kMlpIn, rng)));
+    HXRT_RETURN_IF_ERROR(add_weight(g, tower + ".fc1.bias", layer_weight({kTowerWidth}, kMlpIn, rng)));
+    HXRT_RETURN_IF_ERROR(
+        add_weight(g, tower + ".fc2.weight", layer_weight({kTowerWidth, kTowerOut}, kTowerWidth, rng)));
+    HXRT_RETURN_IF_ERROR(
+        add_node(g, tower + ".fc1", "MatMul", {"x", tower + ".fc1.weight"}, tower + ".fc1.out", kMatMulVersion));
+    HXRT_RETURN_IF_ERROR(add_node(g, tower + ".fc1.add", "Add", {tower + ".fc1.out", tower + ".fc1.bias"},
+                                  tower + ".fc1.biased", kAddVersion));
+    if (tower == "a") {
+      HXRT_RETURN_IF_ERROR(add_node(g, "a.act", "Gelu", {"a.fc1.biased"}, "a.hidden", kGeluVersion));
+    } else {
+      HXRT_RETURN_IF_ERROR(add_node(g, "b.act", "Relu", {"b.fc1.biased"}, "b.hidden", kReluVersion));
+    }
+    HXRT_RETURN_IF_ERROR(add_node(g, tower + ".fc2", "MatMul", {tower + ".hidden", tower + ".fc2.weight"},
+                                  tower + ".out", kMatMulVersion));
+  }
+  graph::AttributeMap softmax;
+  softmax.set("axis", int64_t{-1});
+  HXRT_RETURN_IF_ERROR(add_node(g, "join", "Add", {"a.out", "b.out"}, "logits", kAddVersion));
+  HXRT_RETURN_IF_ERROR(add_node(g, "softmax", "Softmax", {"logits"}, "probs", kSoftmaxVersion, softmax));
+  HXRT_RETURN_IF_ERROR(g.mark_output("probs"));
+  return g;
+}
+
 // Infers every value's shape (so the file carries them and the graph is known to be well-formed), then writes it.
 Status write_graph(Graph graph, const ops::OpSchemaRegistry& schemas, const std::filesystem::path& path) {
   std::vector<ops::DimCheck> checks;
@@ -154,6 +191,10 @@ Status make_test_files(const std::filesystem::path& dir) {
   if (std::fclose(file) != 0 || !written) return unavailable("cannot write '{}'", truncated.string());
   fmt::print("wrote {} ({} bytes, cut inside the data)\n", truncated.string(), bytes.size());
 
+  HostTensor nan_input = HostTensor::random_f32({4, kMlpIn}, rng);
+  reinterpret_cast<float*>(nan_input.bytes.data())[kMlpIn + 5] = std::nanf("");
+  HXRT_RETURN_IF_ERROR(write_input(nan_input, dir / "mlp_input_nan.npy"));
+
   Graph g("unsupported");
   HXRT_RETURN_IF_ERROR(g.add_input("x", {DType::kF32, {4, kMlpIn}}).status());
   HXRT_RETURN_IF_ERROR(add_node(g, "fancy", "FancyOp", {"x"}, "y", 1));
@@ -174,11 +215,14 @@ Status make_examples(const std::filesystem::path& dir, bool test_files) {
   HXRT_RETURN_IF_ERROR(write_graph(std::move(mlp), schemas, dir / "mlp.hxrt"));
   HXRT_ASSIGN_OR_RETURN(Graph cnn, make_cnn_block());
   HXRT_RETURN_IF_ERROR(write_graph(std::move(cnn), schemas, dir / "cnn_block.hxrt"));
+  HXRT_ASSIGN_OR_RETURN(Graph towers, make_two_tower());
+  HXRT_RETURN_IF_ERROR(write_graph(std::move(towers), schemas, dir / "two_tower.hxrt"));
 
   std::mt19937 rng(42);
   HXRT_RETURN_IF_ERROR(write_input(HostTensor::random_f32({4, kMlpIn}, rng), dir / "mlp_input.npy"));
   HXRT_RETURN_IF_ERROR(
       write_input(HostTensor::random_f32({1, kCnnInChannels, kCnnSize, kCnnSize}, rng), dir / "cnn_input.npy"));
+  HXRT_RETURN_IF_ERROR(write_input(HostTensor::random_f32({kTowerBatch, kMlpIn}, rng), dir / "two_tower_input.npy"));
   return test_files ? make_test_files(dir) : ok_status();
 }
 
