@@ -1,9 +1,5 @@
 // GGUF parsing. Every field is bounds-checked before it is read and every count against the bytes that remain
 // before anything is allocated; sizes use overflow-checked arithmetic (error contract in gguf.h).
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cerrno>
@@ -11,6 +7,8 @@
 #include <limits>
 
 #include "hxrt/formats/gguf.h"
+
+#include "formats/file_io.h"
 
 namespace hxrt::formats {
 
@@ -50,25 +48,6 @@ uint64_t min_element_bytes(GgufValueType type) {
 
 bool is_power_of_two(uint64_t x) {
   return x != 0 && (x & (x - 1)) == 0;
-}
-
-// A read-only POSIX mapping of a whole file.
-class FileMapping {
- public:
-  FileMapping(void* address, size_t size) : address_(address), size_(size) {}
-  FileMapping(const FileMapping&) = delete;
-  FileMapping& operator=(const FileMapping&) = delete;
-  ~FileMapping() { ::munmap(address_, size_); }
-  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(address_), size_}; }
-
- private:
-  void* address_;
-  size_t size_;
-};
-
-Status io_error(std::string_view what, const std::string& path, int err) {
-  const std::string message = fmt::format("{} '{}': {}", what, path, std::strerror(err));
-  return err == ENOENT ? Status(StatusCode::kNotFound, message) : Status(StatusCode::kUnavailable, message);
 }
 
 }  // namespace
@@ -430,28 +409,7 @@ Result<GgufFile> GgufFile::from_memory(std::span<const std::byte> bytes, std::sh
 }
 
 Result<GgufFile> GgufFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error("cannot open GGUF file", path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return io_error("cannot stat GGUF file", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument("GGUF path '{}' is not a regular file", path);
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    return data_loss("GGUF file '{}' is empty", path);
-  }
-  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping stays valid without the descriptor
-  if (address == MAP_FAILED) return io_error("cannot map GGUF file", path, err);
-  auto mapping = std::make_shared<const FileMapping>(address, size);
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapping, map_file(path, "GGUF file"));
   Result<GgufFile> file = from_memory(mapping->bytes(), mapping);
   if (!file.ok()) return std::move(file).take_status().with_context(fmt::format("reading GGUF file '{}'", path));
   return file;

@@ -1,6 +1,4 @@
 // GGUF writing: GGUF v3, metadata and tensors in the order added, tensors packed at aligned offsets.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -9,6 +7,8 @@
 #include <limits>
 
 #include "hxrt/formats/gguf.h"
+
+#include "formats/file_io.h"
 
 namespace hxrt::formats {
 
@@ -27,11 +27,6 @@ Result<uint64_t> align_up(uint64_t x, uint64_t alignment) {
   uint64_t padded = 0;
   if (__builtin_add_overflow(x, alignment - 1, &padded)) return out_of_range("GGUF size {} overflows", x);
   return padded / alignment * alignment;
-}
-
-Status io_error(std::string_view what, const std::string& path, int err) {
-  const std::string message = fmt::format("{} '{}': {}", what, path, std::strerror(err));
-  return err == ENOENT ? Status(StatusCode::kNotFound, message) : Status(StatusCode::kUnavailable, message);
 }
 
 // Encodes values into `out`, little-endian (the host order).
@@ -233,24 +228,7 @@ Result<std::vector<std::byte>> GgufWriter::serialize() const {
 }
 
 Status GgufWriter::write(const std::string& path) const {
-  const std::string temp = fmt::format("{}.tmp.{}", path, getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create GGUF file", temp, errno);
-  Status status = emit([&](std::span<const std::byte> bytes) -> Status {
-    while (!bytes.empty()) {
-      const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return io_error("cannot write GGUF file", temp, errno);
-      bytes = bytes.subspan(static_cast<size_t>(n));
-    }
-    return ok_status();
-  });
-  if (::close(fd) != 0 && status.ok()) status = io_error("cannot write GGUF file", temp, errno);
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    status = io_error("cannot create GGUF file", path, errno);
-  }
-  if (!status.ok()) ::unlink(temp.c_str());
-  return status;
+  return write_file_atomically(path, "GGUF file", [&](const ByteSink& sink) { return emit(sink); });
 }
 
 }  // namespace hxrt::formats

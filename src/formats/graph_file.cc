@@ -1,9 +1,5 @@
 #include "hxrt/formats/graph_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/file_io.h"
 #include "hxrt/base/check.h"
 
 namespace hxrt::formats {
@@ -285,26 +282,7 @@ Status emit(const Graph& g, const Layout& layout, const Sink& sink) {
   return ok_status();
 }
 
-Status io_error(std::string_view what, const std::string& path, int err) {
-  const std::string message = fmt::format("{} '{}': {}", what, path, std::strerror(err));
-  return err == ENOENT ? Status(StatusCode::kNotFound, message) : Status(StatusCode::kUnavailable, message);
-}
-
 // ---- Reading ------------------------------------------------------------------------------------------------
-
-// A read-only POSIX mapping of a whole file.
-class FileMapping {
- public:
-  FileMapping(void* address, size_t size) : address_(address), size_(size) {}
-  FileMapping(const FileMapping&) = delete;
-  FileMapping& operator=(const FileMapping&) = delete;
-  ~FileMapping() { munmap(address_, size_); }
-  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(address_), size_}; }
-
- private:
-  void* address_;
-  size_t size_;
-};
 
 // Checked access to the parsed description. Every error names the JSON path of the field ("nodes[3].inputs[1]").
 class Reader {
@@ -723,23 +701,7 @@ Result<std::vector<std::byte>> serialize_graph(const Graph& graph) {
 
 Status write_graph_file(const Graph& graph, const std::string& path) {
   HXRT_ASSIGN_OR_RETURN(const Layout layout, plan_layout(graph));
-  const std::string temp = fmt::format("{}.tmp.{}", path, getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create graph file", temp, errno);
-  Status status = emit(graph, layout, [&](std::span<const std::byte> bytes) -> Status {
-    while (!bytes.empty()) {
-      const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return io_error("cannot write graph file", temp, errno);
-      bytes = bytes.subspan(static_cast<size_t>(n));
-    }
-    return ok_status();
-  });
-  if (::close(fd) != 0 && status.ok()) status = io_error("cannot write graph file", temp, errno);
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0)
-    status = io_error("cannot create graph file", path, errno);
-  if (!status.ok()) ::unlink(temp.c_str());
-  return status;
+  return write_file_atomically(path, "graph file", [&](const ByteSink& sink) { return emit(graph, layout, sink); });
 }
 
 Result<Graph> read_graph_file_from_memory(std::span<const std::byte> bytes, std::shared_ptr<const void> keepalive,
@@ -748,29 +710,11 @@ Result<Graph> read_graph_file_from_memory(std::span<const std::byte> bytes, std:
 }
 
 Result<Graph> read_graph_file(const std::string& path, const GraphFileReadOptions& options) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error("cannot open graph file", path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return io_error("cannot stat graph file", path, err);
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapping, map_file(path, "graph file"));
+  if (mapping->bytes().size() < kGraphFileHeaderSize) {
+    return data_loss("graph file '{}' is truncated: {} bytes, shorter than the {}-byte header", path,
+                     mapping->bytes().size(), kGraphFileHeaderSize);
   }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument("graph file '{}' is not a regular file", path);
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size < kGraphFileHeaderSize) {
-    ::close(fd);
-    return data_loss("graph file '{}' is truncated: {} bytes, shorter than the {}-byte header", path, size,
-                     kGraphFileHeaderSize);
-  }
-  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping stays valid without the descriptor
-  if (address == MAP_FAILED) return io_error("cannot map graph file", path, err);
-  auto mapping = std::make_shared<const FileMapping>(address, size);
   Result<Graph> graph = read_graph_file_from_memory(mapping->bytes(), mapping, options);
   if (!graph.ok()) return std::move(graph).take_status().with_context(fmt::format("reading graph file '{}'", path));
   return graph;
