@@ -319,26 +319,13 @@ Status matmul_compute(const ops::CpuComputeContext& ctx, MatMulImpl impl, const 
 // Gemm
 namespace {
 
-struct GemmParams final : ops::KernelParams {
-  float alpha = 1.0f;
-  float beta = 1.0f;
-  bool trans_a = false;
-  bool trans_b = false;
-  std::string to_string() const override {
-    return fmt::format("alpha={}, beta={}, transA={}, transB={}", alpha, beta, trans_a ? 1 : 0, trans_b ? 1 : 0);
-  }
+struct GemmParams final : ops::KernelParams, GemmAttrs {
+  std::string to_string() const override { return describe(); }
 };
 
 Result<std::unique_ptr<ops::KernelParams>> parse_gemm(const graph::Graph& /*graph*/, const graph::Node& node) {
   auto params = std::make_unique<GemmParams>();
-  HXRT_ASSIGN_OR_RETURN(const double alpha, node.attrs.get_float("alpha", 1.0));
-  HXRT_ASSIGN_OR_RETURN(const double beta, node.attrs.get_float("beta", 1.0));
-  HXRT_ASSIGN_OR_RETURN(const int64_t trans_a, node.attrs.get_int("transA", 0));
-  HXRT_ASSIGN_OR_RETURN(const int64_t trans_b, node.attrs.get_int("transB", 0));
-  params->alpha = static_cast<float>(alpha);
-  params->beta = static_cast<float>(beta);
-  params->trans_a = trans_a != 0;
-  params->trans_b = trans_b != 0;
+  HXRT_ASSIGN_OR_RETURN(static_cast<GemmAttrs&>(*params), parse_gemm_attrs(node));
   return std::unique_ptr<ops::KernelParams>(std::move(params));
 }
 
@@ -443,6 +430,23 @@ ops::KernelDef matmul_def(std::string name, int priority, MatMulImpl impl, std::
 }
 
 }  // namespace
+
+std::string GemmAttrs::describe() const {
+  return fmt::format("alpha={}, beta={}, transA={}, transB={}", alpha, beta, trans_a ? 1 : 0, trans_b ? 1 : 0);
+}
+
+Result<GemmAttrs> parse_gemm_attrs(const graph::Node& node) {
+  GemmAttrs attrs;
+  HXRT_ASSIGN_OR_RETURN(const double alpha, node.attrs.get_float("alpha", 1.0));
+  HXRT_ASSIGN_OR_RETURN(const double beta, node.attrs.get_float("beta", 1.0));
+  HXRT_ASSIGN_OR_RETURN(const int64_t trans_a, node.attrs.get_int("transA", 0));
+  HXRT_ASSIGN_OR_RETURN(const int64_t trans_b, node.attrs.get_int("transB", 0));
+  attrs.alpha = static_cast<float>(alpha);
+  attrs.beta = static_cast<float>(beta);
+  attrs.trans_a = trans_a != 0;
+  attrs.trans_b = trans_b != 0;
+  return attrs;
+}
 
 Status register_linear(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +52,17 @@ struct MatMulGeometry {
 };
 // InvalidArgument (naming both shapes) when K differs or batch dims do not broadcast.
 Result<MatMulGeometry> matmul_geometry(const Shape& a, const Shape& b);
+
+// Gemm's attributes (ONNX): Y = alpha · op(A) · op(B) + beta · C, shared by the CPU and OpenCL Gemm kernels.
+struct GemmAttrs {
+  float alpha = 1.0f;
+  float beta = 1.0f;
+  bool trans_a = false;
+  bool trans_b = false;
+  std::string describe() const;  // "alpha=1, beta=1, transA=0, transB=1"
+};
+// Errors name the attribute whose type is wrong.
+Result<GemmAttrs> parse_gemm_attrs(const graph::Node& node);
 
 enum class MatMulImpl : uint8_t { kBlas, kBlocked };
 

@@ -97,18 +97,13 @@ using Int4 = std::array<int32_t, 4>;
 
 enum class GemmOp : uint8_t { kMatMul, kGemm, kMatMulBias };
 
-struct GemmParams final : ops::KernelParams {
+struct GemmParams final : ops::KernelParams, cpu::GemmAttrs {
   GemmOp op = GemmOp::kMatMul;
-  float alpha = 1.0f;
-  float beta = 1.0f;
-  bool trans_a = false;
-  bool trans_b = false;
   cpu::Activation activation = cpu::Activation::kNone;
   std::string to_string() const override {
     switch (op) {
       case GemmOp::kMatMul: return "";
-      case GemmOp::kGemm:
-        return fmt::format("alpha={}, beta={}, transA={}, transB={}", alpha, beta, trans_a ? 1 : 0, trans_b ? 1 : 0);
+      case GemmOp::kGemm: return describe();
       case GemmOp::kMatMulBias:
         return activation == cpu::Activation::kNone   ? "activation=none"
                : activation == cpu::Activation::kGelu ? "activation=gelu"
@@ -291,14 +286,7 @@ Status gemm_launch(hal::Stream& stream, const JitProgram& program, const ops::Ke
 Result<std::unique_ptr<ops::KernelParams>> parse_gemm(const graph::Graph&, const graph::Node& node) {
   auto params = std::make_unique<GemmParams>();
   params->op = GemmOp::kGemm;
-  HXRT_ASSIGN_OR_RETURN(const double alpha, node.attrs.get_float("alpha", 1.0));
-  HXRT_ASSIGN_OR_RETURN(const double beta, node.attrs.get_float("beta", 1.0));
-  HXRT_ASSIGN_OR_RETURN(const int64_t trans_a, node.attrs.get_int("transA", 0));
-  HXRT_ASSIGN_OR_RETURN(const int64_t trans_b, node.attrs.get_int("transB", 0));
-  params->alpha = static_cast<float>(alpha);
-  params->beta = static_cast<float>(beta);
-  params->trans_a = trans_a != 0;
-  params->trans_b = trans_b != 0;
+  HXRT_ASSIGN_OR_RETURN(static_cast<cpu::GemmAttrs&>(*params), cpu::parse_gemm_attrs(node));
   return std::unique_ptr<ops::KernelParams>(std::move(params));
 }
 
