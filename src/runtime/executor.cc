@@ -651,6 +651,19 @@ Status Executor::run_continuing(RunState& state, const RunOptions& options) {
   std::vector<size_t> failed_objects;                     // per entry of failures_
   diagnostics::RunView view{plan_.get(), state.shapes, state.launches, 0, {}};
   for (hal::Stream* stream : streams_) view.stream_names.push_back(stream->name());
+  // Marks launch `i` skipped (blaming the failed launch behind it) when an input comes from a failed or skipped one.
+  const auto skip_if_input_failed = [&](size_t i) {
+    for (graph::ValueId in : objects[i].inputs) {
+      const size_t producer = in == graph::kNoValue ? kNoObject : producer_object[static_cast<size_t>(in)];
+      if (producer == kNoObject) continue;
+      if (state.outcome[producer] == Outcome::kFailed || state.outcome[producer] == Outcome::kSkipped) {
+        state.outcome[i] = Outcome::kSkipped;
+        blame[i] = state.outcome[producer] == Outcome::kFailed ? producer : blame[producer];
+        return true;
+      }
+    }
+    return false;
+  };
   const auto add_failure = [&](size_t i, std::string_view stage, Status status) {
     state.outcome[i] = Outcome::kFailed;
     view.launched = state.launched;
@@ -668,17 +681,7 @@ Status Executor::run_continuing(RunState& state, const RunOptions& options) {
     std::vector<size_t> enqueued;  // with both markers
     std::vector<size_t> started;   // with only the start marker
     for (size_t i = 0; i < objects.size(); ++i) {
-      if (state.outcome[i] != Outcome::kPending) continue;
-      for (graph::ValueId in : objects[i].inputs) {
-        const size_t producer = in == graph::kNoValue ? kNoObject : producer_object[static_cast<size_t>(in)];
-        if (producer == kNoObject) continue;
-        if (state.outcome[producer] == Outcome::kFailed || state.outcome[producer] == Outcome::kSkipped) {
-          state.outcome[i] = Outcome::kSkipped;
-          blame[i] = state.outcome[producer] == Outcome::kFailed ? producer : blame[producer];
-          break;
-        }
-      }
-      if (state.outcome[i] == Outcome::kSkipped) continue;
+      if (state.outcome[i] != Outcome::kPending || skip_if_input_failed(i)) continue;
       hal::Stream& stream = *streams_[static_cast<size_t>(objects[i].stream)];
       if (!stream.status().ok()) continue;  // found when the pass drains; relaunched in the next pass
       std::string_view stage;
@@ -749,17 +752,7 @@ Status Executor::run_continuing(RunState& state, const RunOptions& options) {
   std::vector<Status> sorted_errors;
   std::vector<size_t> sorted_objects;
   for (size_t k : order) {
-    const size_t i = failed_objects[k];
-    for (graph::ValueId in : objects[i].inputs) {
-      const size_t producer = in == graph::kNoValue ? kNoObject : producer_object[static_cast<size_t>(in)];
-      if (producer == kNoObject) continue;
-      if (state.outcome[producer] == Outcome::kFailed || state.outcome[producer] == Outcome::kSkipped) {
-        state.outcome[i] = Outcome::kSkipped;
-        blame[i] = state.outcome[producer] == Outcome::kFailed ? producer : blame[producer];
-        break;
-      }
-    }
-    if (state.outcome[i] == Outcome::kSkipped) continue;
+    if (skip_if_input_failed(failed_objects[k])) continue;
     reports.push_back(std::move(failures_[k]));
     sorted_errors.push_back(std::move(errors[k]));
     sorted_objects.push_back(failed_objects[k]);
