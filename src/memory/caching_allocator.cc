@@ -19,10 +19,21 @@
 //
 // Failed fences. A fence's event fails when its stream failed or was aborted before reaching it. A failure
 // alone does not prove the work before the fence is over: abort() discards queued commands but lets a running
-// kernel finish (stream.h), and that kernel may be the one writing the freed block. So a failed fence (or one that
-// could not be recorded because the stream had already failed) counts as complete only once the stream reports
-// query().idle — nothing enqueued is still running; skipped and discarded commands never touch memory. Until then
-// the block stays unusable by other streams, which at worst costs an out-of-memory, never a corruption.
+// kernel finish (stream.h), and that kernel may be the one writing the freed block. A stream runs in order, so a
+// later fence of the same stream that completed proves every earlier fence passed, failed or not; poll_fences()
+// therefore settles up to the newest completed fence, not only while the oldest one completes. Short of that, a
+// failed fence (or one that could not be recorded because the stream had already failed) counts as passed only
+// when the stream reports query().idle — nothing enqueued is still running; skipped and discarded commands never
+// touch memory. query() may lag the event by a moment (a record completes before its stream counts it done), so
+// idleness is only a fallback: once a stream whose newest fence failed is healthy again (reset), the next round
+// records a fresh fence on it even without new frees, and that fence's completion settles the failed ones. Until
+// then the block stays unusable by other streams, which at worst costs an out-of-memory, never a corruption.
+//
+// Forgotten streams. forget_stream() drops the allocator's pointer to a stream its owner is about to destroy;
+// the allocator never touches that stream again. Fences already recorded on it still pass when their events
+// complete (the allocator owns the events), but nothing new is recorded on it and a failed fence can no longer be
+// checked against the stream's idleness: memory guarded only by such fences stays reserved and unusable, and is
+// leaked at destruction rather than handed out while a kernel might still write it.
 //
 // Waiting. Before declaring out-of-memory the allocator waits, up to options.settle_timeout, for the pending
 // fences, with its mutex released: a host callback on a stream may call free(), and if the mutex were held the
@@ -39,6 +50,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <optional>
 
 #include "hxrt/base/check.h"
 #include "hxrt/base/logging.h"
@@ -92,7 +104,8 @@ struct Fence {
 }  // namespace
 
 struct CachingAllocator::StreamState {
-  hal::Stream* stream;
+  hal::Stream* stream;       // null once forgotten (forget_stream)
+  std::string name;          // for snapshots, also after the stream is forgotten
   uint64_t epoch = 1;        // stamped on frees now; a fence covers it and moves on
   bool dirty = false;        // frees with the current epoch, not yet covered by a fence
   uint64_t completed = 0;    // every free with epoch <= completed is settled
@@ -171,6 +184,7 @@ uint32_t CachingAllocator::stream_id(hal::Stream& stream) {
   if (it != stream_ids_.end()) return it->second;
   auto state = std::make_unique<StreamState>();
   state->stream = &stream;
+  state->name = stream.name();
   streams_.push_back(std::move(state));
   const auto id = static_cast<uint32_t>(streams_.size());
   stream_ids_.emplace(&stream, id);
@@ -386,6 +400,14 @@ Status CachingAllocator::record_use(const Allocation& allocation, hal::Stream& s
   return ok_status();
 }
 
+void CachingAllocator::forget_stream(const hal::Stream& stream) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = stream_ids_.find(&stream);
+  if (it == stream_ids_.end()) return;
+  streams_[it->second - 1]->stream = nullptr;  // its state stays: blocks and fences still name its id
+  stream_ids_.erase(it);
+}
+
 std::shared_ptr<hal::Event> CachingAllocator::make_event() {
   if (!spare_events_.empty()) {
     std::shared_ptr<hal::Event> event = std::move(spare_events_.back());
@@ -400,10 +422,21 @@ std::shared_ptr<hal::Event> CachingAllocator::make_event() {
   return std::shared_ptr<hal::Event>(std::move(event).value());
 }
 
+bool CachingAllocator::needs_fresh_fence(const StreamState& s) const {
+  if (s.dirty) return true;
+  if (s.fences.empty()) return false;
+  // The newest fence failed or could not be recorded: once the stream is healthy again, a fresh fence passes
+  // where the failed one cannot (Note [Stream-ordered reuse], failed fences).
+  const std::shared_ptr<hal::Event>& newest = s.fences.back().event;
+  const bool failed = newest == nullptr || newest->state() == hal::EventState::kFailed;
+  return failed && s.stream->status().ok();
+}
+
 void CachingAllocator::record_fence(StreamState& s) {
-  if (!s.dirty) return;
+  if (s.stream == nullptr || !needs_fresh_fence(s)) return;  // a forgotten stream is never touched
   std::shared_ptr<hal::Event> event = make_event();
   if (event != nullptr && !s.stream->record(*event).ok()) event.reset();  // a failed stream; see the Note
+  if (event == nullptr && !s.dirty) return;  // a fresh fence that could not be recorded would add nothing
   s.fences.push_back(Fence{s.epoch, std::move(event)});
   ++s.epoch;
   s.dirty = false;
@@ -416,18 +449,30 @@ void CachingAllocator::record_fences() {
 bool CachingAllocator::poll_fences() {
   bool progressed = false;
   for (auto& s : streams_) {
-    while (!s->fences.empty()) {
+    // The stream runs in order: the newest completed fence covers every fence before it, failed ones included.
+    size_t passed = 0;
+    for (size_t i = 0; i < s->fences.size(); ++i) {
+      const std::shared_ptr<hal::Event>& event = s->fences[i].event;
+      if (event != nullptr && event->state() == hal::EventState::kComplete) passed = i + 1;
+    }
+    // Failed fences after it pass once nothing enqueued on the stream still runs (Note [Stream-ordered reuse]).
+    std::optional<bool> idle;
+    for (; passed < s->fences.size(); ++passed) {
+      const std::shared_ptr<hal::Event>& event = s->fences[passed].event;
+      if (event != nullptr && event->state() != hal::EventState::kFailed) break;  // still pending
+      if (s->stream == nullptr) break;  // forgotten: its idleness can no longer be asked
+      if (!idle.has_value()) idle = s->stream->query().idle;
+      if (!*idle) break;
+    }
+    if (passed == 0) continue;
+    s->completed = s->fences[passed - 1].epoch;
+    for (size_t i = 0; i < passed; ++i) {
       Fence& f = s->fences.front();
-      const hal::EventState state = f.event ? f.event->state() : hal::EventState::kFailed;
-      bool done = state == hal::EventState::kComplete;
-      if (state == hal::EventState::kFailed) done = s->stream->query().idle;  // Note [Stream-ordered reuse]
-      if (!done) break;
-      s->completed = f.epoch;
       // Recycle the event unless a waiter outside the mutex still holds it.
       if (f.event != nullptr && f.event.use_count() == 1) spare_events_.push_back(std::move(f.event));
       s->fences.pop_front();
-      progressed = true;
     }
+    progressed = true;
   }
   return progressed;
 }
@@ -456,7 +501,11 @@ bool CachingAllocator::wait_for_fences(Lock& lock, hal::Duration timeout) {
   // Streams run in order: waiting for each stream's last fence covers the earlier ones.
   std::vector<std::pair<std::shared_ptr<hal::Event>, hal::Stream*>> waits;
   for (auto& s : streams_) {
-    if (!s->fences.empty()) waits.emplace_back(s->fences.back().event, s->stream);
+    if (s->fences.empty()) continue;
+    const std::shared_ptr<hal::Event>& newest = s->fences.back().event;
+    const bool failed = newest == nullptr || newest->state() == hal::EventState::kFailed;
+    if (failed && s->stream == nullptr) continue;  // a forgotten stream's failed fence never passes: no waiting
+    waits.emplace_back(newest, s->stream);
   }
   if (!waits.empty()) {
     lock.unlock();
@@ -465,7 +514,8 @@ bool CachingAllocator::wait_for_fences(Lock& lock, hal::Duration timeout) {
       const hal::Duration left = time_until(deadline);
       // A failed event (or none) means a failed stream: wait for its running command instead.
       if (event == nullptr || !event->synchronize(left).ok()) {
-        if (event == nullptr || event->state() == hal::EventState::kFailed) stream->synchronize(left).ignore();
+        const bool failed = event == nullptr || event->state() == hal::EventState::kFailed;
+        if (failed && stream != nullptr) stream->synchronize(left).ignore();
       }
       event.reset();  // drop our reference before polling, so the event can be recycled
     }
@@ -522,9 +572,16 @@ Result<LeakReport> CachingAllocator::release_all() {
       auto it = live_.begin();
       free_block_locked(it->second, it->first);
     }
-    wait_for_fences(lock, options_.settle_timeout);
-    collect_cached_segments(0, &released);
-    if (small_.num_segments() + large_.num_segments() == 0 && deferred_.empty()) {
+    // Settling may take several rounds: a round can end with a failed fence whose stream is healthy again, and
+    // the next round fences that stream afresh (Note [Stream-ordered reuse]).
+    const auto deadline = deadline_after(options_.settle_timeout);
+    const auto settled = [this] { return small_.num_segments() + large_.num_segments() == 0 && deferred_.empty(); };
+    for (;;) {
+      const bool waited = wait_for_fences(lock, time_until(deadline));
+      collect_cached_segments(0, &released);
+      if (settled() || !waited || std::chrono::steady_clock::now() >= deadline) break;
+    }
+    if (settled()) {
       for (auto& s : streams_) {
         for (Fence& f : s->fences) {
           if (f.event != nullptr && f.event.use_count() == 1) spare_events_.push_back(std::move(f.event));
@@ -609,7 +666,7 @@ Status CachingAllocator::oom_locked(uint64_t bytes, std::string_view why) {
 
 std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto stream_name = [this](uint64_t id) { return id == kSettled ? std::string() : streams_[id - 1]->stream->name(); };
+  auto stream_name = [this](uint64_t id) { return id == kSettled ? std::string() : streams_[id - 1]->name; };
   std::vector<SegmentSnapshot> out;
   for (Pool p : {Pool::kSmall, Pool::kLarge}) {
     const BlockAllocator& ba = pool(p);

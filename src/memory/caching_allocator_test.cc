@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <random>
 #include <thread>
 #include <vector>
@@ -52,6 +53,48 @@ class Gate {
   std::atomic<int> running_{0};
   hal::CpuKernel kernel_;
 };
+
+// A stream that forwards to another stream and fails the test when used once retired: it stands for a stream
+// whose owner destroyed it after telling the allocator to forget it.
+class WatchedStream final : public hal::Stream {
+ public:
+  WatchedStream(hal::Device& device, std::unique_ptr<hal::Stream> inner)
+      : Stream(&device, inner->name()), inner_(std::move(inner)) {}
+  void retire() { retired_.store(true); }
+  hal::Stream& inner() { return *inner_; }
+
+  Status synchronize(hal::Duration timeout) override { return touch().synchronize(timeout); }
+  hal::StreamState query() const override { return touch().query(); }
+  Status status() const override { return touch().status(); }
+  void abort() override { touch().abort(); }
+  Status reset() override { return touch().reset(); }
+
+ protected:
+  Status do_launch(const hal::Kernel& kernel, const hal::LaunchConfig& config,
+                   std::span<const hal::KernelArg> args) override {
+    return touch().launch(kernel, config, args);
+  }
+  Status do_copy(hal::BufferView dst, hal::BufferView src) override { return touch().copy(dst, src); }
+  Status do_copy_from_host(hal::BufferView dst, const void* src) override { return touch().copy_from_host(dst, src); }
+  Status do_copy_to_host(void* dst, hal::BufferView src) override { return touch().copy_to_host(dst, src); }
+  Status do_fill(hal::BufferView dst, uint32_t pattern, uint32_t pattern_bytes) override {
+    return touch().fill(dst, pattern, pattern_bytes);
+  }
+  Status do_host_callback(hal::HostCallback callback) override { return touch().host_callback(std::move(callback)); }
+  Status do_record(hal::Event& event) override { return touch().record(event); }
+  Status do_wait(hal::Event& event, hal::Duration timeout) override { return touch().wait(event, timeout); }
+
+ private:
+  hal::Stream& touch() const {
+    EXPECT_FALSE(retired_.load()) << "stream '" << name() << "' used after forget_stream()";
+    return *inner_;
+  }
+
+  std::unique_ptr<hal::Stream> inner_;
+  std::atomic<bool> retired_{false};
+};
+
+const hal::CpuKernel kFail("fail", [](const hal::CpuLaunchContext&) { return internal_error("injected failure"); });
 
 class CachingAllocatorTest : public ::testing::Test {
  protected:
@@ -275,6 +318,129 @@ TEST_F(CachingAllocatorTest, FailedStreamKeepsMemoryUntilItsRunningWorkEnds) {
   EXPECT_TRUE(allocator.free(*reused).ok());
   EXPECT_TRUE(a_->reset().ok());
   EXPECT_TRUE(allocator.free(*y).ok());
+}
+
+// Regression: a free fenced behind a kernel failure. The fence fails; the stream is reset and passes a later fence;
+// then it is busy again. The later completed fence proves the stream is past the failed one, so the memory is
+// reusable and release_all() succeeds at once. (The failed fence used to count only while the stream was idle:
+// with the stream busy, or merely not yet done counting its last record, release_all() gave up.)
+TEST_F(CachingAllocatorTest, CompletedFenceSettlesAnEarlierFailedOneWhileTheStreamIsBusy) {
+  CachingAllocator allocator(*device_, one_small_segment_budget());
+  Gate before_failure, before_second_fence, busy_again;
+  auto x = allocator.allocate(kMiB, *a_, "x");
+  auto y = allocator.allocate(kMiB, *a_, "y");  // the budget's one small segment is full
+  ASSERT_TRUE(x.ok() && y.ok());
+  ASSERT_TRUE(before_failure.launch(*a_).ok());
+  ASSERT_TRUE(a_->launch(kFail, hal::LaunchConfig{}, {}).ok());
+  ASSERT_TRUE(allocator.free(*x).ok());
+  // B cannot have x yet; trying fences x's free behind the failing kernel.
+  EXPECT_EQ(allocator.allocate(kMiB, *b_, "z").status().code(), StatusCode::kOutOfMemory);
+  before_failure.open();
+  EXPECT_EQ(a_->synchronize(10s).code(), StatusCode::kInternal);  // the fence was skipped: it failed
+  ASSERT_TRUE(a_->reset().ok());
+
+  // A second fence, queued behind a gate so that no poll finds A idle, then A busy again once it completed.
+  ASSERT_TRUE(before_second_fence.launch(*a_).ok());
+  ASSERT_TRUE(allocator.free(*y).ok());
+  EXPECT_EQ(allocator.allocate(kMiB, *b_, "z").status().code(), StatusCode::kOutOfMemory);
+  ASSERT_TRUE(busy_again.launch(*a_).ok());
+  before_second_fence.open();
+  busy_again.wait_started();
+  ASSERT_FALSE(a_->query().idle);
+
+  auto z = allocator.allocate(kMiB, *b_, "z");
+  ASSERT_TRUE(z.ok()) << z.status().to_string();
+  EXPECT_EQ(z->view().buffer, x->view().buffer);
+  ASSERT_TRUE(allocator.free(*z).ok());
+  Result<LeakReport> released = allocator.release_all();
+  ASSERT_TRUE(released.ok()) << released.status().to_string();
+  EXPECT_TRUE(released->empty());
+  EXPECT_EQ(allocator.stats().reserved_bytes.current, 0);
+  busy_again.open();
+}
+
+// A failed fence on a stream that is healthy again gets a fresh fence, so its memory settles even though the
+// stream never idles at a poll and nothing else is freed on it.
+TEST_F(CachingAllocatorTest, FailedFenceIsSupersededOnceTheStreamIsHealthyAgain) {
+  CachingAllocator allocator(*device_, one_small_segment_budget());
+  Gate before_failure, after_reset, busy_again;
+  auto x = allocator.allocate(kMiB, *a_, "x");
+  auto y = allocator.allocate(kMiB, *a_, "y");  // the budget's one small segment is full
+  ASSERT_TRUE(x.ok() && y.ok());
+  ASSERT_TRUE(before_failure.launch(*a_).ok());
+  ASSERT_TRUE(a_->launch(kFail, hal::LaunchConfig{}, {}).ok());
+  ASSERT_TRUE(allocator.free(*x).ok());
+  EXPECT_EQ(allocator.allocate(kMiB, *b_, "z").status().code(), StatusCode::kOutOfMemory);  // fenced, failing
+  before_failure.open();
+  EXPECT_FALSE(a_->synchronize(10s).ok());
+  ASSERT_TRUE(a_->reset().ok());
+  // Nothing more is freed on A, and no poll ever finds it idle.
+  ASSERT_TRUE(after_reset.launch(*a_).ok());
+  EXPECT_EQ(allocator.allocate(kMiB, *b_, "z").status().code(), StatusCode::kOutOfMemory);  // fresh fence, queued
+  ASSERT_TRUE(busy_again.launch(*a_).ok());
+  after_reset.open();
+  busy_again.wait_started();
+  auto z = allocator.allocate(kMiB, *b_, "z");
+  ASSERT_TRUE(z.ok()) << z.status().to_string();
+  EXPECT_EQ(z->view().buffer, x->view().buffer);
+  EXPECT_EQ(z->view().offset, x->view().offset);
+  ASSERT_TRUE(allocator.free(*z).ok());
+  busy_again.open();
+  ASSERT_TRUE(allocator.free(*y).ok());
+}
+
+// An owner destroying its streams tells the allocator first; the allocator never touches them again, keeps memory
+// their work may still write, and settles it through fences that complete.
+TEST_F(CachingAllocatorTest, ForgottenStreamIsNeverTouchedAgain) {
+  CachingAllocatorOptions options;
+  options.settle_timeout = 20ms;
+  Gate gate;
+  auto inner = device_->create_stream(hal::StreamOptions{"W"});
+  ASSERT_TRUE(inner.ok());
+  auto watched = std::make_unique<WatchedStream>(*device_, std::move(inner).value());
+  {
+    CachingAllocator allocator(*device_, options);
+    auto x = allocator.allocate(kMiB, *watched, "x");
+    ASSERT_TRUE(x.ok());
+    ASSERT_TRUE(gate.launch(*watched).ok());
+    ASSERT_TRUE(allocator.free(*x).ok());
+    allocator.release_cached(UINT64_MAX);  // fences the free behind the gate
+    allocator.forget_stream(*watched);
+    watched->retire();
+
+    Result<LeakReport> early = allocator.release_all();
+    EXPECT_EQ(early.status().code(), StatusCode::kDeadlineExceeded) << "the gate may still write x";
+    EXPECT_EQ(allocator.stats().reserved_bytes.current, static_cast<int64_t>(kSmallSegmentSize));
+    gate.open();
+    ASSERT_TRUE(watched->inner().synchronize(10s).ok());
+    Result<LeakReport> late = allocator.release_all();  // the fence completed: the segment goes back
+    ASSERT_TRUE(late.ok()) << late.status().to_string();
+    EXPECT_EQ(allocator.stats().reserved_bytes.current, 0);
+  }
+  // A failed fence of a forgotten stream never passes: the memory is kept, and leaked by the destructor.
+  Gate failing_gate;
+  auto inner2 = device_->create_stream(hal::StreamOptions{"W2"});
+  ASSERT_TRUE(inner2.ok());
+  auto failing = std::make_unique<WatchedStream>(*device_, std::move(inner2).value());
+  const uint64_t live_before = device_->memory_stats().live_buffers;
+  {
+    CachingAllocator allocator(*device_, options);
+    auto x = allocator.allocate(kMiB, *failing, "x");
+    ASSERT_TRUE(x.ok());
+    ASSERT_TRUE(failing_gate.launch(*failing).ok());
+    ASSERT_TRUE(failing->launch(kFail, hal::LaunchConfig{}, {}).ok());
+    ASSERT_TRUE(allocator.free(*x).ok());
+    allocator.release_cached(UINT64_MAX);
+    allocator.forget_stream(*failing);
+    failing->retire();
+    failing_gate.open();
+    EXPECT_FALSE(failing->inner().synchronize(10s).ok());
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(allocator.release_all().status().code(), StatusCode::kDeadlineExceeded);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "nothing can pass: no waiting";
+    EXPECT_EQ(allocator.stats().reserved_bytes.current, static_cast<int64_t>(kSmallSegmentSize));
+  }
+  EXPECT_EQ(device_->memory_stats().live_buffers, live_before + 1) << "the segment is leaked, not freed";
 }
 
 TEST_F(CachingAllocatorTest, RecordUseDefersReuseUntilEveryStreamPassed) {

@@ -59,10 +59,10 @@ Result<std::unique_ptr<Session>> Session::create(std::unique_ptr<hal::Device> de
 Session::Session(std::unique_ptr<hal::Device> device, const SessionOptions& options)
     : options_(options),
       device_(std::move(device)),
-      pool_(std::make_unique<memory::CachingAllocator>(*device_, options.pool)),
       profiler_(std::make_unique<Profiler>(fmt::format("session '{}' on {}:{} ({})", options.name,
                                                        hal::device_kind_name(device_->info().kind),
-                                                       device_->info().ordinal, device_->info().name))) {
+                                                       device_->info().ordinal, device_->info().name))),
+      pool_(std::make_unique<memory::CachingAllocator>(*device_, options.pool)) {
   profiler_->set_enabled(options.profile);
 }
 
@@ -163,24 +163,36 @@ Result<TeardownReport> Session::teardown_locked(bool closing) {
       report.stream_errors.push_back(fmt::format("{}: {}", stream->name(), stream->status().to_string()));
     }
   }
+  // Every later step runs even when one fails: the pool must forget the streams before they are destroyed.
+  Status first_error;
   for (hal::Stream* stream : streams) {
-    HXRT_RETURN_IF_ERROR_CTX(stream->reset(), "resetting stream '{}' of session '{}'", stream->name(),
-                             options_.name);
+    Status reset = stream->reset();
+    if (!reset.ok() && first_error.ok()) {
+      first_error = std::move(reset).with_context(
+          fmt::format("resetting stream '{}' of session '{}'", stream->name(), options_.name));
+    }
   }
   // 4: events.
   report.events_destroyed = events_.size();
   events_.clear();
-  // 5: pool blocks and segments.
+  // 5: pool blocks and segments. When queued work still holds pool memory, the pool keeps it and forgets the
+  // streams destroyed below, so that it never touches them again.
   Result<memory::LeakReport> leaks = pool_->release_all();
-  if (!leaks.ok()) {
-    return std::move(leaks).take_status().with_context(fmt::format("releasing the pool of session '{}'", options_.name));
+  if (leaks.ok()) {
+    report.leaked_blocks = std::move(leaks).value();
+  } else {
+    for (size_t i = closing ? 0 : 1; i < streams.size(); ++i) pool_->forget_stream(*streams[i]);
+    if (first_error.ok()) {
+      first_error = std::move(leaks).take_status().with_context(
+          fmt::format("releasing the pool of session '{}'", options_.name));
+    }
   }
-  report.leaked_blocks = std::move(leaks).value();
   // 6: streams.
   report.streams_closed = streams_.size() + (closing ? 1 : 0);
   streams_.clear();
   if (closing) default_stream_.reset();
   report.device_buffers_live = device_->memory_stats().live_buffers;
+  if (!first_error.ok()) return first_error;
   return report;
 }
 

@@ -152,6 +152,43 @@ TEST_F(SessionTest, FailedStreamsAreReportedAndRecovered) {
   EXPECT_TRUE(session->synchronize().ok());
 }
 
+// Regression: the pool could not release memory still used by work (here a stream the session does not own), so
+// release_all failed. Teardown still destroys the session's streams, after the pool forgot them, and the pool
+// settles the rest once the work ends; nothing touches a destroyed stream.
+TEST_F(SessionTest, TeardownDestroysStreamsEvenWhenThePoolIsStillAwaitingWork) {
+  SessionOptions options;
+  options.pool.settle_timeout = milliseconds(20);
+  auto session = open(options);
+  Result<hal::Stream*> work = session->stream("work");
+  ASSERT_TRUE(work.ok());
+  Result<std::unique_ptr<hal::Stream>> outside = session->device().create_stream(hal::StreamOptions{"outside"});
+  ASSERT_TRUE(outside.ok());
+  std::atomic<bool> open_gate{false};
+  const hal::CpuKernel gate{"test.gate", [&](const hal::CpuLaunchContext&) {
+                              while (!open_gate.load()) std::this_thread::sleep_for(milliseconds(1));
+                              return ok_status();
+                            }};
+  // A block used by a failed kernel on the session's stream and by gated work on the outside stream.
+  Result<memory::Allocation> block = session->pool().allocate(4096, **work, "shared");
+  ASSERT_TRUE(block.ok());
+  ASSERT_TRUE((*work)->launch(kFail, hal::LaunchConfig{}, {}).ok());
+  ASSERT_TRUE(session->pool().record_use(*block, **outside).ok());
+  ASSERT_TRUE((*outside)->launch(gate, hal::LaunchConfig{}, {}).ok());
+  ASSERT_TRUE(session->pool().free(*block).ok());
+
+  Result<TeardownReport> report = session->close();
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kDeadlineExceeded) << report.status().to_string();
+  EXPECT_TRUE(session->closed());
+  open_gate.store(true);
+  ASSERT_TRUE((*outside)->synchronize().ok());
+  EXPECT_EQ(session->pool().stats().segments.current, 1);
+  Result<memory::LeakReport> released = session->pool().release_all();  // the outside work is over
+  ASSERT_TRUE(released.ok()) << released.status().to_string();
+  EXPECT_EQ(session->pool().stats().segments.current, 0);
+  session.reset();
+}
+
 TEST_F(SessionTest, ReportsDeviceBuffersHeldOutsideThePool) {
   auto session = open();
   Result<std::unique_ptr<hal::Buffer>> outside = session->device().allocate(128, hal::MemoryKind::kDevice);

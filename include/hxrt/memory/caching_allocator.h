@@ -16,7 +16,8 @@
 //
 // Ownership and lifetime:
 //  - The Device must outlive the allocator. Every stream passed to allocate()/record_use() must stay alive until
-//    release_all() or the allocator's destruction (both stop referring to every stream they saw).
+//    release_all() succeeds, forget_stream() names it, or the allocator is destroyed (each stops referring to the
+//    streams concerned). An owner that destroys streams after release_all() failed must forget_stream() them first.
 //  - An Allocation is a value handle (an id plus the view it names); it does not own memory. The view is valid from
 //    allocate() until free() (for host access) and for work enqueued on the allocation's stream before free().
 //  - Destroying the allocator waits (bounded) for pending frees to settle, releases every segment and logs any
@@ -201,6 +202,11 @@ class CachingAllocator {
   // segment and forgets every stream. Afterwards the allocator is empty and reusable. DeadlineExceeded when
   // queued work still used the memory after settle_timeout (those segments stay reserved; call again).
   Result<LeakReport> release_all();
+  // For an owner about to destroy `stream`: the allocator never touches it again (not even in its destructor).
+  // Frees it still guards settle only through fences already recorded on it that complete; memory behind a fence
+  // that failed stays reserved and unusable, and is leaked at destruction (Note [Stream-ordered reuse]). A later
+  // allocate() on a new stream at the same address starts afresh. No effect for a stream the allocator never saw.
+  void forget_stream(const hal::Stream& stream);
 
   AllocatorStats stats() const;
   void reset_peak();
@@ -242,6 +248,8 @@ class CachingAllocator {
   Result<Live*> find_live(const Allocation& allocation);
 
   void record_fences();
+  // True when `s` has frees to fence, or its newest fence failed and the stream is healthy again.
+  bool needs_fresh_fence(const StreamState& s) const;
   void record_fence(StreamState& s);
   bool poll_fences();
   void settle_completed();

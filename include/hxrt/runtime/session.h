@@ -12,7 +12,10 @@
 //   5. every block still allocated from the pool is freed and reported as a leak (count, bytes, tags), and the
 //      pool returns every segment to the device;
 //   6. close: streams are destroyed; reset: named streams are destroyed and the default stream stays.
-// The report says what was still held or running; a clean teardown reports nothing.
+// The report says what was still held or running; a clean teardown reports nothing. Every step runs even when an
+// earlier one failed, and the first failure is returned instead of the report. In particular, when queued work
+// still used pool memory after the pool's settle timeout (DeadlineExceeded), the pool keeps that memory (leaked
+// when the session is destroyed) and forgets the streams of step 6 before they are destroyed.
 //
 // Objects obtained from a session (streams, events, allocations) are valid until the next reset() or close().
 // After close(), every call returns FailedPrecondition.
@@ -104,11 +107,12 @@ class Session {
   SessionOptions options_;
   mutable std::mutex mutex_;
   std::unique_ptr<hal::Device> device_;
-  std::unique_ptr<memory::CachingAllocator> pool_;
   std::unique_ptr<Profiler> profiler_;
   std::unique_ptr<hal::Stream> default_stream_;
   std::map<std::string, std::unique_ptr<hal::Stream>, std::less<>> streams_;  // guarded by mutex_
   std::vector<std::unique_ptr<hal::Event>> events_;                            // guarded by mutex_
+  // Declared after the streams, so that it is destroyed before them: the pool may refer to them until then.
+  std::unique_ptr<memory::CachingAllocator> pool_;
   bool closed_ = false;                                                        // guarded by mutex_
 };
 
