@@ -11,6 +11,7 @@
 #include "hxrt/base/check.h"
 #include "hxrt/base/float16.h"
 #include "hxrt/ops/kernel_def.h"
+#include "kernels/cpu/quant_matmul_vnni.h"
 
 namespace hxrt::kernels::cpu {
 
@@ -57,7 +58,9 @@ bool matmulq_weight_supported(DType w_type) {
 
 // As llama.cpp's q8_0/q8_1 activation blocks, so hxrt's logits track llama.cpp's on the same file: the scale and the
 // scaled sum are stored at f16 precision, the values are rounded half to even at 127 / max|x|.
-void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out) {
+namespace {
+
+void quantize_row_scalar(const float* x, int64_t k, BlockQ8A* out) {
   const int64_t nb = k / kQuantBlock;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQuantBlock;
@@ -73,6 +76,53 @@ void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out) {
     }
     out[b].d = f16_to_f32(f32_to_f16(d));
     out[b].s = f16_to_f32(f32_to_f16(d * static_cast<float>(sum)));
+  }
+}
+
+// The same operations eight lanes at a time: max|x| is exact in any order, x · inv is the same product, and
+// vcvtps2dq rounds half to even (the default MXCSR mode, as nearbyint's) — so the blocks are bit-identical.
+__attribute__((target("avx2,fma,f16c"))) void quantize_row_avx2(const float* x, int64_t k, BlockQ8A* out) {
+  const int64_t nb = k / kQuantBlock;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i lo = _mm256_set1_epi32(-127);
+  const __m256i hi = _mm256_set1_epi32(127);
+  const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane interleave
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    __m256 v[4];
+    __m256 amax8 = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      amax8 = _mm256_max_ps(_mm256_and_ps(v[j], abs_mask), amax8);  // a NaN x is skipped, as by std::max
+    }
+    __m128 amax4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+    amax4 = _mm_max_ps(amax4, _mm_movehl_ps(amax4, amax4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(amax4, _mm_movehdup_ps(amax4)));
+    const float d = amax / 127.0f;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) {
+      q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(inv)));
+      q[j] = _mm256_min_epi32(_mm256_max_epi32(q[j], lo), hi);
+    }
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), _mm256_permutevar8x32_epi32(packed, unshuffle));
+    const __m256i sum8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
+    sum4 = _mm_add_epi32(sum4, _mm_unpackhi_epi64(sum4, sum4));
+    const int sum = _mm_cvtsi128_si32(_mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 1)));
+    out[b].d = f16_to_f32(f32_to_f16(d));
+    out[b].s = f16_to_f32(f32_to_f16(d * static_cast<float>(sum)));
+  }
+}
+
+}  // namespace
+
+void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out, QuantIsa isa) {
+  if (isa == QuantIsa::kScalar) {
+    quantize_row_scalar(x, k, out);
+  } else {
+    quantize_row_avx2(x, k, out);
   }
 }
 
@@ -129,7 +179,8 @@ Status dequantize_row(DType w_type, const void* row, int64_t k, float* out) {
 // Quantized dot products. Each W block contributes  d_w·d_a·Σ u·q  +  c_w·s_a  where u are the block's unsigned
 // integers (nibbles, or |q| for q8_0 with the activation's signs flipped to match), and c_w is the offset term:
 // -8·d_w for q4_0, m for q4_1, 0 for q8_0. See Note [Batch invariance] in the header for why the multi-row
-// kernels keep each row's operation sequence identical to the one-row kernel.
+// kernels keep each row's operation sequence identical to the one-row kernel. This file holds the scalar and AVX2
+// kernels; the AVX-512 VNNI ones, which read several blocks per instruction, are in quant_matmul_vnni.cc.
 namespace {
 
 constexpr int kMaxRows = 4;  // rows of A per micro-kernel call
@@ -179,7 +230,7 @@ void rows_scalar(int rows, const void* w_row, const BlockQ8A* a, int64_t nb, flo
   for (int r = 0; r < rows; ++r) out[r] = dot_scalar<W>(w_row, a + r * nb, nb);
 }
 
-// --- AVX2 and AVX-512 VNNI --------------------------------------------------------------------------------------
+// --- AVX2 -------------------------------------------------------------------------------------------------------
 
 __attribute__((target("avx2"))) inline __m256i expand_nibbles(const uint8_t* qs) {
   // Low nibbles are elements 0..15 (low lane), high nibbles elements 16..31 (high lane).
@@ -253,44 +304,15 @@ __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const void* w_row, const
   for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) + extra[r];
 }
 
-template <DType W, int R>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))) void rows_vnni(const void* w_row,
-                                                                                            const BlockQ8A* a,
-                                                                                            int64_t nb, float* out) {
-  const auto* w = static_cast<const typename WeightBlock<W>::Type*>(w_row);
-  __m256 acc[R];
-  float extra[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    extra[r] = 0.0f;
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    const DecodedBlock wb = decode_block<W>(w[b]);
-    for (int r = 0; r < R; ++r) {
-      const BlockQ8A& ab = a[r * nb + b];
-      const __m256i idot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wb.u, signed_activation<W>(wb, ab));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(wb.d * ab.d), acc[r]);
-      extra[r] = std::fma(wb.c, ab.s, extra[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) + extra[r];
-}
-
 // out[r] = dot(W row, activation row r) for r < rows (<= kMaxRows); the activation rows are nb blocks apart.
 using RowsFn = void (*)(const void* w_row, const BlockQ8A* a, int64_t nb, float* out);
 
+// AVX2 only: quantized W on AVX-512 VNNI goes through vnni512::tile (quant_matmul_vnni.h).
 template <DType W>
 RowsFn rows_kernel(QuantIsa isa, int rows) {
-  static constexpr RowsFn kVnni[kMaxRows + 1] = {nullptr, &rows_vnni<W, 1>, &rows_vnni<W, 2>, &rows_vnni<W, 3>,
-                                                 &rows_vnni<W, 4>};
   static constexpr RowsFn kAvx2[kMaxRows + 1] = {nullptr, &rows_avx2<W, 1>, &rows_avx2<W, 2>, &rows_avx2<W, 3>,
                                                  &rows_avx2<W, 4>};
-  switch (isa) {
-    case QuantIsa::kAvx512Vnni: return kVnni[rows];
-    case QuantIsa::kAvx2: return kAvx2[rows];
-    case QuantIsa::kScalar: break;
-  }
-  return nullptr;
+  return isa == QuantIsa::kAvx2 ? kAvx2[rows] : nullptr;
 }
 
 // --- float W (f32, f16): one row at a time on f32 activations ---------------------------------------------------
@@ -440,10 +462,16 @@ Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const vo
 
   std::vector<BlockQ8A> aq;  // (m, k / 32) quantized activations
   const int64_t nb = k / kQuantBlock;
+  // AVX-512 VNNI: the activations in the kernels' layout, (m, nb) (Note [VNNI-512 pairs] in quant_matmul_vnni.h).
+  const bool vnni512 = quantized && isa == QuantIsa::kAvx512Vnni;
+  std::vector<vnni512::ActBlock> act(vnni512 ? static_cast<size_t>(m * nb) : 0);
   if (quantized) {
     aq.resize(static_cast<size_t>(m * nb));
     run_tasks(pool, m, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) quantize_activation_row(a + i * k, k, aq.data() + i * nb);
+      for (int64_t i = begin; i < end; ++i) {
+        quantize_activation_row(a + i * k, k, aq.data() + i * nb, isa);
+        if (vnni512) vnni512::pack_activation_row(w_type, aq.data() + i * nb, nb, act.data() + i * nb);
+      }
     });
   }
   run_tasks(pool, m_tiles * n_tiles, [&](int64_t begin, int64_t end) {
@@ -452,6 +480,11 @@ Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const vo
       const int64_t j0 = (task % n_tiles) * tile_n;
       const int64_t i1 = std::min(m, i0 + tile_m);
       const int64_t j1 = std::min(n, j0 + tile_n);
+      if (vnni512) {
+        vnni512::tile(w_type, act.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
+                      w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
+        continue;
+      }
       switch (w_type) {
         case DType::kQ8_0:
           quant_tile<DType::kQ8_0>(isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);

@@ -2,13 +2,14 @@
 //
 // Quantized W: each activation row is first quantized to BlockQ8A blocks (32 values: float scale, int8 values and
 // the scaled block sum), then every output is a sum over blocks of integer dot products scaled in float
-// (AVX-512 VNNI vpdpbusd, AVX2 vpmaddubsw, or scalar). f16 and f32 W use float dot products on the f32 activations.
+// (AVX-512 VNNI: 512-bit vpdpbusd on two W rows at once, Note [VNNI-512 pairs] in quant_matmul_vnni.h; AVX2
+// vpmaddubsw; or scalar). f16 and f32 W use float dot products on the f32 activations.
 //
 // Note [Batch invariance]: the value of Y[i, j] depends only on row i of A, row j of W, the weight type and the ISA —
 // never on m, on the tiling or on which other rows share the batch. Every (i, j) goes through the same sequence of
 // floating-point operations: the multi-row micro-kernels run, for each row, exactly the instructions of the one-row
 // kernel, and nothing is reduced across rows or split along K. So prefill, decode and batched decode give a
-// request bit-identical logits. (Different ISAs may differ in the last bits.)
+// request bit-identical logits. (AVX2 and AVX-512 VNNI give the same bits; the scalar path may differ in the last.)
 //
 // Thread-safety: every function is reentrant.
 #pragma once
@@ -57,8 +58,8 @@ QuantIsa quant_best_isa();  // detected once
 bool matmulq_weight_supported(DType w_type);
 
 // Quantizes k floats (k a multiple of 32) into k / 32 blocks as llama.cpp does: qs = round-half-even(x · 127 / max|x|),
-// d = max|x| / 127 and s = d · Σqs, both kept at f16 precision.
-void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out);
+// d = max|x| / 127 and s = d · Σqs, both kept at f16 precision. Every ISA gives the same bits.
+void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out, QuantIsa isa = quant_best_isa());
 
 // Expands one W row of k values (k a multiple of 32 for quantized types) to floats; the reference for tests.
 Status dequantize_row(DType w_type, const void* row, int64_t k, float* out);

@@ -1,5 +1,6 @@
-// MatMulQ GEMV (decode, M = 1) with q4_1 weights at SmolLM2-135M's shapes, in GB/s of weight bytes read
-// (counter "weight_bytes"), on 1 thread and on a pool of 2; plus one prefill shape (M = 64).
+// MatMulQ at SmolLM2-135M's shapes, in GB/s of weight bytes read (counter "weight_bytes"): the q4_1 layer GEMVs
+// (decode, M = 1) and the q8_0 49152-row output projection (the tied token embedding), on 1 thread and on a pool of
+// 2; plus prefill (M = 64).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -14,49 +15,108 @@
 namespace hxrt::kernels::cpu {
 namespace {
 
-std::vector<BlockQ4_1> random_q4_1(int64_t n, int64_t k) {
+// Random [n, k] weights of `type` (q4_1 or q8_0) in GGUF block layout.
+std::vector<std::byte> random_weights(DType type, int64_t n, int64_t k) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(0.001f, 0.05f);
   std::uniform_int_distribution<int> byte(0, 255);
-  std::vector<BlockQ4_1> w(static_cast<size_t>(n * k / kQuantBlock));
-  for (BlockQ4_1& b : w) {
-    b.d = f32_to_f16(dist(rng));
-    b.m = f32_to_f16(-dist(rng) * 8.0f);
-    for (uint8_t& q : b.qs) q = static_cast<uint8_t>(byte(rng));
+  const int64_t blocks = n * k / kQuantBlock;
+  std::vector<std::byte> w(storage_bytes(type, static_cast<uint64_t>(n * k)).value());
+  if (type == DType::kQ4_1) {
+    auto* b = reinterpret_cast<BlockQ4_1*>(w.data());
+    for (int64_t i = 0; i < blocks; ++i) {
+      b[i].d = f32_to_f16(dist(rng));
+      b[i].m = f32_to_f16(-dist(rng) * 8.0f);
+      for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(byte(rng));
+    }
+  } else {
+    auto* b = reinterpret_cast<BlockQ8_0*>(w.data());
+    for (int64_t i = 0; i < blocks; ++i) {
+      b[i].d = f32_to_f16(dist(rng));
+      for (int8_t& q : b[i].qs) q = static_cast<int8_t>(byte(rng) - 128);
+    }
   }
   return w;
 }
 
-void BM_MatMulQ_Q4_1(benchmark::State& state) {
+// (m, k, n, threads) for weights of type W.
+template <DType W>
+void BM_MatMulQ(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2), threads = state.range(3);
-  const std::vector<BlockQ4_1> w = random_q4_1(n, k);
+  const std::vector<std::byte> w = random_weights(W, n, k);
   std::vector<float> a(static_cast<size_t>(m * k));
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& x : a) x = dist(rng);
   std::vector<float> y(static_cast<size_t>(m * n));
   std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
-  QuantMatMulTiles tiles;  // as the kernel's tiling picks them: decode splits N only
+  // As the kernel's tiling picks them for a device of `threads` compute units: decode splits N only.
+  QuantMatMulTiles tiles;
   tiles.tile_m = m <= 8 ? m : 32;
-  tiles.tile_n = m <= 8 ? std::max<int64_t>(16, std::min<int64_t>(128, n / (4 * threads))) : 64;
+  const int64_t m_tiles = (m + tiles.tile_m - 1) / tiles.tile_m;
+  const int64_t wanted_n_tiles = std::max<int64_t>(1, (4 * threads + m_tiles - 1) / m_tiles);
+  tiles.tile_n = std::clamp<int64_t>((n + wanted_n_tiles - 1) / wanted_n_tiles, 16, 128);
   for (auto _ : state) {
-    const Status status = quant_matmul(DType::kQ4_1, a.data(), m, k, w.data(), n, nullptr, y.data(), tiles,
-                                       quant_best_isa(), pool.get());
+    const Status status =
+        quant_matmul(W, a.data(), m, k, w.data(), n, nullptr, y.data(), tiles, quant_best_isa(), pool.get());
     if (!status.ok()) state.SkipWithError(status.to_string().c_str());
     benchmark::DoNotOptimize(y.data());
   }
-  const double bytes = static_cast<double>(w.size() * sizeof(BlockQ4_1));
   state.counters["weight_bytes"] =
-      benchmark::Counter(bytes * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate,
-                         benchmark::Counter::kIs1024);
+      benchmark::Counter(static_cast<double>(w.size()) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
   state.SetLabel(std::string(quant_isa_name(quant_best_isa())));
 }
 
-// (m, k, n, threads): attn/ffn-down/ffn-up-ish GEMVs and the 49152-row output projection of SmolLM2-135M.
-BENCHMARK(BM_MatMulQ_Q4_1)
-    ->Args({1, 576, 1536, 1})->Args({1, 1536, 576, 1})->Args({1, 576, 49152, 1})
-    ->Args({1, 576, 1536, 2})->Args({1, 1536, 576, 2})->Args({1, 576, 49152, 2})
-    ->Args({64, 576, 1536, 2})
+// As BM_MatMulQ, but W cycles through copies totalling 192 MiB, so each call streams its weights from memory as a
+// decode step does (the model's 96 MiB of weights do not stay in cache between tokens).
+template <DType W>
+void BM_MatMulQ_Streamed(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2), threads = state.range(3);
+  const std::vector<std::byte> one = random_weights(W, n, k);
+  const size_t copies = std::max<size_t>(2, (size_t{192} << 20) / one.size());
+  std::vector<std::byte> w(one.size() * copies);
+  for (size_t c = 0; c < copies; ++c) std::memcpy(w.data() + c * one.size(), one.data(), one.size());
+  std::vector<float> a(static_cast<size_t>(m * k));
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& x : a) x = dist(rng);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
+  QuantMatMulTiles tiles;
+  tiles.tile_m = m;
+  tiles.tile_n = std::clamp<int64_t>((n + 4 * threads - 1) / (4 * threads), 16, 128);
+  size_t c = 0;
+  for (auto _ : state) {
+    const Status status = quant_matmul(W, a.data(), m, k, w.data() + c * one.size(), n, nullptr, y.data(), tiles,
+                                       quant_best_isa(), pool.get());
+    if (!status.ok()) state.SkipWithError(status.to_string().c_str());
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  state.counters["weight_bytes"] =
+      benchmark::Counter(static_cast<double>(one.size()) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+  state.SetLabel(std::string(quant_isa_name(quant_best_isa())));
+}
+
+BENCHMARK(BM_MatMulQ_Streamed<DType::kQ4_1>)
+    ->Args({1, 576, 1536, 1})->Args({1, 1536, 576, 1})->Args({1, 576, 1536, 2})->Args({1, 1536, 576, 2})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MatMulQ_Streamed<DType::kQ8_0>)
+    ->Args({1, 576, 49152, 1})->Args({1, 576, 49152, 2})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Layer GEMVs: attn q/o [576→576], k/v [576→192], ffn gate/up [576→1536], ffn down [1536→576].
+BENCHMARK(BM_MatMulQ<DType::kQ4_1>)
+    ->Args({1, 576, 576, 1})->Args({1, 576, 192, 1})->Args({1, 576, 1536, 1})->Args({1, 1536, 576, 1})
+    ->Args({1, 576, 576, 2})->Args({1, 576, 192, 2})->Args({1, 576, 1536, 2})->Args({1, 1536, 576, 2})
+    ->Args({64, 576, 576, 2})->Args({64, 576, 1536, 2})->Args({64, 1536, 576, 2})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The output projection (tied q8_0 token embedding).
+BENCHMARK(BM_MatMulQ<DType::kQ8_0>)
+    ->Args({1, 576, 49152, 1})->Args({1, 576, 49152, 2})->Args({64, 576, 49152, 2})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace

@@ -184,6 +184,24 @@ TEST(QuantMatMulTest, ActivationQuantizationRoundTrips) {
   }
 }
 
+TEST(QuantMatMulTest, ActivationQuantizationIsBitIdenticalOnEveryIsa) {
+  std::mt19937 rng(9);
+  const int64_t k = 256;
+  std::vector<float> x = random_floats(k, rng);
+  for (int64_t i = 32; i < 64; ++i) x[static_cast<size_t>(i)] = 0.0f;   // an all-zero block
+  for (int64_t i = 64; i < 96; ++i) x[static_cast<size_t>(i)] *= 1e-6f;  // a tiny one (subnormal f16 scale)
+  // max|x| = 127 makes the step 1, so ±n.5 are exact ties (rounded to even).
+  for (int64_t i = 96; i < 128; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 9) - 3.5f;
+  x[96] = 127.0f;
+  std::vector<BlockQ8A> expected(static_cast<size_t>(k / kQuantBlock));
+  quantize_activation_row(x.data(), k, expected.data(), QuantIsa::kScalar);
+  for (QuantIsa isa : supported_isas()) {
+    std::vector<BlockQ8A> got(expected.size());
+    quantize_activation_row(x.data(), k, got.data(), isa);
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(BlockQ8A)), 0) << quant_isa_name(isa);
+  }
+}
+
 // Every weight type × every ISA of this CPU × odd shapes, against the double reference.
 // Tolerances (normalised max error, see normalized_max_error):
 //   against the reference on the same q8-rounded activations: 1e-5 (only float summation order differs);
@@ -192,7 +210,7 @@ TEST(QuantMatMulTest, ActivationQuantizationRoundTrips) {
 TEST(QuantMatMulTest, MatchesDequantizedReferenceForEveryTypeAndIsa) {
   std::mt19937 rng(42);
   const int64_t ms[] = {1, 3, 7};
-  const int64_t ks[] = {32, 96, 576};
+  const int64_t ks[] = {32, 96, 576};  // K/32 = 1, 3, 18: VNNI steps with 1, 3 and 2 blocks in the last
   const int64_t ns[] = {1, 7, 33, 65};
   for (DType type : kWeightTypes) {
     for (int64_t k : ks) {
@@ -246,6 +264,64 @@ TEST(QuantMatMulTest, RowsAreBatchInvariantBitForBit) {
       std::vector<float> sub(static_cast<size_t>(6 * n));
       ASSERT_TRUE(quant_matmul(type, a.data() + 5 * k, 6, k, w.data(), n, nullptr, sub.data(), {4, 16}, isa).ok());
       EXPECT_EQ(std::memcmp(alone.data() + 5 * n, sub.data(), sub.size() * sizeof(float)), 0);
+    }
+  }
+}
+
+// The same, at every K tail of the VNNI steps and with N not a multiple of the micro-kernels' W rows: each row of an
+// M=5 batch (under several tilings, threaded) equals that row computed alone.
+TEST(QuantMatMulTest, RowAloneEqualsRowInABatchOfFiveAtEveryKTail) {
+  std::mt19937 rng(4);
+  ThreadPool pool(2);
+  const int64_t m = 5;
+  const int64_t n = 13;
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    for (int64_t k : {32, 64, 96, 128, 160, 1536}) {
+      const std::vector<std::byte> w = random_weights(type, n, k, rng);
+      const std::vector<float> a = random_floats(m * k, rng);
+      const std::vector<float> bias = random_floats(n, rng);
+      for (QuantIsa isa : supported_isas()) {
+        SCOPED_TRACE(fmt::format("{} {} k={}", dtype_name(type), quant_isa_name(isa), k));
+        std::vector<float> alone(static_cast<size_t>(m * n));
+        for (int64_t i = 0; i < m; ++i) {
+          ASSERT_TRUE(quant_matmul(type, a.data() + i * k, 1, k, w.data(), n, bias.data(), alone.data() + i * n,
+                                   {1, 64}, isa)
+                          .ok());
+        }
+        for (QuantMatMulTiles tiles : {QuantMatMulTiles{5, 13}, QuantMatMulTiles{2, 3}, QuantMatMulTiles{4, 8}}) {
+          std::vector<float> batch(static_cast<size_t>(m * n), std::nanf(""));
+          ASSERT_TRUE(
+              quant_matmul(type, a.data(), m, k, w.data(), n, bias.data(), batch.data(), tiles, isa, &pool).ok());
+          EXPECT_EQ(std::memcmp(alone.data(), batch.data(), batch.size() * sizeof(float)), 0)
+              << "tiles " << tiles.tile_m << "x" << tiles.tile_n;
+        }
+      }
+    }
+  }
+}
+
+// Note [VNNI-512 pairs]: the AVX-512 VNNI kernels give the AVX2 kernel's bits (and so the OpenCL kernel's, which
+// mirrors its lanes): rows paired or alone, any step tail, with and without bias.
+TEST(QuantMatMulTest, Avx512VnniGivesTheAvx2Bits) {
+  if (!quant_isa_supported(QuantIsa::kAvx512Vnni)) GTEST_SKIP() << "no AVX-512 VNNI here";
+  std::mt19937 rng(8);
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    for (int64_t k : {32, 64, 96, 160, 576, 1536}) {
+      for (int64_t m : {1, 2, 5}) {
+        const int64_t n = 13;
+        const std::vector<std::byte> w = random_weights(type, n, k, rng);
+        const std::vector<float> a = random_floats(m * k, rng);
+        const std::vector<float> bias = random_floats(n, rng);
+        for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+          SCOPED_TRACE(fmt::format("{} m={} k={} bias={}", dtype_name(type), m, k, b != nullptr));
+          std::vector<float> avx2(static_cast<size_t>(m * n), std::nanf(""));
+          std::vector<float> vnni(static_cast<size_t>(m * n), std::nanf(""));
+          ASSERT_TRUE(quant_matmul(type, a.data(), m, k, w.data(), n, b, avx2.data(), {m, n}, QuantIsa::kAvx2).ok());
+          ASSERT_TRUE(
+              quant_matmul(type, a.data(), m, k, w.data(), n, b, vnni.data(), {m, n}, QuantIsa::kAvx512Vnni).ok());
+          EXPECT_EQ(std::memcmp(avx2.data(), vnni.data(), avx2.size() * sizeof(float)), 0);
+        }
+      }
     }
   }
 }

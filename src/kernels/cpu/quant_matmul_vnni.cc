@@ -1,0 +1,279 @@
+#include "kernels/cpu/quant_matmul_vnni.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "hxrt/base/check.h"
+
+namespace hxrt::kernels::cpu::vnni512 {
+namespace {
+
+// Where a block's fields sit, and how many blocks make a step (Note [VNNI-512 pairs]).
+template <DType W>
+struct Layout;
+template <>
+struct Layout<DType::kQ4_0> {
+  using Block = BlockQ4_0;
+  static constexpr int kStepBlocks = 4;
+  static constexpr int kOffsetWord = 0;  // c = -8·d
+};
+template <>
+struct Layout<DType::kQ4_1> {
+  using Block = BlockQ4_1;
+  static constexpr int kStepBlocks = 4;
+  static constexpr int kOffsetWord = 1;  // c = m
+};
+template <>
+struct Layout<DType::kQ8_0> {
+  using Block = BlockQ8_0;
+  static constexpr int kStepBlocks = 2;
+  static constexpr int kOffsetWord = 0;  // no offset
+};
+
+struct alignas(64) WordIndex {
+  uint16_t word[32];
+};
+struct alignas(64) LaneIndex {
+  int32_t lane[16];
+};
+
+// Permute indices: `header` gathers, from the first 64 bytes of a step of rows c (words 0..31) and c + 1 (32..63),
+// d of c for blocks g in words g, d of c + 1 in 4 + g, and the offset words in 8 + g and 12 + g; after conversion,
+// `scale[g]` spreads block g's d over the pair's lanes and `offset[g]` puts its two offsets in lanes 0 and 1.
+template <DType W>
+struct PairIndex {
+  using L = Layout<W>;
+  static constexpr int kBlockWords = static_cast<int>(sizeof(typename L::Block)) / 2;
+  static constexpr WordIndex make_header() {
+    WordIndex idx{};
+    for (int g = 0; g < L::kStepBlocks; ++g) {
+      idx.word[g] = static_cast<uint16_t>(g * kBlockWords);
+      idx.word[4 + g] = static_cast<uint16_t>(32 + g * kBlockWords);
+      idx.word[8 + g] = static_cast<uint16_t>(g * kBlockWords + L::kOffsetWord);
+      idx.word[12 + g] = static_cast<uint16_t>(32 + g * kBlockWords + L::kOffsetWord);
+    }
+    return idx;
+  }
+  static constexpr LaneIndex make_scale(int g) {
+    LaneIndex idx{};
+    for (int l = 0; l < 16; ++l) idx.lane[l] = l < 8 ? g : 4 + g;
+    return idx;
+  }
+  static constexpr LaneIndex make_offset(int g) {
+    LaneIndex idx{};
+    idx.lane[0] = 8 + g;
+    idx.lane[1] = 12 + g;
+    return idx;
+  }
+  static constexpr WordIndex kHeader = make_header();
+  static constexpr LaneIndex kScale[4] = {make_scale(0), make_scale(1), make_scale(2), make_scale(3)};
+  static constexpr LaneIndex kOffset[4] = {make_offset(0), make_offset(1), make_offset(2), make_offset(3)};
+};
+
+// Shift counts for the q4 nibbles: 0 in 128-bit lanes 0 and 2 (low nibbles), 4 in lanes 1 and 3 (high nibbles).
+constexpr WordIndex make_nibble_shifts() {
+  WordIndex shifts{};
+  for (int w = 0; w < 32; ++w) shifts.word[w] = (w / 8) % 2 == 1 ? 4 : 0;
+  return shifts;
+}
+constexpr WordIndex kNibbleShifts = make_nibble_shifts();
+
+#define HXRT_VNNI512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+// GCC 12 reports a false -Wmaybe-uninitialized inside several AVX-512 intrinsics (their _mm512_undefined_* sources);
+// these wrappers keep the plain instruction forms and silence it in one place.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+HXRT_VNNI512_TARGET inline __m256i low256(__m512i v) {
+  return _mm512_castsi512_si256(v);
+}
+HXRT_VNNI512_TARGET inline __m128 low128(__m512 v) {
+  return _mm512_castps512_ps128(v);
+}
+HXRT_VNNI512_TARGET inline __m512 to_float(__m512i v) {
+  return _mm512_cvtepi32_ps(v);
+}
+HXRT_VNNI512_TARGET inline __m512 permute(__m512i idx, __m512 v) {
+  return _mm512_permutexvar_ps(idx, v);
+}
+HXRT_VNNI512_TARGET inline __m512i broadcast128(const std::byte* p) {
+  return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+HXRT_VNNI512_TARGET inline __m512i from_halves(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+#pragma GCC diagnostic pop
+
+// As hsum256 in quant_matmul.cc, operation for operation.
+HXRT_VNNI512_TARGET inline float hsum256(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 shuf = _mm_movehdup_ps(lo);
+  __m128 sums = _mm_add_ps(lo, shuf);
+  shuf = _mm_movehl_ps(shuf, sums);
+  sums = _mm_add_ss(sums, shuf);
+  return _mm_cvtss_f32(sums);
+}
+
+constexpr int kPrefetchPairs = 4;  // prefetch distance, in pairs of W rows
+
+// RA activation rows × P pairs of W rows (cols <= 2P of them; Note [VNNI-512 pairs]).
+template <DType W, int RA, int P>
+HXRT_VNNI512_TARGET void micro_kernel(const ActBlock* act, int64_t nb, const std::byte* w, uint64_t row_bytes,
+                                      int64_t cols, const float* bias, float* y, int64_t ldy) {
+  using L = Layout<W>;
+  using Index = PairIndex<W>;
+  constexpr int kBlockBytes = static_cast<int>(sizeof(typename L::Block));
+  constexpr int kStepBytes = L::kStepBlocks * kBlockBytes;
+  constexpr int kQsByte = static_cast<int>(offsetof(typename L::Block, qs));
+  const std::byte* rows[P][2];
+  for (int p = 0; p < P; ++p) {
+    rows[p][0] = w + static_cast<uint64_t>(2 * p) * row_bytes;
+    rows[p][1] = 2 * p + 1 < cols ? rows[p][0] + row_bytes : rows[p][0];
+  }
+  const __m512i idx_header = _mm512_load_si512(Index::kHeader.word);
+  const __m512i shifts = _mm512_load_si512(kNibbleShifts.word);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512 header_scale = W == DType::kQ4_0
+                                  ? _mm512_mask_blend_ps(__mmask16{0xFF00}, _mm512_set1_ps(1.0f), _mm512_set1_ps(-8.0f))
+                                  : _mm512_set1_ps(1.0f);
+  __m512 acc[RA][P];
+  __m128 ext[RA][P];
+#pragma GCC unroll 4
+  for (int r = 0; r < RA; ++r) {
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      acc[r][p] = _mm512_setzero_ps();
+      ext[r][p] = _mm_setzero_ps();
+    }
+  }
+  for (int64_t b0 = 0; b0 < nb; b0 += L::kStepBlocks) {
+    const int blocks = static_cast<int>(std::min<int64_t>(L::kStepBlocks, nb - b0));
+    const int64_t head_bytes = std::min<int64_t>(64, blocks * kBlockBytes);
+    const __mmask64 head_mask = head_bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << head_bytes) - 1;
+    const uint64_t step = static_cast<uint64_t>(b0 / L::kStepBlocks) * kStepBytes;
+    // Per pair: d of both rows for the step's blocks in lanes 0..7, their offsets in lanes 8..15.
+    __m512 header[P];
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const std::byte* r0 = rows[p][0] + step;
+      const std::byte* r1 = rows[p][1] + step;
+      _mm_prefetch(reinterpret_cast<const char*>(r0 + kPrefetchPairs * 2 * row_bytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r0 + kPrefetchPairs * 2 * row_bytes + kStepBytes - 1), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r1 + kPrefetchPairs * 2 * row_bytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r1 + kPrefetchPairs * 2 * row_bytes + kStepBytes - 1), _MM_HINT_T0);
+      const __m512i words = _mm512_permutex2var_epi16(_mm512_maskz_loadu_epi8(head_mask, r0), idx_header,
+                                                      _mm512_maskz_loadu_epi8(head_mask, r1));
+      header[p] = _mm512_mul_ps(_mm512_maskz_cvtph_ps(__mmask16{0xFFFF}, low256(words)), header_scale);
+    }
+    for (int g = 0; g < blocks; ++g) {
+      const __m512i idx_scale = _mm512_load_si512(Index::kScale[g].lane);
+      const __m512i idx_offset = _mm512_load_si512(Index::kOffset[g].lane);
+      const int64_t b = b0 + g;
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        const std::byte* q0 = rows[p][0] + step + g * kBlockBytes + kQsByte;
+        const std::byte* q1 = rows[p][1] + step + g * kBlockBytes + kQsByte;
+        __m512i wq;
+        if constexpr (W == DType::kQ8_0) {
+          wq = from_halves(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0)),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q1)));
+          wq = _mm512_xor_si512(wq, _mm512_set1_epi8(static_cast<char>(0x80)));
+        } else {
+          wq = broadcast128(q0);
+          wq =
+              _mm512_mask_broadcast_i32x4(wq, __mmask16{0xFF00}, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1)));
+          wq = _mm512_and_si512(_mm512_srlv_epi16(wq, shifts), nibble);
+        }
+        const __m512 dw = permute(idx_scale, header[p]);
+        const __m128 cw = low128(permute(idx_offset, header[p]));
+#pragma GCC unroll 4
+        for (int r = 0; r < RA; ++r) {
+          const ActBlock& a = act[r * nb + b];
+          const __m512i init = W == DType::kQ8_0 ? _mm512_load_si512(a.corr) : _mm512_setzero_si512();
+          const __m512i idot = _mm512_dpbusd_epi32(init, wq, _mm512_load_si512(a.qs));
+          acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[r][p]);
+          if constexpr (W != DType::kQ8_0) ext[r][p] = _mm_fmadd_ps(cw, _mm_set1_ps(a.s), ext[r][p]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < RA; ++r) {
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      alignas(64) float lanes[16];
+      alignas(16) float extra[4];
+      _mm512_store_ps(lanes, acc[r][p]);
+      _mm_store_ps(extra, ext[r][p]);
+      for (int h = 0; h < 2 && 2 * p + h < cols; ++h) {
+        const float b = bias != nullptr ? bias[2 * p + h] : 0.0f;
+        y[r * ldy + 2 * p + h] = (hsum256(_mm256_load_ps(lanes + 8 * h)) + extra[h]) + b;
+      }
+    }
+  }
+}
+
+using MicroKernel = void (*)(const ActBlock* act, int64_t nb, const std::byte* w, uint64_t row_bytes, int64_t cols,
+                             const float* bias, float* y, int64_t ldy);
+
+constexpr int kMaxRows = 4;  // activation rows per micro-kernel
+// Pairs of W rows per micro-kernel: more when fewer activation rows share each W block (registers permitting).
+constexpr int max_pairs(int rows) {
+  return rows == 1 ? 2 : 1;
+}
+
+template <DType W>
+void tile_impl(const ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb, int64_t cols,
+               const float* bias, float* y, int64_t ldy) {
+  // [rows - 1][0]: one pair (the tail); [rows - 1][1]: max_pairs(rows).
+  static constexpr MicroKernel kKernels[kMaxRows][2] = {
+      {&micro_kernel<W, 1, 1>, &micro_kernel<W, 1, max_pairs(1)>},
+      {&micro_kernel<W, 2, 1>, &micro_kernel<W, 2, max_pairs(2)>},
+      {&micro_kernel<W, 3, 1>, &micro_kernel<W, 3, max_pairs(3)>},
+      {&micro_kernel<W, 4, 1>, &micro_kernel<W, 4, max_pairs(4)>},
+  };
+  for (int64_t i = 0; i < rows; i += kMaxRows) {
+    const int ra = static_cast<int>(std::min<int64_t>(kMaxRows, rows - i));
+    const int64_t wide = 2 * max_pairs(ra);
+    int64_t j = 0;
+    for (; j + wide <= cols; j += wide) {
+      kKernels[ra - 1][1](act + i * nb, nb, w + static_cast<uint64_t>(j) * row_bytes, row_bytes, wide,
+                          bias != nullptr ? bias + j : nullptr, y + i * ldy + j, ldy);
+    }
+    for (; j < cols; j += 2) {
+      kKernels[ra - 1][0](act + i * nb, nb, w + static_cast<uint64_t>(j) * row_bytes, row_bytes,
+                          std::min<int64_t>(2, cols - j), bias != nullptr ? bias + j : nullptr, y + i * ldy + j, ldy);
+    }
+  }
+}
+
+}  // namespace
+
+void pack_activation_row(DType w_type, const BlockQ8A* row, int64_t nb, ActBlock* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    ActBlock& block = out[b];
+    std::memcpy(block.qs, row[b].qs, 32);
+    std::memcpy(block.qs + 32, row[b].qs, 32);
+    block.d = row[b].d;
+    block.s = row[b].s;
+    if (w_type == DType::kQ8_0) {
+      for (int l = 0; l < 16; ++l) {
+        block.corr[l] = -128 * (block.qs[4 * l] + block.qs[4 * l + 1] + block.qs[4 * l + 2] + block.qs[4 * l + 3]);
+      }
+    }
+  }
+}
+
+void tile(DType w_type, const ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
+          int64_t cols, const float* bias, float* y, int64_t ldy) {
+  switch (w_type) {
+    case DType::kQ8_0: tile_impl<DType::kQ8_0>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ4_0: tile_impl<DType::kQ4_0>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ4_1: tile_impl<DType::kQ4_1>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    default: HXRT_CHECK(false, "vnni512::tile: {} is not a block type", w_type);
+  }
+}
+
+}  // namespace hxrt::kernels::cpu::vnni512
