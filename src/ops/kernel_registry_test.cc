@@ -226,6 +226,12 @@ TEST(TimingCache, SaveLoadRoundTripAndMalformedFiles) {
   EXPECT_EQ(loaded.size(), 2u) << "a failed load keeps the previous contents";
   EXPECT_EQ(loaded.load("/nonexistent/cache.json").code(), StatusCode::kNotFound);
   std::filesystem::remove(path);
+  // save() makes the cache's folder.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "hxrt_timing_cache_test_dir";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(cache.save((dir / "sub" / "cache.json").string()).ok());
+  EXPECT_TRUE(loaded.load((dir / "sub" / "cache.json").string()).ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

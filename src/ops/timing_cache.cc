@@ -1,5 +1,6 @@
 #include "hxrt/ops/timing_cache.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -34,6 +35,11 @@ Status TimingCache::save(const std::string& path) const {
     for (const auto& [key, ns] : times_) entries.push_back({{"kernel", key.first}, {"bucket", key.second}, {"ns", ns}});
   }
   const nlohmann::json doc = {{"format", "hxrt-timing-cache"}, {"version", kTimingCacheFormat}, {"entries", entries}};
+  // Like any cache file, its folder is made on first use.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (std::error_code error; !parent.empty() && !std::filesystem::create_directories(parent, error) && error) {
+    return unavailable("cannot create the folder of timing cache '{}': {}", path, error.message());
+  }
   std::ofstream out(path, std::ios::trunc);
   if (!out) return unavailable("cannot write timing cache '{}'", path);
   out << doc.dump(1) << '\n';

@@ -27,6 +27,7 @@ class TimingCache {
   void record(std::string_view kernel, std::string_view bucket, int64_t nanoseconds);
   size_t size() const;
 
+  // Writes JSON to `path`, creating its folder when missing.
   Status save(const std::string& path) const;
   // Replaces the contents; DataLoss names the file and the problem for a malformed file.
   Status load(const std::string& path);
