@@ -1,0 +1,294 @@
+// Executor: what happens when a launch fails or writes NaN — draining and diagnosing (diagnostics.h), input
+// snapshots, check-numerics, and continue mode (Note [Continue mode]).
+#include <algorithm>
+#include <functional>
+#include <span>
+
+#include <fmt/ranges.h>
+
+#include "diagnostics_builder.h"
+#include "executor_run_state.h"
+
+namespace hxrt::runtime {
+
+void Executor::drain_after_failure(const RunOptions& options) {
+  for (hal::Stream* stream : streams_) stream->synchronize(options.timeout).ignore();
+  for (hal::Stream* stream : streams_) {
+    if (!stream->status().ok()) stream->reset().ignore();
+  }
+}
+
+Status Executor::diagnose(Status status, size_t object, std::string_view stage, RunState& state,
+                          const RunOptions& options, int stream_hint) {
+  // Drain first: the failure's effects (failed events, skipped commands) must be final before they are read.
+  std::vector<Status> stream_errors;
+  for (hal::Stream* stream : streams_) {
+    stream->synchronize(options.timeout).ignore();
+    stream_errors.push_back(stream->status());
+  }
+  diagnostics::RunView view{plan_.get(), state.shapes, state.launches, state.launched, {}};
+  for (hal::Stream* stream : streams_) view.stream_names.push_back(stream->name());
+  FailureReport report;
+  if (object != kNoObject) {
+    report = diagnostics::describe_launch(view, object, std::string(stage), FailureLocation::kExact);
+  } else {
+    // The root failed stream is the one whose error went through the fewest hops (Note in diagnostics.h).
+    int root = -1;
+    for (size_t s = 0; s < stream_errors.size(); ++s) {
+      if (stream_errors[s].ok()) continue;
+      if (root < 0 || stream_errors[s].context().size() < stream_errors[static_cast<size_t>(root)].context().size()) {
+        root = static_cast<int>(s);
+      }
+    }
+    if (root >= 0) status = stream_errors[static_cast<size_t>(root)];
+    const int stream = root >= 0 ? root : std::max(stream_hint, 0);
+    const auto plan_event = [&](int e) { return events_[static_cast<size_t>(e)]->state(); };
+    std::function<hal::EventState(size_t)> marker;
+    if (state.markers) marker = [&](size_t i) { return markers_[2 * i + 1]->state(); };
+    const diagnostics::Location where =
+        diagnostics::locate(*plan_, state.launched, stream, status, plan_event, marker);
+    if (where.location == FailureLocation::kStream) {
+      report = diagnostics::describe_stream(view, stream, std::string(stage));
+    } else {
+      report = diagnostics::describe_launch(view, where.object, std::string(stage), where.location);
+      for (size_t other : where.candidates) {
+        report.candidates.push_back(fmt::format("'{}'", plan_->graph().node(plan_->objects()[other].node).name));
+      }
+      object = where.object;
+    }
+  }
+  for (hal::Stream* stream : streams_) {
+    if (!stream->status().ok()) stream->reset().ignore();
+  }
+  if (object != kNoObject && object == state.non_finite_object) report.non_finite = state.non_finite;
+  report.error = status.to_string();
+  if (!options.snapshot_dir.empty() && object != kNoObject) snapshot_inputs(object, state, options, report);
+  failures_.assign(1, report);
+  return std::move(status).with_context(report.to_string());
+}
+
+void Executor::snapshot_inputs(size_t object, RunState& state, const RunOptions& options, FailureReport& report) {
+  for (hal::Stream* stream : streams_) {
+    if (!stream->query().idle) {
+      report.snapshot_error = "a stream is still busy (timed out); inputs may be changing";
+      return;
+    }
+  }
+  const graph::Graph& g = plan_->graph();
+  std::vector<HostTensor> tensors;
+  for (graph::ValueId in : plan_->objects()[object].inputs) {
+    HostTensor tensor;
+    if (in != graph::kNoValue) {
+      const auto v = static_cast<size_t>(in);
+      tensor.dtype = g.value(in).desc.dtype;
+      tensor.shape = state.shapes[v];
+      const hal::BufferView& view = state.views[v];
+      if (view.buffer == nullptr && view.size > 0) {
+        report.snapshot_error = fmt::format("input '{}' has no memory yet", g.value(in).name);
+        return;
+      }
+      tensor.bytes.resize(view.size);
+      if (view.size > 0) {
+        Status copied = streams_[0]->copy_to_host(tensor.bytes.data(), view);
+        if (copied.ok()) copied = streams_[0]->synchronize(options.timeout);
+        if (!copied.ok()) {
+          report.snapshot_error = copied.to_string();
+          streams_[0]->reset().ignore();
+          return;
+        }
+      }
+    }
+    tensors.push_back(std::move(tensor));
+  }
+  Status written = write_failure_snapshot(options.snapshot_dir, tensors, options.snapshot_writer, report);
+  if (!written.ok()) report.snapshot_error = written.to_string();
+}
+
+Status Executor::check_outputs(size_t object, RunState& state, const RunOptions& options) {
+  const graph::Graph& g = plan_->graph();
+  const ExecutionObject& eo = plan_->objects()[object];
+  hal::Stream& stream = *streams_[static_cast<size_t>(eo.stream)];
+  HXRT_RETURN_IF_ERROR(stream.synchronize(options.timeout));
+  std::vector<std::byte> staging;
+  for (size_t k = 0; k < eo.outputs.size(); ++k) {
+    const graph::ValueId out = eo.outputs[k];
+    const auto v = static_cast<size_t>(out);
+    const DType dtype = g.value(out).desc.dtype;
+    const hal::BufferView& view = state.views[v];
+    if (!dtype_info(dtype).is_float || view.size == 0) continue;
+    std::span<const std::byte> bytes;
+    if (const void* host = view.host_address()) {
+      bytes = std::span<const std::byte>(static_cast<const std::byte*>(host), view.size);
+    } else {
+      staging.resize(view.size);
+      HXRT_RETURN_IF_ERROR(stream.copy_to_host(staging.data(), view));
+      HXRT_RETURN_IF_ERROR(stream.synchronize(options.timeout));
+      bytes = staging;
+    }
+    const NonFiniteCount count = scan_non_finite(dtype, bytes);
+    if (count.clean()) continue;
+    NonFiniteOutput bad{static_cast<int>(k), g.value(out).name, dtype, state.shapes[v], count};
+    Status status = data_loss("check-numerics: {}", bad.to_string());
+    state.non_finite = std::move(bad);
+    state.non_finite_object = object;
+    return status;
+  }
+  return ok_status();
+}
+
+// Note [Continue mode]
+// Launches are enqueued in plan order, in passes. Within a pass, a launch whose input comes from a failed or skipped
+// launch is skipped; one whose stream has already failed is left for the next pass; one that fails while being
+// enqueued (sizing, allocation, tiling, launch, check-numerics) fails alone and the pass goes on. At the end of the
+// pass every stream is drained. Each launch enqueued in the pass is then read from its markers: end marker complete
+// → done; start marker complete but not the end one → its kernel failed (exact); neither → the stream had failed
+// before reaching it (a failed kernel earlier on it, or a wait on another stream's failed event), so it is pending
+// again. A launch whose stream failed while it was being enqueued is read the same way from the markers that were
+// enqueued (its kernel was, its end marker was not: only the start marker). Failed streams are reset and the next
+// pass enqueues the pending launches. Every pass that leaves launches
+// pending has found at least one failure, so the passes end; if a stream failed and no launch can be blamed (a
+// timeout, a failed copy), the run ends as in stop mode. Intermediates are held until the run ends and the arena
+// is not used, so a relaunched node finds its inputs as they were.
+Status Executor::run_continuing(RunState& state, const RunOptions& options) {
+  const graph::Graph& g = plan_->graph();
+  const std::vector<ExecutionObject>& objects = plan_->objects();
+  std::vector<size_t> producer_object(static_cast<size_t>(g.num_values()), kNoObject);
+  for (size_t i = 0; i < objects.size(); ++i) {
+    for (graph::ValueId out : objects[i].outputs) producer_object[static_cast<size_t>(out)] = i;
+  }
+  std::vector<size_t> blame(objects.size(), kNoObject);  // skipped launch → the failed launch it depends on
+  std::vector<Status> errors;                             // per entry of failures_
+  std::vector<size_t> failed_objects;                     // per entry of failures_
+  diagnostics::RunView view{plan_.get(), state.shapes, state.launches, 0, {}};
+  for (hal::Stream* stream : streams_) view.stream_names.push_back(stream->name());
+  // Marks launch `i` skipped (blaming the failed launch behind it) when an input comes from a failed or skipped one.
+  const auto skip_if_input_failed = [&](size_t i) {
+    for (graph::ValueId in : objects[i].inputs) {
+      const size_t producer = in == graph::kNoValue ? kNoObject : producer_object[static_cast<size_t>(in)];
+      if (producer == kNoObject) continue;
+      if (state.outcome[producer] == Outcome::kFailed || state.outcome[producer] == Outcome::kSkipped) {
+        state.outcome[i] = Outcome::kSkipped;
+        blame[i] = state.outcome[producer] == Outcome::kFailed ? producer : blame[producer];
+        return true;
+      }
+    }
+    return false;
+  };
+  const auto add_failure = [&](size_t i, std::string_view stage, Status status) {
+    state.outcome[i] = Outcome::kFailed;
+    view.launched = state.launched;
+    FailureReport report = diagnostics::describe_launch(view, i, std::string(stage), FailureLocation::kExact);
+    if (i == state.non_finite_object) report.non_finite = state.non_finite;
+    report.error = status.to_string();
+    failures_.push_back(std::move(report));
+    errors.push_back(std::move(status));
+    failed_objects.push_back(i);
+  };
+
+  bool pending = true;
+  while (pending) {
+    const size_t failures_before = failures_.size();
+    std::vector<size_t> enqueued;  // with both markers
+    std::vector<size_t> started;   // with only the start marker
+    for (size_t i = 0; i < objects.size(); ++i) {
+      if (state.outcome[i] != Outcome::kPending || skip_if_input_failed(i)) continue;
+      hal::Stream& stream = *streams_[static_cast<size_t>(objects[i].stream)];
+      if (!stream.status().ok()) continue;  // found when the pass drains; relaunched in the next pass
+      std::string_view stage;
+      Status status = launch_object(i, state, options, stage);
+      if (status.ok()) {
+        state.outcome[i] = Outcome::kEnqueued;
+        enqueued.push_back(i);
+      } else if (stream.status().ok()) {
+        add_failure(i, stage, std::move(status));
+      } else if (stage == "recording the end of") {
+        // Its kernel was enqueued and its stream failed before the end marker was: only the kernel ran after the
+        // start marker, so the start marker decides (the end marker still holds an earlier run's state).
+        started.push_back(i);
+        state.outcome[i] = Outcome::kEnqueued;
+      } else if (stage == "recording the completion event of" || stage == "checking the outputs of" ||
+                 stage == "releasing the inputs of") {
+        enqueued.push_back(i);  // both markers were enqueued: they say whether this launch failed
+        state.outcome[i] = Outcome::kEnqueued;
+      }  // else its stream failed before its kernel was enqueued: it stays pending
+    }
+    std::vector<Status> stream_errors;
+    for (hal::Stream* stream : streams_) {
+      Status synced = stream->synchronize(options.timeout);
+      if (synced.code() == StatusCode::kDeadlineExceeded) {
+        return diagnose(std::move(synced), kNoObject, "running", state, options);
+      }
+      stream_errors.push_back(stream->status());
+    }
+    pending = false;
+    for (size_t i : enqueued) {
+      if (markers_[2 * i + 1]->state() == hal::EventState::kComplete) {
+        state.outcome[i] = Outcome::kDone;
+      } else if (markers_[2 * i]->state() == hal::EventState::kComplete) {
+        add_failure(i, "running", stream_errors[static_cast<size_t>(objects[i].stream)]);
+      } else {
+        state.outcome[i] = Outcome::kPending;
+        pending = true;
+      }
+    }
+    for (size_t i : started) {
+      if (markers_[2 * i]->state() == hal::EventState::kComplete) {
+        add_failure(i, "running", stream_errors[static_cast<size_t>(objects[i].stream)]);
+      } else {
+        state.outcome[i] = Outcome::kPending;
+      }
+    }
+    for (size_t i = 0; i < objects.size(); ++i) pending = pending || state.outcome[i] == Outcome::kPending;
+    const bool streams_failed =
+        std::any_of(stream_errors.begin(), stream_errors.end(), [](const Status& s) { return !s.ok(); });
+    if (streams_failed && failures_.size() == failures_before) {
+      failures_.clear();
+      return diagnose(internal_error("a stream failed and no launch could be named"), kNoObject, "running", state,
+                      options);
+    }
+    for (hal::Stream* stream : streams_) {
+      if (!stream->status().ok()) stream->reset().ignore();
+    }
+  }
+  if (failures_.empty()) return ok_status();
+
+  // Sort the failures into plan order. A launch that failed at enqueue because of an input a failed launch never
+  // wrote (its failure surfaced later, at the drain) is a dependent: it is skipped, not a failure of its own.
+  // Then pin each skipped launch on the failure it depends on.
+  std::vector<size_t> order(failures_.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return failed_objects[a] < failed_objects[b]; });
+  std::vector<FailureReport> reports;
+  std::vector<Status> sorted_errors;
+  std::vector<size_t> sorted_objects;
+  for (size_t k : order) {
+    if (skip_if_input_failed(failed_objects[k])) continue;
+    reports.push_back(std::move(failures_[k]));
+    sorted_errors.push_back(std::move(errors[k]));
+    sorted_objects.push_back(failed_objects[k]);
+  }
+  size_t skipped = 0;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    if (state.outcome[i] != Outcome::kSkipped) continue;
+    ++skipped;
+    const auto it = std::find(sorted_objects.begin(), sorted_objects.end(), blame[i]);
+    if (it == sorted_objects.end()) continue;
+    const graph::Node& node = g.node(objects[i].node);
+    reports[static_cast<size_t>(it - sorted_objects.begin())].skipped.push_back(
+        fmt::format("'{}' ({})", node.name, node.op_type));
+  }
+  if (!options.snapshot_dir.empty()) snapshot_inputs(sorted_objects.front(), state, options, reports.front());
+  failures_ = std::move(reports);
+  Status combined(sorted_errors.front().code(),
+                  fmt::format("{} of {} launches of graph '{}' failed and {} were skipped (continue mode)",
+                              failures_.size(), objects.size(), g.name(), skipped));
+  for (size_t k = 0; k < failures_.size(); ++k) {
+    std::string error = sorted_errors[k].to_string();
+    for (size_t at = error.find('\n'); at != std::string::npos; at = error.find('\n', at + 1)) error.insert(at + 1, "    ");
+    combined.with_context(fmt::format("failure {} of {}: {}\n    error: {}", k + 1, failures_.size(),
+                                      failures_[k].to_string(), error));
+  }
+  return combined;
+}
+
+}  // namespace hxrt::runtime
