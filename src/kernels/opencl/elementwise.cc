@@ -17,7 +17,7 @@ namespace hxrt::kernels::opencl {
 namespace {
 
 constexpr uint32_t kGroup = 256;
-constexpr int kMaxMergedRank = 4;
+constexpr int kMaxMergedRank = kMaxMergedDims;
 
 constexpr std::string_view kSource = R"CLC(
 #ifndef BINARY_OP
@@ -125,40 +125,14 @@ Result<Broadcast> merge_broadcast(const Shape& a, const Shape& b, const Shape& o
     result.dims[3] = static_cast<int32_t>(out.num_elements());
     return result;
   }
-  // Innermost first: (dim, a stride, b stride) of every output dim larger than 1, merged where contiguous.
-  struct Dim {
-    int64_t size, sa, sb;
-  };
-  std::vector<Dim> merged;
-  int64_t a_step = 1, b_step = 1;  // contiguous strides of a and b at the current dim
-  const int rank = out.rank();
-  for (int d = rank - 1; d >= 0; --d) {
-    const int da = d - (rank - a.rank());
-    const int db = d - (rank - b.rank());
-    const int64_t a_dim = da >= 0 ? a.dim(da) : 1;
-    const int64_t b_dim = db >= 0 ? b.dim(db) : 1;
-    const int64_t size = out.dim(d);
-    const Dim dim{size, a_dim == 1 ? 0 : a_step, b_dim == 1 ? 0 : b_step};
-    a_step *= a_dim;
-    b_step *= b_dim;
-    if (size == 1) continue;
-    if (!merged.empty() && dim.sa == merged.back().sa * merged.back().size &&
-        dim.sb == merged.back().sb * merged.back().size) {
-      merged.back().size *= size;
-      continue;
-    }
-    merged.push_back(dim);
-  }
-  if (static_cast<int>(merged.size()) > kMaxMergedRank) {
+  const MergedBroadcast merged = merge_broadcast_dims(a.dims(), b.dims(), 1, 1);
+  if (merged.merged_rank > kMaxMergedRank) {
     return unimplemented("OpenCL binary ops: the broadcast of {} and {} into {} needs {} dims after merging (at most {})",
-                         a, b, out, merged.size(), kMaxMergedRank);
+                         a, b, out, merged.merged_rank, kMaxMergedRank);
   }
-  for (size_t i = 0; i < merged.size(); ++i) {
-    const size_t slot = kMaxMergedRank - 1 - i;
-    result.dims[slot] = static_cast<int32_t>(merged[i].size);
-    result.a_strides[slot] = static_cast<int32_t>(merged[i].sa);
-    result.b_strides[slot] = static_cast<int32_t>(merged[i].sb);
-  }
+  result.dims = merged.dims;
+  result.a_strides = merged.a_strides;
+  result.b_strides = merged.b_strides;
   return result;
 }
 

@@ -131,6 +131,43 @@ Status check_int32(int64_t value, std::string_view what) {
   return ok_status();
 }
 
+MergedBroadcast merge_broadcast_dims(std::span<const int64_t> a_dims, std::span<const int64_t> b_dims, int64_t a_inner,
+                                     int64_t b_inner) {
+  struct Dim {
+    int64_t size, sa, sb;
+  };
+  std::vector<Dim> merged;  // innermost first
+  int64_t a_step = a_inner, b_step = b_inner;
+  const int rank = static_cast<int>(std::max(a_dims.size(), b_dims.size()));
+  for (int d = rank - 1; d >= 0; --d) {
+    const int da = d - (rank - static_cast<int>(a_dims.size()));
+    const int db = d - (rank - static_cast<int>(b_dims.size()));
+    const int64_t a_dim = da >= 0 ? a_dims[static_cast<size_t>(da)] : 1;
+    const int64_t b_dim = db >= 0 ? b_dims[static_cast<size_t>(db)] : 1;
+    const int64_t size = a_dim == 1 ? b_dim : a_dim;
+    const Dim dim{size, a_dim == 1 ? 0 : a_step, b_dim == 1 ? 0 : b_step};
+    a_step *= a_dim;
+    b_step *= b_dim;
+    if (size == 1) continue;
+    if (!merged.empty() && dim.sa == merged.back().sa * merged.back().size &&
+        dim.sb == merged.back().sb * merged.back().size) {
+      merged.back().size *= size;
+      continue;
+    }
+    merged.push_back(dim);
+  }
+  MergedBroadcast result;
+  result.merged_rank = static_cast<int>(merged.size());
+  if (result.merged_rank > kMaxMergedDims) return result;
+  for (size_t i = 0; i < merged.size(); ++i) {
+    const size_t slot = kMaxMergedDims - 1 - i;
+    result.dims[slot] = static_cast<int32_t>(merged[i].size);
+    result.a_strides[slot] = static_cast<int32_t>(merged[i].sa);
+    result.b_strides[slot] = static_cast<int32_t>(merged[i].sb);
+  }
+  return result;
+}
+
 Status launch_kernel(hal::Stream& stream, const JitProgram& program, std::string_view function,
                      const std::string& options, const hal::LaunchConfig& config, std::span<const hal::KernelArg> args) {
   HXRT_ASSIGN_OR_RETURN(const hal::Kernel* kernel, program.kernel(stream.device(), options, function));

@@ -16,6 +16,7 @@
 // Thread-safety: JitProgram is thread-safe; the helpers are reentrant.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -73,6 +74,20 @@ int64_t next_power_of_two(int64_t n);
 
 // InvalidArgument unless 0 <= value < 2^31: kernels index with 32-bit ints where that keeps the code vectorisable.
 Status check_int32(int64_t value, std::string_view what);
+
+// Two operands broadcast numpy-style over right-aligned dims, merged (innermost first) wherever both step through
+// adjacent dims contiguously or stay put, into at most kMaxMergedDims dims, right-aligned (outermost first, leading
+// dims 1). Strides are in elements; `a_inner` / `b_inner` are what one step of the innermost dim skips (1 for an
+// elementwise op, one matrix for MatMul's batch dims). A broadcast dim has stride 0.
+inline constexpr int kMaxMergedDims = 4;
+struct MergedBroadcast {
+  std::array<int32_t, kMaxMergedDims> dims{1, 1, 1, 1};
+  std::array<int32_t, kMaxMergedDims> a_strides{0, 0, 0, 0};
+  std::array<int32_t, kMaxMergedDims> b_strides{0, 0, 0, 0};
+  int merged_rank = 0;  // dims needed after merging; the arrays are filled only when <= kMaxMergedDims
+};
+MergedBroadcast merge_broadcast_dims(std::span<const int64_t> a_dims, std::span<const int64_t> b_dims, int64_t a_inner,
+                                     int64_t b_inner);
 
 // Enqueues `function` of `program`, built with `options` for the stream's device, on `stream`.
 Status launch_kernel(hal::Stream& stream, const JitProgram& program, std::string_view function,

@@ -28,7 +28,7 @@ namespace {
 
 constexpr int64_t kLargeTile = 16;
 constexpr int64_t kSmallTile = 8;
-constexpr int kMaxBatchRank = 4;  // merged batch dims
+constexpr int kMaxBatchRank = kMaxMergedDims;  // merged batch dims
 
 constexpr std::string_view kSource = R"CLC(
 #ifndef TILE
@@ -126,42 +126,16 @@ struct GemmGeometry {
 // MatMul's batch dims (numpy broadcast of A's and B's leading dims) merged, innermost first, where both operands
 // step through adjacent dims contiguously or stay put, into at most kMaxBatchRank dims (right-aligned).
 Status merge_batch(const Shape& a, const Shape& b, GemmGeometry& g) {
-  const int a_batch_rank = std::max(0, a.rank() - 2);
-  const int b_batch_rank = std::max(0, b.rank() - 2);
-  const int batch_rank = std::max(a_batch_rank, b_batch_rank);
-  struct Dim {
-    int64_t size, sa, sb;
-  };
-  std::vector<Dim> merged;  // innermost first
-  int64_t a_step = g.m * g.k;
-  int64_t b_step = g.k * g.n;
-  for (int d = batch_rank - 1; d >= 0; --d) {
-    const int da = d - (batch_rank - a_batch_rank);
-    const int db = d - (batch_rank - b_batch_rank);
-    const int64_t a_dim = da >= 0 ? a.dim(da) : 1;
-    const int64_t b_dim = db >= 0 ? b.dim(db) : 1;
-    const int64_t size = std::max(a_dim, b_dim);
-    const Dim dim{size, a_dim == 1 ? 0 : a_step, b_dim == 1 ? 0 : b_step};
-    a_step *= a_dim;
-    b_step *= b_dim;
-    if (size == 1) continue;
-    if (!merged.empty() && dim.sa == merged.back().sa * merged.back().size &&
-        dim.sb == merged.back().sb * merged.back().size) {
-      merged.back().size *= size;
-      continue;
-    }
-    merged.push_back(dim);
-  }
-  if (static_cast<int>(merged.size()) > kMaxBatchRank) {
+  const std::span<const int64_t> a_batch = std::span(a.dims()).first(static_cast<size_t>(std::max(0, a.rank() - 2)));
+  const std::span<const int64_t> b_batch = std::span(b.dims()).first(static_cast<size_t>(std::max(0, b.rank() - 2)));
+  const MergedBroadcast merged = merge_broadcast_dims(a_batch, b_batch, g.m * g.k, g.k * g.n);
+  if (merged.merged_rank > kMaxBatchRank) {
     return unimplemented("OpenCL MatMul: the batch dims of {} and {} need {} dims after merging (at most {})", a, b,
-                         merged.size(), kMaxBatchRank);
+                         merged.merged_rank, kMaxBatchRank);
   }
-  for (size_t i = 0; i < merged.size(); ++i) {
-    const size_t slot = kMaxBatchRank - 1 - i;
-    g.batch_dims[slot] = static_cast<int32_t>(merged[i].size);
-    g.batch_a[slot] = static_cast<int32_t>(merged[i].sa);
-    g.batch_b[slot] = static_cast<int32_t>(merged[i].sb);
-  }
+  g.batch_dims = merged.dims;
+  g.batch_a = merged.a_strides;
+  g.batch_b = merged.b_strides;
   return ok_status();
 }
 
