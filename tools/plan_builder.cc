@@ -76,6 +76,13 @@ void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kerne
   }
 }
 
+void add_failure_options(CLI::App& command, std::string& snapshot_dir, bool& check_numerics) {
+  command.add_option("--snapshot-on-error", snapshot_dir,
+                     "On a failure, write the failing op's inputs here as .npy with manifest.json");
+  command.add_flag("--check-numerics", check_numerics,
+                   "Fail at the first op whose float output holds NaN or Inf (waits for every launch)");
+}
+
 GraphStats GraphStats::of(const graph::Graph& graph) {
   GraphStats stats;
   for (graph::NodeId id = 0; id < graph.num_nodes(); ++id) stats.nodes += graph.has_node(id) ? 1 : 0;

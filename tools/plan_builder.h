@@ -39,6 +39,9 @@ struct PlanFlags {
 // --fallback-op and (when `with_force_kernel`) --force-kernel on `command`.
 void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kernel);
 
+// --snapshot-on-error DIR and --check-numerics, shared by `run` and `profile`.
+void add_failure_options(CLI::App& command, std::string& snapshot_dir, bool& check_numerics);
+
 // Counts of a graph, for `inspect`.
 struct GraphStats {
   int nodes = 0;

@@ -127,12 +127,9 @@ void add_profile_command(CLI::App& app, int* exit_code) {
   command->add_option("--trace", flags->trace_path, "Chrome trace-event JSON to write (\"\" = none)")
       ->capture_default_str();
   command->add_option("--rows", flags->rows, "Rows per summary table")->capture_default_str();
-  command->add_option("--snapshot-on-error", flags->snapshot_dir,
-                      "On a failure, write the failing op's inputs here as .npy with manifest.json");
   command->add_option("--html", flags->html_path,
                       "Also write a self-contained HTML timeline (one lane per stream, hover for the args)");
-  command->add_flag("--check-numerics", flags->check_numerics,
-                    "Fail at the first op whose float output holds NaN or Inf (waits for every launch)");
+  add_failure_options(*command, flags->snapshot_dir, flags->check_numerics);
   command->callback([flags, exit_code] {
     if (Status status = profile_graph(*flags); !status.ok()) {
       fmt::print(stderr, "hxrt profile: {}\n", status.to_string());

@@ -173,10 +173,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
   command->add_option("--input", flags->inputs, "Graph input from a .npy file: NAME=FILE.npy (repeatable)");
   command->add_option("--output-dir", flags->output_dir, "Directory for the outputs (<name>.npy each)")->required();
   command->add_option("--repeat", flags->repeat, "Runs to time; the median is printed")->capture_default_str();
-  command->add_option("--snapshot-on-error", flags->snapshot_dir,
-                      "On a failure, write the failing op's inputs here as .npy with manifest.json");
-  command->add_flag("--check-numerics", flags->check_numerics,
-                    "Fail at the first op whose float output holds NaN or Inf (waits for every launch)");
+  add_failure_options(*command, flags->snapshot_dir, flags->check_numerics);
   command->add_flag("--keep-going", flags->keep_going,
                     "On a failure, keep running the launches that do not depend on it and report every failure");
   command->callback([flags, exit_code] {

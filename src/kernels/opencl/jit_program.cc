@@ -131,6 +131,14 @@ Status check_int32(int64_t value, std::string_view what) {
   return ok_status();
 }
 
+Result<ops::Tiling> copy_bytes_tiling(const ops::TilingQuery& query) {
+  ops::Tiling tiling;
+  HXRT_ASSIGN_OR_RETURN(const uint64_t bytes,
+                        storage_bytes(query.inputs[0].dtype, static_cast<uint64_t>(query.inputs[0].num_elements())));
+  tiling.values = {{"copy_bytes", static_cast<int64_t>(bytes)}};
+  return tiling;
+}
+
 MergedBroadcast merge_broadcast_dims(std::span<const int64_t> a_dims, std::span<const int64_t> b_dims, int64_t a_inner,
                                      int64_t b_inner) {
   struct Dim {

@@ -75,6 +75,9 @@ int64_t next_power_of_two(int64_t n);
 // InvalidArgument unless 0 <= value < 2^31: kernels index with 32-bit ints where that keeps the code vectorisable.
 Status check_int32(int64_t value, std::string_view what);
 
+// Tiling of an op that is one copy command of its first input's bytes: {"copy_bytes", n}.
+Result<ops::Tiling> copy_bytes_tiling(const ops::TilingQuery& query);
+
 // Two operands broadcast numpy-style over right-aligned dims, merged (innermost first) wherever both step through
 // adjacent dims contiguously or stay put, into at most kMaxMergedDims dims, right-aligned (outermost first, leading
 // dims 1). Strides are in elements; `a_inner` / `b_inner` are what one step of the innermost dim skips (1 for an

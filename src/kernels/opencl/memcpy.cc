@@ -11,13 +11,7 @@ namespace {
 
 ops::KernelDef memcpy_kernel(std::string op_type, std::string description) {
   ops::KernelDef def = opencl_def(op_type, "hxrt", 1, op_type, std::move(description));
-  def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    ops::Tiling tiling;
-    HXRT_ASSIGN_OR_RETURN(const uint64_t bytes, storage_bytes(query.inputs[0].dtype,
-                                                              static_cast<uint64_t>(query.inputs[0].num_elements())));
-    tiling.values = {{"copy_bytes", static_cast<int64_t>(bytes)}};
-    return tiling;
-  };
+  def.tiling = copy_bytes_tiling;
   def.launch = [op_type](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
     const ops::TensorRef& x = launch.inputs[0];
     const ops::TensorRef& y = launch.outputs[0];

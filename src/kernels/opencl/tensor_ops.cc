@@ -150,13 +150,7 @@ ops::KernelDef gather_kernel(std::shared_ptr<const JitProgram> program) {
 ops::KernelDef reshape_kernel() {
   ops::KernelDef def = opencl_def("Reshape", "", 14, "Reshape", "device-to-device copy (none when input and output are one view)");
   def.input_dtypes = {{}, {DType::kI64}};
-  def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    ops::Tiling tiling;
-    HXRT_ASSIGN_OR_RETURN(const uint64_t bytes, storage_bytes(query.inputs[0].dtype,
-                                                              static_cast<uint64_t>(query.inputs[0].num_elements())));
-    tiling.values = {{"copy_bytes", static_cast<int64_t>(bytes)}};
-    return tiling;
-  };
+  def.tiling = copy_bytes_tiling;
   def.launch = [](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
     const ops::TensorRef& x = launch.inputs[0];
     const ops::TensorRef& y = launch.outputs[0];
