@@ -1,5 +1,5 @@
-// Events whose completion is a host-side signal, shared by the backends whose streams complete records from a host
-// thread (cpu, and opencl's submitter threads). Each Stream::record creates a fresh EventSignal, so waits enqueued
+// Events whose completion is a host-side signal: the events of every host-queued stream (hal/host_queued_stream.h),
+// cpu and opencl today. Each Stream::record creates a fresh EventSignal, so waits enqueued
 // earlier keep the record they saw.
 //
 // Thread-safety: thread-safe.

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "hal/cpu/cpu_event.h"
+#include "hal/signal_event.h"
 #include "hal/cpu/cpu_stream.h"
 #include "hxrt/base/thread_pool.h"
 #include "hxrt/hal/cpu/cpu_driver.h"
@@ -128,7 +128,7 @@ class CpuDevice final : public Device {
   }
 
   Result<std::unique_ptr<Event>> do_create_event() override {
-    return std::unique_ptr<Event>(std::make_unique<CpuEvent>(this));
+    return std::unique_ptr<Event>(std::make_unique<SignalEvent>(this));
   }
 
   Result<std::unique_ptr<Module>> do_load_module(const ModuleSource& source) override {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "hal/opencl/opencl_event.h"
+#include "hal/signal_event.h"
 #include "hal/opencl/opencl_module.h"
 #include "hal/opencl/opencl_stream.h"
 
@@ -275,7 +275,7 @@ Result<std::unique_ptr<Stream>> OpenClDevice::do_create_stream(const StreamOptio
 }
 
 Result<std::unique_ptr<Event>> OpenClDevice::do_create_event() {
-  return std::unique_ptr<Event>(std::make_unique<OpenClEvent>(this));
+  return std::unique_ptr<Event>(std::make_unique<SignalEvent>(this));
 }
 
 Result<std::unique_ptr<Module>> OpenClDevice::do_load_module(const ModuleSource& source) {
