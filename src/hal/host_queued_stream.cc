@@ -28,9 +28,9 @@ int64_t to_ms(Duration d) { return std::chrono::duration_cast<std::chrono::milli
 }  // namespace
 
 // Note [Host-queued streams]
-// Commands wait in a host-side deque until the commands before them have completed; one worker thread per stream
-// pops a command, runs it through the driver's execute_* hook (which returns only when the command is done on the
-// device), and only then takes the next one. So at any moment at most one command of a stream is running, and it
+// Commands wait in a host-side queue until the commands before them have completed; one worker thread per stream
+// takes the queued commands (all of them at once, one lock per batch) and runs them one by one through the
+// driver's execute_* hooks (each returns only when its command is done on the device). So at any moment at most one command of a stream is running, and it
 // is the only one abort() cannot discard (a kernel that polls the cancellation flag stops early). From this:
 //  - Sticky errors: the first command that fails (or whose enqueue-time prepare() passed but whose execution
 //    failed) fails the stream; later commands are skipped on the host — records fail with the error, callbacks
@@ -89,7 +89,8 @@ Status HostQueuedStream::enqueue(Command command, const std::function<void()>& o
   return ok_status();
 }
 
-void HostQueuedStream::spin_until(const std::function<bool()>& done, Duration limit) const {
+template <typename Done>
+void HostQueuedStream::spin_until(Done done, Duration limit) const {
   if (spin_.count() <= 0 || done()) return;
   const auto end = std::chrono::steady_clock::now() + std::min<Duration>(spin_, limit);
   while (!done() && std::chrono::steady_clock::now() < end) cpu_relax();
@@ -97,12 +98,10 @@ void HostQueuedStream::spin_until(const std::function<bool()>& done, Duration li
 
 void HostQueuedStream::worker_loop() {
   uint64_t dequeued = 0;
+  std::vector<Command> batch;  // swapped with queue_, so both keep their capacity: no allocation per command
   for (;;) {
     // A command arriving within the spin window starts without a wake-up.
     spin_until([&] { return enqueued_.load(std::memory_order_acquire) != dequeued; }, spin_);
-    Command command;
-    bool skip_it = false;
-    Status error;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       while (queue_.empty() && !stopping_) {
@@ -111,27 +110,31 @@ void HostQueuedStream::worker_loop() {
         worker_sleeping_ = false;
       }
       if (queue_.empty()) return;  // stopping, and everything enqueued has run
-      command = std::move(queue_.front());
-      queue_.pop_front();
+      batch.swap(queue_);
+    }
+    for (Command& command : batch) {
       ++dequeued;
-      if (failed_.load(std::memory_order_relaxed) || cancel_.load(std::memory_order_relaxed)) {
-        skip_it = true;
-        error = error_;
+      // Checked per command, so an abort() or a failure skips the rest of the batch too.
+      if (failed_.load(std::memory_order_acquire) || cancel_.load(std::memory_order_relaxed)) {
+        Status error;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          error = error_;
+        }
+        skip(command, error);
+      } else if (Status status = execute(command); !status.ok()) {
+        HXRT_LOG(kDebug, "stream '{}' failed: {}", name(), status.to_string());
+        std::lock_guard<std::mutex> lock(mutex_);
+        fail_locked(std::move(status));
+      }
+      command = Command{};  // release buffers, callback and signal before reporting completion
+      completed_.fetch_add(1, std::memory_order_seq_cst);
+      if (sync_waiters_.load(std::memory_order_seq_cst) > 0) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        idle_cv_.notify_all();
       }
     }
-    if (skip_it) {
-      skip(command, error);
-    } else if (Status status = execute(command); !status.ok()) {
-      HXRT_LOG(kDebug, "stream '{}' failed: {}", name(), status.to_string());
-      std::lock_guard<std::mutex> lock(mutex_);
-      fail_locked(std::move(status));
-    }
-    command = Command{};  // release buffers, callback and signal before reporting completion
-    completed_.fetch_add(1, std::memory_order_seq_cst);
-    if (sync_waiters_.load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      idle_cv_.notify_all();
-    }
+    batch.clear();
   }
 }
 

@@ -18,7 +18,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -127,14 +126,16 @@ class HostQueuedStream : public Stream {
   void skip(Command& command, const Status& error);
   void fail_locked(Status error);
   Status sticky_error_locked() const;
-  void spin_until(const std::function<bool()>& done, Duration limit) const;
+  // Spins while !done(), for at most min(spin, limit).
+  template <typename Done>
+  void spin_until(Done done, Duration limit) const;
 
   const std::chrono::microseconds spin_;
 
   mutable std::mutex mutex_;
   std::condition_variable work_cv_;          // the worker waits for commands
   std::condition_variable idle_cv_;          // synchronize() waits for completion
-  std::deque<Command> queue_;                // guarded by mutex_
+  std::vector<Command> queue_;               // guarded by mutex_; the worker takes it whole
   Status error_;                             // guarded by mutex_; the first failure
   bool worker_sleeping_ = false;             // guarded by mutex_
   bool stopping_ = false;                    // guarded by mutex_
