@@ -1,4 +1,7 @@
 // The CPU driver, device and buffers.
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,7 +46,9 @@ std::vector<std::string> cpu_features() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) features.emplace_back("avx2");
   if (__builtin_cpu_supports("fma")) features.emplace_back("fma");
-  if (__builtin_cpu_supports("f16c")) features.emplace_back("f16c");
+  // clang 14's __builtin_cpu_supports does not know "f16c": read CPUID leaf 1, ECX bit 29.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0) features.emplace_back("f16c");
   if (__builtin_cpu_supports("avx512f")) features.emplace_back("avx512f");
   if (__builtin_cpu_supports("avx512bw")) features.emplace_back("avx512bw");
   if (__builtin_cpu_supports("avx512vnni")) features.emplace_back("avx512vnni");
