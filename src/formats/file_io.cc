@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/base/fault_injection.h"
+
 namespace hxrt::formats {
 
 Status io_error(std::string_view what, const std::string& path, int err) {
@@ -20,6 +22,7 @@ Status io_error(std::string_view what, const std::string& path, int err) {
 MappedFile::~MappedFile() { ::munmap(address_, size_); }
 
 Result<std::shared_ptr<const MappedFile>> map_file(const std::string& path, std::string_view kind) {
+  HXRT_RETURN_IF_ERROR(fault::check(fault::Site::kFileOpen, [&] { return fmt::format("{} '{}'", kind, path); }));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error(fmt::format("cannot open {}", kind), path, errno);
   struct stat st {};
@@ -37,6 +40,11 @@ Result<std::shared_ptr<const MappedFile>> map_file(const std::string& path, std:
     ::close(fd);
     return data_loss("{} '{}' is empty", kind, path);
   }
+  if (Status injected = fault::check(fault::Site::kFileMap, [&] { return fmt::format("{} '{}'", kind, path); });
+      !injected.ok()) {
+    ::close(fd);
+    return injected;
+  }
   void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping stays valid without the descriptor
@@ -47,9 +55,11 @@ Result<std::shared_ptr<const MappedFile>> map_file(const std::string& path, std:
 Status write_file_atomically(const std::string& path, std::string_view kind,
                              const std::function<Status(const ByteSink&)>& emit) {
   const std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
+  HXRT_RETURN_IF_ERROR(fault::check(fault::Site::kFileOpen, [&] { return fmt::format("{} '{}'", kind, temp); }));
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return io_error(fmt::format("cannot create {}", kind), temp, errno);
   Status status = emit([&](std::span<const std::byte> bytes) -> Status {
+    HXRT_RETURN_IF_ERROR(fault::check(fault::Site::kFileWrite, [&] { return fmt::format("{} '{}'", kind, temp); }));
     while (!bytes.empty()) {
       const ssize_t n = ::write(fd, bytes.data(), bytes.size());
       if (n < 0 && errno == EINTR) continue;

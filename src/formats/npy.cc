@@ -1,18 +1,15 @@
 #include "hxrt/formats/npy.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <array>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "formats/file_io.h"
 
 namespace hxrt::formats {
 namespace {
@@ -240,11 +237,6 @@ uint32_t load_le(const std::byte* p, size_t n) {
   return value;
 }
 
-Status io_error(std::string_view what, const std::string& path, int err) {
-  const std::string message = fmt::format("{} '{}': {}", what, path, std::strerror(err));
-  return err == ENOENT ? Status(StatusCode::kNotFound, message) : Status(StatusCode::kUnavailable, message);
-}
-
 }  // namespace
 
 Result<std::string> npy_descr(DType dtype) {
@@ -358,34 +350,8 @@ Result<HostTensor> read_npy_from_memory(std::span<const std::byte> bytes) {
 }
 
 Result<HostTensor> read_npy(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error("cannot open .npy file", path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return io_error("cannot stat .npy file", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return invalid_argument(".npy path '{}' is not a regular file", path);
-  }
-  std::vector<std::byte> bytes(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return io_error("cannot read .npy file", path, err);
-    }
-    if (n == 0) break;  // the file shrank while reading; the parser reports the truncation
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  bytes.resize(done);
-  Result<HostTensor> tensor = read_npy_from_memory(bytes);
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapping, map_file(path, ".npy file"));
+  Result<HostTensor> tensor = read_npy_from_memory(mapping->bytes());
   if (!tensor.ok()) return std::move(tensor).take_status().with_context(fmt::format("reading .npy file '{}'", path));
   return tensor;
 }
@@ -434,25 +400,7 @@ Result<std::vector<std::byte>> serialize_npy(const HostTensor& tensor) {
 
 Status write_npy(const std::string& path, const HostTensor& tensor) {
   HXRT_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, serialize_npy(tensor));
-  const std::string temp = fmt::format("{}.tmp.{}", path, getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create .npy file", temp, errno);
-  Status status;
-  std::span<const std::byte> rest = bytes;
-  while (!rest.empty()) {
-    const ssize_t n = ::write(fd, rest.data(), rest.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      status = io_error("cannot write .npy file", temp, errno);
-      break;
-    }
-    rest = rest.subspan(static_cast<size_t>(n));
-  }
-  if (::close(fd) != 0 && status.ok()) status = io_error("cannot write .npy file", temp, errno);
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0)
-    status = io_error("cannot create .npy file", path, errno);
-  if (!status.ok()) ::unlink(temp.c_str());
-  return status;
+  return write_file_atomically(path, ".npy file", [&](const ByteSink& sink) { return sink(bytes); });
 }
 
 }  // namespace hxrt::formats

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hxrt/base/fault_injection.h"
 #include "hxrt/base/float16.h"
 
 namespace hxrt::formats {
@@ -290,6 +291,35 @@ TEST(NpyTest, FilesRoundTripAndMissingFilesAreNotFound) {
   EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(bad.status().to_string().find("bad.npy"), std::string::npos) << "the context names the file";
   EXPECT_FALSE(write_npy((dir / "no_such_dir" / "y.npy").string(), tensor).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(NpyTest, InjectedFileFaultsFailCleanlyAndLeaveNoFileBehind) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("hxrt_npy_fault_test_{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(12);
+  const HostTensor tensor = HostTensor::random_f32({3, 5}, rng);
+  const std::string path = (dir / "x.npy").string();
+  for (const fault::Site site : {fault::Site::kFileOpen, fault::Site::kFileWrite}) {
+    fault::arm(fault::Plan{.fail_at = 1, .sites = fault::site_bit(site)});
+    const Status written = write_npy(path, tensor);
+    fault::disarm();
+    ASSERT_FALSE(written.ok()) << fault::site_name(site);
+    EXPECT_NE(written.message().find(fault::site_name(site)), std::string::npos) << written.to_string();
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << "a failed write leaves neither the file nor its temporary";
+  }
+  ASSERT_TRUE(write_npy(path, tensor).ok());
+  for (const fault::Site site : {fault::Site::kFileOpen, fault::Site::kFileMap}) {
+    fault::arm(fault::Plan{.fail_at = 1, .sites = fault::site_bit(site)});
+    const Result<HostTensor> read = read_npy(path);
+    fault::disarm();
+    ASSERT_FALSE(read.ok()) << fault::site_name(site);
+    EXPECT_NE(read.status().to_string().find("x.npy"), std::string::npos) << read.status().to_string();
+  }
+  Result<HostTensor> back = read_npy(path);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, tensor);
   std::filesystem::remove_all(dir);
 }
 

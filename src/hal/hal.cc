@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include "hxrt/base/check.h"
+#include "hxrt/base/fault_injection.h"
 #include "hxrt/hal/buffer.h"
 #include "hxrt/hal/device.h"
 #include "hxrt/hal/event.h"
@@ -183,6 +184,12 @@ Result<std::unique_ptr<Buffer>> Device::allocate(uint64_t bytes, MemoryKind kind
     return out_of_memory("allocate: {} bytes exceed the largest single allocation of device '{}' ({} bytes)", bytes,
                          info_.name, info_.max_allocation_bytes);
   }
+  const fault::Site site = kind == MemoryKind::kDevice       ? fault::Site::kDeviceAlloc
+                           : kind == MemoryKind::kHostPinned ? fault::Site::kHostPinnedAlloc
+                                                             : fault::Site::kHostMappedAlloc;
+  HXRT_RETURN_IF_ERROR(fault::check(site, [&] {
+    return fmt::format("{} bytes of {} memory on device '{}'", bytes, memory_kind_name(kind), info_.name);
+  }));
   return do_allocate(bytes, kind);
 }
 
@@ -192,17 +199,29 @@ Result<std::unique_ptr<Buffer>> Device::register_host(void* host_pointer, uint64
   if (!info_.host_addressable) {
     return unimplemented("register_host: device '{}' cannot address host memory", info_.name);
   }
+  HXRT_RETURN_IF_ERROR(fault::check(fault::Site::kHostRegister,
+                                    [&] { return fmt::format("{} bytes on device '{}'", bytes, info_.name); }));
   return do_register_host(host_pointer, bytes);
 }
 
 Result<std::unique_ptr<Stream>> Device::create_stream(const StreamOptions& options) {
+  HXRT_RETURN_IF_ERROR(fault::check(fault::Site::kStreamCreate, [&] {
+    return fmt::format("stream '{}' on device '{}'", options.name, info_.name);
+  }));
   return do_create_stream(options);
 }
 
-Result<std::unique_ptr<Event>> Device::create_event() { return do_create_event(); }
+Result<std::unique_ptr<Event>> Device::create_event() {
+  HXRT_RETURN_IF_ERROR(
+      fault::check(fault::Site::kEventCreate, [&] { return fmt::format("an event on device '{}'", info_.name); }));
+  return do_create_event();
+}
 
 Result<std::unique_ptr<Module>> Device::load_module(const ModuleSource& source) {
   if (source.code.empty()) return invalid_argument("load_module '{}': empty source", source.name);
+  HXRT_RETURN_IF_ERROR(fault::check(fault::Site::kModuleLoad, [&] {
+    return fmt::format("module '{}' on device '{}'", source.name, info_.name);
+  }));
   return do_load_module(source);
 }
 

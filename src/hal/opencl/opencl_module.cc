@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "hal/opencl/opencl_device.h"
+#include "hxrt/base/fault_injection.h"
 #include "hxrt/base/logging.h"
 
 namespace hxrt::hal::opencl {
@@ -103,6 +104,11 @@ std::string read_cache_file(const std::filesystem::path& path, const std::string
   std::error_code error;
   const uintmax_t file_size = std::filesystem::file_size(path, error);
   if (error || file_size == 0) return {};
+  // A cache that cannot be read is a miss: the program is built from source.
+  if (!fault::check(fault::Site::kFileRead, [&] { return fmt::format("OpenCL cache file '{}'", path.string()); })
+           .ok()) {
+    return {};
+  }
   std::ifstream in(path, std::ios::binary);
   std::string data(static_cast<size_t>(file_size), '\0');
   if (!in.read(data.data(), static_cast<std::streamsize>(data.size()))) return {};
@@ -122,6 +128,10 @@ void write_cache_file(const std::filesystem::path& path, const std::string& iden
                       const std::string& binary) {
   static std::atomic<uint64_t> counter{0};
   std::error_code error;
+  if (!fault::check(fault::Site::kFileWrite, [&] { return fmt::format("OpenCL cache file '{}'", path.string()); })
+           .ok()) {
+    return;  // an unwritten cache only costs a rebuild next time
+  }
   std::filesystem::create_directories(path.parent_path(), error);
   if (error) {
     HXRT_LOG(kDebug, "opencl cache: cannot create {}: {}", path.parent_path().string(), error.message());
