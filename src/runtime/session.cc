@@ -15,7 +15,8 @@ constexpr std::string_view kDefaultStreamName = "default";
 }  // namespace
 
 bool TeardownReport::clean() const {
-  return leaked_blocks.empty() && aborted_streams.empty() && stream_errors.empty() && device_buffers_live == 0;
+  return leaked_blocks.empty() && aborted_streams.empty() && stream_errors.empty() && device_buffers_live == 0 &&
+         registered_host_buffers == 0;
 }
 
 std::string TeardownReport::to_string() const {
@@ -25,6 +26,9 @@ std::string TeardownReport::to_string() const {
   if (!aborted_streams.empty()) out += fmt::format("aborted busy streams: {}; ", fmt::join(aborted_streams, ", "));
   if (!stream_errors.empty()) out += fmt::format("failed streams: {}; ", fmt::join(stream_errors, " | "));
   if (device_buffers_live > 0) out += fmt::format("{} device buffers still live outside the pool; ", device_buffers_live);
+  if (registered_host_buffers > 0) {
+    out += fmt::format("{} host memory registrations still live; ", registered_host_buffers);
+  }
   out += fmt::format("{} streams closed, {} events destroyed", streams_closed, events_destroyed);
   return out;
 }
@@ -155,12 +159,16 @@ Result<TeardownReport> Session::teardown_locked(bool closing) {
   for (hal::Stream* stream : streams) {
     const auto left = std::max(hal::Duration::zero(), std::chrono::duration_cast<hal::Duration>(
                                                           deadline - std::chrono::steady_clock::now()));
-    Status drained = stream->synchronize(left);
-    if (drained.code() == StatusCode::kDeadlineExceeded) {
+    // What synchronize returns cannot tell a stream still busy at the deadline from one whose sticky error is
+    // itself DeadlineExceeded (a timed-out cross-stream wait): ask the stream.
+    stream->synchronize(left).ignore();
+    const hal::StreamState state = stream->query();
+    if (!state.status.ok()) {
+      report.stream_errors.push_back(fmt::format("{}: {}", stream->name(), state.status.to_string()));
+    }
+    if (!state.idle) {
       report.aborted_streams.push_back(stream->name());
       stream->abort();
-    } else if (!drained.ok()) {
-      report.stream_errors.push_back(fmt::format("{}: {}", stream->name(), stream->status().to_string()));
     }
   }
   // Every later step runs even when one fails: the pool must forget the streams before they are destroyed.
@@ -191,7 +199,9 @@ Result<TeardownReport> Session::teardown_locked(bool closing) {
   report.streams_closed = streams_.size() + (closing ? 1 : 0);
   streams_.clear();
   if (closing) default_stream_.reset();
-  report.device_buffers_live = device_->memory_stats().live_buffers;
+  const hal::DeviceMemoryStats memory = device_->memory_stats();
+  report.device_buffers_live = memory.live_buffers;
+  report.registered_host_buffers = memory.registered_buffers;
   if (!first_error.ok()) return first_error;
   return report;
 }

@@ -200,6 +200,43 @@ TEST_F(SessionTest, ReportsDeviceBuffersHeldOutsideThePool) {
   EXPECT_TRUE(session->reset()->clean());
 }
 
+TEST_F(SessionTest, ReportsHostRegistrationsStillLive) {
+  auto session = open();
+  std::vector<float> host(1024, 1.0f);
+  Result<std::unique_ptr<hal::Buffer>> registered =
+      session->device().register_host(host.data(), host.size() * sizeof(float));
+  ASSERT_TRUE(registered.ok()) << registered.status().to_string();
+  Result<TeardownReport> report = session->reset();
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->clean()) << "a live registration is not a clean teardown";
+  EXPECT_EQ(report->registered_host_buffers, 1u);
+  EXPECT_NE(report->to_string().find("1 host memory registrations still live"), std::string::npos)
+      << report->to_string();
+  registered->reset();
+  EXPECT_TRUE(session->reset()->clean());
+}
+
+TEST_F(SessionTest, AStreamThatTimedOutWaitingIsAFailedStreamNotABusyOne) {
+  auto session = open(SessionOptions{.teardown_timeout = milliseconds(300)});
+  Result<hal::Stream*> producer = session->stream("producer");
+  Result<hal::Stream*> consumer = session->stream("consumer");
+  Result<hal::Event*> event = session->create_event();
+  ASSERT_TRUE(producer.ok() && consumer.ok() && event.ok());
+  ASSERT_TRUE((*producer)->launch(kSpinUntilCancelled, hal::LaunchConfig{}, {}).ok());
+  ASSERT_TRUE((*producer)->record(**event).ok());
+  ASSERT_TRUE((*consumer)->wait(**event, milliseconds(5)).ok());
+  const Status waited = (*consumer)->synchronize();
+  ASSERT_EQ(waited.code(), StatusCode::kDeadlineExceeded) << waited.to_string();
+
+  Result<TeardownReport> report = session->close();
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  // The producer is still spinning at the teardown deadline: aborted. The consumer is idle and failed: its error is
+  // reported, and it is not an aborted busy stream.
+  EXPECT_EQ(report->aborted_streams, std::vector<std::string>{"producer"}) << report->to_string();
+  ASSERT_EQ(report->stream_errors.size(), 1u) << report->to_string();
+  EXPECT_EQ(report->stream_errors[0].rfind("consumer: DEADLINE_EXCEEDED", 0), 0u) << report->stream_errors[0];
+}
+
 TEST_F(SessionTest, EventsAreOwnedAndDestroyable) {
   auto session = open();
   Result<hal::Event*> event = session->create_event();

@@ -88,6 +88,7 @@ TEST_P(DeviceConformance, RegisterHostIsZeroCopy) {
   }
   ASSERT_TRUE(registered.ok()) << registered.status().to_string();
   EXPECT_TRUE((*registered)->is_registered_host());
+  EXPECT_EQ(device_->memory_stats().registered_buffers, 1u) << "a registration is counted, apart from allocations";
   auto stream = make_stream();
   const std::vector<float> expected = [&] {
     std::vector<float> e = host;
@@ -98,6 +99,8 @@ TEST_P(DeviceConformance, RegisterHostIsZeroCopy) {
   ASSERT_TRUE(stream->synchronize().ok());
   ASSERT_TRUE((*registered)->invalidate(0, (*registered)->size()).ok());
   EXPECT_EQ(host, expected) << "kernel wrote through to the caller's memory without a copy";
+  registered->reset();
+  EXPECT_EQ(device_->memory_stats().registered_buffers, 0u);
   EXPECT_EQ(device_->register_host(nullptr, 16).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(device_->register_host(host.data(), 0).status().code(), StatusCode::kInvalidArgument);
 }

@@ -23,7 +23,8 @@ class Driver;
 struct DeviceMemoryStats {
   uint64_t allocated_bytes = 0;  // bytes held in live Buffers made by allocate()
   uint64_t peak_allocated_bytes = 0;
-  uint64_t live_buffers = 0;
+  uint64_t live_buffers = 0;        // Buffers made by allocate() and not yet destroyed
+  uint64_t registered_buffers = 0;  // Buffers made by register_host() and not yet destroyed
 };
 
 class Device {

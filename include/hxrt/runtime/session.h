@@ -56,6 +56,7 @@ struct TeardownReport {
   uint64_t streams_closed = 0;
   uint64_t events_destroyed = 0;
   uint64_t device_buffers_live = 0;  // after teardown: buffers made outside the pool and not yet destroyed
+  uint64_t registered_host_buffers = 0;  // after teardown: host memory registrations not yet destroyed
   bool clean() const;
   std::string to_string() const;
 };

@@ -12,6 +12,7 @@
 
 #include "hal/signal_event.h"
 #include "hal/cpu/cpu_stream.h"
+#include "hal/memory_counters.h"
 #include "hxrt/base/thread_pool.h"
 #include "hxrt/hal/cpu/cpu_driver.h"
 #include "hxrt/hal/driver.h"
@@ -90,33 +91,17 @@ class CpuDevice final : public Device {
         pool_(options.num_threads > 0 ? options.num_threads : ThreadPool::default_thread_count()),
         spin_(options.worker_spin) {}
 
-  DeviceMemoryStats memory_stats() const override {
-    DeviceMemoryStats stats;
-    stats.allocated_bytes = allocated_.load(std::memory_order_relaxed);
-    stats.peak_allocated_bytes = peak_.load(std::memory_order_relaxed);
-    stats.live_buffers = live_.load(std::memory_order_relaxed);
-    return stats;
-  }
-
-  void on_buffer_created(uint64_t bytes) {
-    const uint64_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    uint64_t peak = peak_.load(std::memory_order_relaxed);
-    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
-    live_.fetch_add(1, std::memory_order_relaxed);
-  }
-  void on_buffer_destroyed(uint64_t bytes) {
-    allocated_.fetch_sub(bytes, std::memory_order_relaxed);
-    live_.fetch_sub(1, std::memory_order_relaxed);
-  }
+  DeviceMemoryStats memory_stats() const override { return counters_.stats(); }
+  MemoryCounters& counters() { return counters_; }
 
  protected:
   Result<std::unique_ptr<Buffer>> do_allocate(uint64_t bytes, MemoryKind kind) override {
     const uint64_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     void* memory = std::aligned_alloc(kCpuAlignment, rounded);
     if (memory == nullptr) {
+      const DeviceMemoryStats stats = counters_.stats();
       return out_of_memory("cpu device: the host could not allocate {} bytes ({} live buffers, {} bytes held)",
-                           bytes, live_.load(), allocated_.load());
+                           bytes, stats.live_buffers, stats.allocated_bytes);
     }
     return std::unique_ptr<Buffer>(std::make_unique<CpuBuffer>(this, memory, bytes, kind, false));
   }
@@ -146,21 +131,17 @@ class CpuDevice final : public Device {
   ThreadPool pool_;
   std::chrono::microseconds spin_;
   std::atomic<uint64_t> stream_counter_{0};
-  std::atomic<uint64_t> allocated_{0};
-  std::atomic<uint64_t> peak_{0};
-  std::atomic<uint64_t> live_{0};
+  MemoryCounters counters_;
 };
 
 CpuBuffer::CpuBuffer(CpuDevice* device, void* memory, uint64_t size, MemoryKind kind, bool registered)
     : Buffer(device, size, kind, memory, registered), cpu_device_(device) {
-  if (!registered) cpu_device_->on_buffer_created(size);
+  cpu_device_->counters().on_created(size, registered);
 }
 
 CpuBuffer::~CpuBuffer() {
-  if (!is_registered_host()) {
-    std::free(host_address());
-    cpu_device_->on_buffer_destroyed(size());
-  }
+  if (!is_registered_host()) std::free(host_address());
+  cpu_device_->counters().on_destroyed(size(), is_registered_host());
 }
 
 class CpuDriver final : public Driver {

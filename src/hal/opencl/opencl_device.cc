@@ -47,7 +47,7 @@ OpenClBuffer::OpenClBuffer(OpenClDevice* device, ClMem mem, uint64_t size, Memor
       cl_device_(device),
       mem_(std::move(mem)),
       persistently_mapped_(persistently_mapped) {
-  if (!registered) cl_device_->on_buffer_created(size);
+  cl_device_->counters().on_created(size, registered);
 }
 
 OpenClBuffer::~OpenClBuffer() {
@@ -55,7 +55,7 @@ OpenClBuffer::~OpenClBuffer() {
   if (persistently_mapped_) unmap_blocking(cl_device_->internal_queue(), mem_.get(), host_address()).ignore();
   for (auto& [pointer, mapping] : mappings_) unmap_blocking(cl_device_->internal_queue(), mem_.get(), pointer).ignore();
   mem_.reset();
-  if (!is_registered_host()) cl_device_->on_buffer_destroyed(size());
+  cl_device_->counters().on_destroyed(size(), is_registered_host());
 }
 
 Result<ClMem> OpenClBuffer::kernel_arg_mem(uint64_t offset, uint64_t bytes) {
@@ -220,26 +220,7 @@ void OpenClDevice::cache_program(const std::string& key, const ClProgram& progra
   programs_.emplace(key, program);
 }
 
-DeviceMemoryStats OpenClDevice::memory_stats() const {
-  DeviceMemoryStats stats;
-  stats.allocated_bytes = allocated_.load(std::memory_order_relaxed);
-  stats.peak_allocated_bytes = peak_.load(std::memory_order_relaxed);
-  stats.live_buffers = live_.load(std::memory_order_relaxed);
-  return stats;
-}
-
-void OpenClDevice::on_buffer_created(uint64_t bytes) {
-  const uint64_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  uint64_t peak = peak_.load(std::memory_order_relaxed);
-  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
-  live_.fetch_add(1, std::memory_order_relaxed);
-}
-
-void OpenClDevice::on_buffer_destroyed(uint64_t bytes) {
-  allocated_.fetch_sub(bytes, std::memory_order_relaxed);
-  live_.fetch_sub(1, std::memory_order_relaxed);
-}
+DeviceMemoryStats OpenClDevice::memory_stats() const { return counters_.stats(); }
 
 Result<std::unique_ptr<Buffer>> OpenClDevice::do_allocate(uint64_t bytes, MemoryKind kind) {
   const bool host_memory = kind != MemoryKind::kDevice;
@@ -247,9 +228,10 @@ Result<std::unique_ptr<Buffer>> OpenClDevice::do_allocate(uint64_t bytes, Memory
   cl_int err = CL_SUCCESS;
   ClMem mem(clCreateBuffer(context(), flags, bytes, nullptr, &err));
   if (err != CL_SUCCESS) {
+    const DeviceMemoryStats stats = counters_.stats();
     return cl_status(err, "clCreateBuffer")
         .with_context(fmt::format("allocating {} bytes of {} memory on '{}' ({} live buffers, {} bytes held)", bytes,
-                                  memory_kind_name(kind), info().name, live_.load(), allocated_.load()));
+                                  memory_kind_name(kind), info().name, stats.live_buffers, stats.allocated_bytes));
   }
   void* host = nullptr;
   if (host_memory && host_unified()) {

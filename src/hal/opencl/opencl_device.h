@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "hal/memory_counters.h"
 #include "hal/opencl/cl_common.h"
 #include "hxrt/hal/device.h"
 #include "hxrt/hal/opencl/opencl_driver.h"
@@ -85,8 +86,7 @@ class OpenClDevice final : public Device {
   void cache_program(const std::string& key, const ClProgram& program);
 
   DeviceMemoryStats memory_stats() const override;
-  void on_buffer_created(uint64_t bytes);
-  void on_buffer_destroyed(uint64_t bytes);
+  MemoryCounters& counters() { return counters_; }
 
  protected:
   Result<std::unique_ptr<Buffer>> do_allocate(uint64_t bytes, MemoryKind kind) override;
@@ -112,9 +112,7 @@ class OpenClDevice final : public Device {
   std::unordered_map<std::string, ClProgram> programs_;  // guarded by cache_mutex_
 
   std::atomic<uint64_t> stream_counter_{0};
-  std::atomic<uint64_t> allocated_{0};
-  std::atomic<uint64_t> peak_{0};
-  std::atomic<uint64_t> live_{0};
+  MemoryCounters counters_;
 };
 
 // DeviceInfo of one CL device (ordinal = its index among all devices of all platforms).
