@@ -77,13 +77,13 @@ std::vector<ReachedLocation> reached_locations() {
   return {s.locations.begin(), s.locations.end()};
 }
 
-Status detail::check_armed(Site site, std::string_view what, std::source_location where) {
+Status detail::check_armed(Site site, std::string_view what, const char* file, int line) {
   State& s = state();
   if ((s.sites.load() & site_bit(site)) == 0) return ok_status();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.locations.insert(ReachedLocation{
-        site, fmt::format("{}:{}", std::filesystem::path(where.file_name()).filename().string(), where.line())});
+        site, fmt::format("{}:{}", std::filesystem::path(file).filename().string(), line)});
   }
   const uint64_t k = s.reached.fetch_add(1) + 1;
   const uint64_t fail_at = s.fail_at.load();

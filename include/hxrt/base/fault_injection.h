@@ -14,7 +14,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,15 +65,16 @@ std::vector<ReachedLocation> reached_locations();
 
 namespace detail {
 extern std::atomic<bool> g_armed;
-Status check_armed(Site site, std::string_view what, std::source_location where);
+Status check_armed(Site site, std::string_view what, const char* file, int line);
 }  // namespace detail
 
 // At a site: OK, or the injected failure. `describe()` returns what the resource is ("4096 bytes of device memory
-// on device 'cpu'"); it is called only while the hook is armed.
+// on device 'cpu'"); it is called only while the hook is armed. `file` and `line` default to the caller's
+// (__builtin_FILE/LINE: std::source_location is missing from clang 14 with libstdc++, which the fuzz build uses).
 template <typename Describe>
-Status check(Site site, Describe&& describe, std::source_location where = std::source_location::current()) {
+Status check(Site site, Describe&& describe, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   if (!detail::g_armed.load(std::memory_order_relaxed)) return ok_status();
-  return detail::check_armed(site, describe(), where);
+  return detail::check_armed(site, describe(), file, line);
 }
 
 }  // namespace hxrt::fault
