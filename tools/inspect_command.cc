@@ -51,7 +51,7 @@ nlohmann::ordered_json values_json(const graph::Graph& g, const std::vector<grap
 }
 
 nlohmann::ordered_json plan_json(const LoadedPlan& loaded, const std::string& path) {
-  const runtime::ExecutionPlan& plan = *loaded.plan;
+  const runtime::ExecutionPlan& plan = loaded.model->plan();
   const graph::Graph& g = plan.graph();
   nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
   for (size_t i = 0; i < plan.objects().size(); ++i) {
@@ -135,11 +135,11 @@ Status inspect_graph(const InspectFlags& flags) {
   } else {
     for (const std::string& warning : loaded->warnings) fmt::print("warning: {}\n", warning);
     fmt::print("graph file {}: {}\n", flags.plan.graph_path, stats_line(loaded->loaded));
-    fmt::print("planned graph: {}\n", stats_line(GraphStats::of(loaded->plan->graph())));
-    fmt::print("{}", loaded->plan->describe());
+    fmt::print("planned graph: {}\n", stats_line(GraphStats::of(loaded->model->plan().graph())));
+    fmt::print("{}", loaded->model->plan().describe());
     if (!loaded->tuning_report.empty()) fmt::print("kernel measurements (--tune):\n{}", loaded->tuning_report);
   }
-  HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->session->close());
+  HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->model->close());
   if (!report.clean()) fmt::print(stderr, "hxrt inspect: warning: session teardown: {}\n", report.to_string());
   return ok_status();
 }

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "hxrt/formats/npy.h"
 #include "hxrt/graph/graph.h"
 #include "hxrt/ops/op_schema.h"
+#include "hxrt/ops/registries.h"
 
 namespace hxrt::tools {
 namespace {
@@ -208,8 +210,9 @@ Status make_examples(const std::filesystem::path& dir, bool test_files) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return unavailable("cannot create directory '{}': {}", dir.string(), error.message());
-  ops::OpSchemaRegistry schemas;
-  HXRT_RETURN_IF_ERROR(ops::register_builtin_schemas(schemas));
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<ops::Registries> registries,
+                        ops::make_registries(ops::RegistriesOptions{.builtin_fusions = false}));
+  const ops::OpSchemaRegistry& schemas = registries->schemas;
 
   HXRT_ASSIGN_OR_RETURN(Graph mlp, make_mlp());
   HXRT_RETURN_IF_ERROR(write_graph(std::move(mlp), schemas, dir / "mlp.hxrt"));

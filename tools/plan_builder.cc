@@ -8,9 +8,6 @@
 #include <fmt/format.h>
 
 #include "hxrt/formats/graph_file.h"
-#include "hxrt/kernels/cpu_kernels.h"
-#include "hxrt/kernels/opencl_kernels.h"
-#include "hxrt/runtime/kernel_tuner.h"
 
 namespace hxrt::tools {
 namespace {
@@ -96,19 +93,13 @@ GraphStats GraphStats::of(const graph::Graph& graph) {
 
 Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
   auto loaded = std::make_unique<LoadedPlan>();
-  HXRT_RETURN_IF_ERROR(ops::register_builtin_schemas(loaded->schemas));
-  HXRT_RETURN_IF_ERROR(kernels::register_cpu_kernels(loaded->kernels));
-  HXRT_RETURN_IF_ERROR(kernels::register_opencl_kernels(loaded->kernels));
-  HXRT_RETURN_IF_ERROR(ops::register_builtin_fusions(loaded->fusions));
-  HXRT_RETURN_IF_ERROR(hal::register_builtin_drivers(loaded->drivers));
-
-  runtime::PlanOptions options;
-  options.fuse = !flags.no_fusion;
-  options.max_streams = flags.streams;
+  runtime::ModelOptions options{.device = flags.device, .name = "cli"};
+  options.plan.fuse = !flags.no_fusion;
+  options.plan.max_streams = flags.streams;
   std::vector<ForcedKernel> forced;
   for (const std::string& text : flags.force_kernels) {
     HXRT_ASSIGN_OR_RETURN(ForcedKernel f, parse_forced(text));
-    options.selection.forced.insert_or_assign(f.target, f.kernel);
+    options.plan.selection.forced.insert_or_assign(f.target, f.kernel);
     forced.push_back(std::move(f));
   }
 
@@ -121,55 +112,49 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     }
   }
 
-  HXRT_ASSIGN_OR_RETURN(
-      loaded->session, runtime::Session::create(loaded->drivers, flags.device, runtime::SessionOptions{.name = "cli"}));
-
   // Measured arbitration: timings from the cache file, and from measuring with --tune.
-  runtime::TunerOptions tuner_options;
   for (const std::string& text : flags.tune_dims) {
     HXRT_ASSIGN_OR_RETURN(auto dim, parse_dim(text));
-    tuner_options.dims.insert_or_assign(dim.first, dim.second);
+    options.tuner.dims.insert_or_assign(dim.first, dim.second);
   }
   ops::TimingCache timings;
   if (!flags.timing_cache.empty() && std::filesystem::exists(flags.timing_cache)) {
     HXRT_RETURN_IF_ERROR(timings.load(flags.timing_cache));
   }
-  std::unique_ptr<runtime::KernelTuner> tuner;
   if (flags.tune) {
-    HXRT_ASSIGN_OR_RETURN(tuner, runtime::KernelTuner::create(loaded->session->device(), timings, tuner_options));
-    options.tuner = tuner.get();
+    options.tune_cache = &timings;
   } else if (!flags.timing_cache.empty()) {
-    options.selection.timings = &timings;
-    options.selection.bucket_dims = tuner_options.dims;
+    options.plan.selection.timings = &timings;
+    options.plan.selection.bucket_dims = options.tuner.dims;
   }
 
   // Heterogeneous split: nodes the device cannot run go to the CPU, with copies (Note [Heterogeneous split]).
-  const hal::DeviceInfo& device = loaded->session->device().info();
-  if (!flags.fallback_ops.empty() && (flags.no_fallback || device.kind == hal::DeviceKind::kCpu)) {
+  if (!flags.fallback_ops.empty() && flags.no_fallback) {
     return invalid_argument("--fallback-op needs a non-CPU --device and the fallback (not --no-fallback)");
   }
-  if (!flags.no_fallback && device.kind != hal::DeviceKind::kCpu) {
-    HXRT_ASSIGN_OR_RETURN(loaded->fallback_session,
-                          runtime::Session::create(loaded->drivers, "cpu", runtime::SessionOptions{.name = "cli-fallback"}));
-    options.fallback_device = &loaded->fallback_session->device().info();
-    options.fallback_ops = flags.fallback_ops;
+  if (!flags.no_fallback) {
+    options.fallback_device = "cpu";
+    options.plan.fallback_ops = flags.fallback_ops;
   }
 
-  const runtime::PlanContext context{&loaded->schemas, &loaded->kernels, &loaded->fusions};
-  Result<std::unique_ptr<runtime::ExecutionPlan>> plan =
-      runtime::ExecutionPlan::build(std::move(graph), loaded->session->device().info(), context, options);
-  if (!plan.ok()) {
-    return std::move(plan).take_status().with_context(fmt::format("planning graph file '{}'", flags.graph_path));
+  const size_t timings_before = timings.size();
+  Result<std::unique_ptr<runtime::Model>> model = runtime::Model::create(std::move(graph), options);
+  if (!model.ok()) {
+    Status status = std::move(model).take_status();
+    // A CPU device has no fallback, which the Model reports in its own words; the CLI names its flags.
+    if (!flags.fallback_ops.empty() && status.message().find("fallback ops") != std::string::npos) {
+      return invalid_argument("--fallback-op needs a non-CPU --device and the fallback (not --no-fallback)");
+    }
+    return std::move(status).with_context(fmt::format("planning graph file '{}'", flags.graph_path));
   }
-  loaded->plan = std::move(plan).value();
-  if (loaded->plan->fallback_device() == nullptr) loaded->fallback_session.reset();
-  if (tuner != nullptr) {
-    loaded->tuning_report = tuner->report();
+  loaded->model = std::move(model).value();
+  if (flags.tune) {
+    loaded->tuning_report = loaded->model->tuning_report();
     if (loaded->tuning_report.empty()) loaded->tuning_report = "no node has more than one compatible kernel\n";
-    if (!flags.timing_cache.empty() && tuner->measured() > 0) HXRT_RETURN_IF_ERROR(timings.save(flags.timing_cache));
+    if (!flags.timing_cache.empty() && timings.size() != timings_before) HXRT_RETURN_IF_ERROR(timings.save(flags.timing_cache));
   }
 
-  const auto planned_targets = targets_of(loaded->plan->graph());
+  const auto planned_targets = targets_of(loaded->model->graph());
   for (const ForcedKernel& f : forced) {
     if (!planned_targets.contains(f.target)) {
       loaded->warnings.push_back(

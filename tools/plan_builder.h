@@ -1,5 +1,5 @@
-// What `hxrt run` and `hxrt inspect` share: the planning flags, and loading a graph file into an ExecutionPlan on a
-// session with the built-in registries.
+// What `hxrt run`, `hxrt inspect` and `hxrt profile` share: the planning flags, and loading a graph file into a
+// runtime::Model (the built-in registries, the session(s) and the plan).
 //
 // Thread-safety: thread-compatible (one command builds and uses one LoadedPlan).
 #pragma once
@@ -13,12 +13,7 @@
 
 #include "hxrt/base/status.h"
 #include "hxrt/graph/graph.h"
-#include "hxrt/hal/driver.h"
-#include "hxrt/ops/fusion.h"
-#include "hxrt/ops/kernel_registry.h"
-#include "hxrt/ops/op_schema.h"
-#include "hxrt/runtime/execution_plan.h"
-#include "hxrt/runtime/session.h"
+#include "hxrt/runtime/model.h"
 
 namespace hxrt::tools {
 
@@ -53,19 +48,11 @@ struct GraphStats {
   static GraphStats of(const graph::Graph& graph);
 };
 
-// The registries, the session and the plan of one graph. Members are declared so that destruction runs plan →
-// session → drivers → registries (the plan refers to the registries' kernels, the session to its driver).
+// One graph loaded for a command: the Model (its registries, sessions, plan and executor; the CPU fallback
+// session of the heterogeneous split when the device is not the CPU and fallback is on) and what the CLI reports.
 struct LoadedPlan {
-  ops::OpSchemaRegistry schemas;
-  ops::KernelRegistry kernels;
-  ops::FusionRegistry fusions;
-  hal::DriverRegistry drivers;
-  std::unique_ptr<runtime::Session> session;
-  // The CPU session of the heterogeneous split, when the device is not the CPU and fallback is on (pass it to
-  // Executor::create).
-  std::unique_ptr<runtime::Session> fallback_session;
+  std::unique_ptr<runtime::Model> model;
   GraphStats loaded;  // the graph as read from the file, before fusion
-  std::shared_ptr<const runtime::ExecutionPlan> plan;
   std::vector<std::string> warnings;  // e.g. a forced op type that fusion removed
   std::string tuning_report;          // KernelTuner::report() when --tune ran; "" otherwise
 };

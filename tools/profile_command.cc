@@ -77,7 +77,7 @@ Status profile_graph(const ProfileFlags& flags) {
   HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_inputs(flags.inputs));
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPlan> loaded, load_plan(flags.plan));
   for (const std::string& warning : loaded->warnings) fmt::print(stderr, "hxrt profile: warning: {}\n", warning);
-  const runtime::ExecutionPlan& plan = *loaded->plan;
+  const runtime::ExecutionPlan& plan = loaded->model->plan();
   for (graph::ValueId id : plan.graph().inputs()) {
     const graph::Value& value = plan.graph().value(id);
     if (!inputs.contains(value.name)) {
@@ -89,10 +89,8 @@ Status profile_graph(const ProfileFlags& flags) {
              flags.plan.graph_path, plan.graph().name(), plan.objects().size(),
              hal::device_kind_name(plan.device().kind), plan.device().ordinal, plan.device().name,
              plan.num_streams(), flags.warmup, flags.repeat);
-  runtime::Profiler& profiler = loaded->session->profiler();
+  runtime::Profiler& profiler = loaded->model->session().profiler();
   {
-    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor,
-                          runtime::Executor::create(*loaded->session, loaded->plan, loaded->fallback_session.get()));
     runtime::RunOptions options;
     options.snapshot_dir = flags.snapshot_dir;
     options.snapshot_writer = write_npy_snapshot;
@@ -100,7 +98,7 @@ Status profile_graph(const ProfileFlags& flags) {
     for (int i = 0; i < flags.warmup + flags.repeat; ++i) {
       // Warm-up runs fill the tiling cache and the pool; they are not recorded.
       profiler.set_enabled(i >= flags.warmup);
-      Result<runtime::TensorMap> result = executor->run(inputs, options);
+      Result<runtime::TensorMap> result = loaded->model->run(inputs, options);
       if (!result.ok()) {
         return std::move(result).take_status().with_context(
             fmt::format("running graph file '{}' (run {})", flags.plan.graph_path, i + 1));
@@ -109,7 +107,7 @@ Status profile_graph(const ProfileFlags& flags) {
     profiler.set_enabled(false);
   }
   HXRT_RETURN_IF_ERROR(report_profile(profiler, flags.trace_path, flags.rows, stdout, flags.html_path));
-  HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->session->close());
+  HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->model->close());
   if (!report.clean()) fmt::print(stderr, "hxrt profile: warning: session teardown: {}\n", report.to_string());
   return ok_status();
 }

@@ -106,7 +106,7 @@ Status run_graph(const RunFlags& flags) {
   HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_inputs(flags.inputs));
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPlan> loaded, load_plan(flags.plan));
   for (const std::string& warning : loaded->warnings) fmt::print(stderr, "hxrt run: warning: {}\n", warning);
-  const runtime::ExecutionPlan& plan = *loaded->plan;
+  const runtime::ExecutionPlan& plan = loaded->model->plan();
   const hal::DeviceInfo& device = plan.device();
   HXRT_RETURN_IF_ERROR(check_inputs_present(plan.graph(), inputs));
 
@@ -123,8 +123,6 @@ Status run_graph(const RunFlags& flags) {
   std::map<std::string, HostTensor, std::less<>> outputs;
   std::vector<double> times_ms;
   {
-    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executor> executor,
-                          runtime::Executor::create(*loaded->session, loaded->plan, loaded->fallback_session.get()));
     runtime::RunOptions options;
     options.snapshot_dir = flags.snapshot_dir;
     options.snapshot_writer = write_npy_snapshot;
@@ -132,7 +130,7 @@ Status run_graph(const RunFlags& flags) {
     options.failure_mode = flags.keep_going ? runtime::FailureMode::kContinue : runtime::FailureMode::kStop;
     for (int i = 0; i < flags.repeat; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      Result<runtime::TensorMap> result = executor->run(inputs, options);
+      Result<runtime::TensorMap> result = loaded->model->run(inputs, options);
       const auto end = std::chrono::steady_clock::now();
       if (!result.ok()) {
         return std::move(result).take_status().with_context(
@@ -141,7 +139,7 @@ Status run_graph(const RunFlags& flags) {
       times_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
       if (i + 1 == flags.repeat) outputs = std::move(result).value();
     }
-  }  // the executor returns its arena to the pool before the session closes
+  }
 
   std::error_code error;
   std::filesystem::create_directories(flags.output_dir, error);
@@ -159,7 +157,7 @@ Status run_graph(const RunFlags& flags) {
   fmt::print("run time: median {:.3f} ms over {} run(s) (min {:.3f} ms, max {:.3f} ms)\n", median(times_ms),
              times_ms.size(), *fastest, *slowest);
 
-  HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->session->close());
+  HXRT_ASSIGN_OR_RETURN(runtime::TeardownReport report, loaded->model->close());
   if (!report.clean()) fmt::print(stderr, "hxrt run: warning: session teardown: {}\n", report.to_string());
   return ok_status();
 }

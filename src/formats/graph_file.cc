@@ -174,6 +174,14 @@ struct Layout {
 
 Result<Layout> plan_layout(const Graph& g) {
   HXRT_RETURN_IF_ERROR_CTX(g.validate(), "writing graph '{}' to a graph file", g.name());
+  for (graph::NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (g.has_node(id) && g.node(id).version == graph::kLatestVersion) {
+      return invalid_argument(
+          "writing graph '{}' to a graph file: node '{}' ({}) asks for the latest version, which a file cannot hold; "
+          "resolve it first (ops::OpSchemaRegistry::resolve_versions)",
+          g.name(), g.node(id).name, g.node(id).op_type);
+    }
+  }
   Layout layout;
   json values = json::array();
   json inputs = json::array();

@@ -595,7 +595,8 @@ std::string Graph::to_string() const {
                                                 : name_of(v));
     }
     std::string op = n.domain.empty() ? n.op_type : fmt::format("{}::{}", n.domain, n.op_type);
-    out += fmt::format("  #{} {} = {}-{}({}) -> {}", n.id, n.name, op, n.version, fmt::join(ins, ", "),
+    out += fmt::format("  #{} {} = {}-{}({}) -> {}", n.id, n.name, op,
+                       n.version == kLatestVersion ? std::string("latest") : std::to_string(n.version), fmt::join(ins, ", "),
                        fmt::join(outs, ", "));
     if (n.attrs.size() > 0) out += " " + n.attrs.to_string();
     if (!n.kernel_hint.empty()) out += fmt::format(" kernel={}", n.kernel_hint);

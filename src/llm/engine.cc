@@ -6,8 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "hxrt/kernels/cpu_kernels.h"
-#include "hxrt/kernels/opencl_kernels.h"
+#include "hxrt/kernels/builtin_registries.h"
 
 namespace hxrt::llm {
 
@@ -59,18 +58,35 @@ Engine::~Engine() { session_.default_stream().synchronize().ignore(); }
 
 Status Engine::init() {
   HXRT_ASSIGN_OR_RETURN(config_, LlamaConfig::from_gguf(file_));
-  HXRT_RETURN_IF_ERROR(ops::register_builtin_schemas(schemas_));
-  HXRT_RETURN_IF_ERROR(kernels::register_cpu_kernels(kernels_));
-  HXRT_RETURN_IF_ERROR(kernels::register_opencl_kernels(kernels_));
-  HXRT_RETURN_IF_ERROR(ops::register_builtin_fusions(fusions_));
+  registries_ = options_.registries;
+  if (registries_ == nullptr) {
+    HXRT_ASSIGN_OR_RETURN(own_registries_, kernels::make_builtin_registries());
+    for (ops::KernelDef& def : options_.extra_kernels) {
+      HXRT_RETURN_IF_ERROR_CTX(own_registries_->kernels.add(std::move(def)), "adding EngineOptions::extra_kernels");
+    }
+    options_.extra_kernels.clear();
+    registries_ = own_registries_.get();
+  } else if (!options_.extra_kernels.empty()) {
+    return invalid_argument("EngineOptions: extra_kernels go into the engine's own bundle; with a registries bundle "
+                            "given, add them to that bundle");
+  }
   DecoderGraphOptions graph_options{.kv_dtype = options_.kv_dtype, .block_size = options_.block_size};
   HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_llama_graph(file_, config_, graph_options));
   runtime::PlanOptions plan_options;
   plan_options.max_streams = options_.max_streams;
+  plan_options.fuse = options_.fuse;
+  plan_options.selection.forced = options_.forced_kernels;
+  plan_options.selection.timings = options_.timings;
+  plan_options.selection.bucket_dims = options_.timing_dims;
+  plan_options.tuner = options_.tuner;
+  if (options_.fallback_session != nullptr) plan_options.fallback_device = &options_.fallback_session->device().info();
+  plan_options.fallback_ops = options_.fallback_ops;
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ExecutionPlan> plan,
                         runtime::ExecutionPlan::build(std::move(graph), session_.device().info(),
-                                                      runtime::PlanContext{&schemas_, &kernels_, &fusions_}, plan_options));
-  HXRT_ASSIGN_OR_RETURN(executor_, runtime::Executor::create(session_, std::shared_ptr<const runtime::ExecutionPlan>(std::move(plan))));
+                                                      runtime::PlanContext::of(*registries_), plan_options));
+  runtime::Session* fallback = plan->fallback_device() != nullptr ? options_.fallback_session : nullptr;
+  HXRT_ASSIGN_OR_RETURN(executor_, runtime::Executor::create(session_, std::shared_ptr<const runtime::ExecutionPlan>(std::move(plan)),
+                                                             fallback));
   kv::KvCacheConfig cache_config;
   cache_config.n_layers = config_.n_layers;
   cache_config.n_kv_heads = config_.n_kv_heads;

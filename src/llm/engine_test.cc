@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "hxrt/hal/driver.h"
+#include "hxrt/kernels/builtin_registries.h"
 #include "llm/testing/tiny_llama.h"
 
 namespace hxrt::llm {
@@ -259,6 +261,91 @@ TEST_F(EngineTest, BadRequestsAndModelsAreClearErrors) {
   Result<std::unique_ptr<Engine>> failed = Engine::create(*session_, broken, EngineOptions{});
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.status().to_string().find("blk.1.ffn_up.weight"), std::string::npos) << failed.status().to_string();
+}
+
+// The kernel the plan runs for node `node_name` (null when the node is not in the plan).
+const ops::KernelDef* kernel_of(const runtime::ExecutionPlan& plan, std::string_view node_name) {
+  for (const runtime::ExecutionObject& object : plan.objects()) {
+    if (plan.graph().node(object.node).name == node_name) return object.kernel;
+  }
+  return nullptr;
+}
+
+// `def` renamed, registered as a custom kernel and counting its launches (same arithmetic, so same tokens).
+ops::KernelDef counting_copy(const ops::KernelDef& def, std::string name, int priority,
+                             std::shared_ptr<std::atomic<int>> launches) {
+  ops::KernelDef copy = def;
+  copy.name = std::move(name);
+  copy.kind = ops::KernelKind::kCustom;
+  copy.priority = priority;
+  copy.launch = [inner = def.launch, launches](hal::Stream& stream, const ops::KernelLaunch& launch) {
+    launches->fetch_add(1);
+    return inner(stream, launch);
+  };
+  return copy;
+}
+
+TEST_F(EngineTest, CustomAndForcedKernelsReachTheLlmPlan) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
+  auto reference_engine = engine(*model, EngineOptions{.kv_budget_tokens = 64});
+  ASSERT_NE(reference_engine, nullptr);
+  const ops::KernelDef* builtin = kernel_of(reference_engine->plan(), "output.rows");
+  ASSERT_NE(builtin, nullptr);
+  Result<RequestResult> reference = reference_engine->generate(greedy(prompt, 4));
+  ASSERT_TRUE(reference.ok()) << reference.status().to_string();
+
+  // A bundle with a custom kernel that outranks the built-in one.
+  {
+    auto launches = std::make_shared<std::atomic<int>>(0);
+    Result<std::unique_ptr<ops::Registries>> bundle = kernels::make_builtin_registries();
+    ASSERT_TRUE(bundle.ok()) << bundle.status().to_string();
+    ASSERT_TRUE((*bundle)->kernels.add(counting_copy(*builtin, "GatherCounting", builtin->priority + 100, launches)).ok());
+    auto e = engine(*model, EngineOptions{.kv_budget_tokens = 64, .registries = bundle->get()});
+    ASSERT_NE(e, nullptr);
+    ASSERT_NE(kernel_of(e->plan(), "output.rows"), nullptr);
+    EXPECT_EQ(kernel_of(e->plan(), "output.rows")->name, "GatherCounting");
+    Result<RequestResult> r = e->generate(greedy(prompt, 4));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->tokens, reference->tokens);
+    EXPECT_GT(launches->load(), 0);
+  }
+  // An extra kernel that loses on priority runs only where it is forced.
+  {
+    auto launches = std::make_shared<std::atomic<int>>(0);
+    EngineOptions options{.kv_budget_tokens = 64};
+    options.extra_kernels.push_back(counting_copy(*builtin, "GatherCounting", builtin->priority - 1, launches));
+    auto unforced = engine(*model, options);
+    ASSERT_NE(unforced, nullptr);
+    EXPECT_EQ(kernel_of(unforced->plan(), "output.rows")->name, builtin->name);
+
+    options.forced_kernels.emplace("output.rows", "GatherCounting");
+    auto forced = engine(*model, options);
+    ASSERT_NE(forced, nullptr);
+    EXPECT_EQ(kernel_of(forced->plan(), "output.rows")->name, "GatherCounting");
+    Result<RequestResult> r = forced->generate(greedy(prompt, 4));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->tokens, reference->tokens);
+    EXPECT_GT(launches->load(), 0);
+  }
+  // A forced kernel that does not exist fails the engine's creation, naming it.
+  {
+    EngineOptions options{.kv_budget_tokens = 64};
+    options.forced_kernels.emplace("output.rows", "NoSuchKernel");
+    Result<std::unique_ptr<Engine>> failed = Engine::create(*session_, model->file(), options);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_NE(failed.status().to_string().find("NoSuchKernel"), std::string::npos) << failed.status().to_string();
+  }
+  // Extra kernels belong in the engine's own bundle; beside a given bundle they are refused, not dropped.
+  {
+    Result<std::unique_ptr<ops::Registries>> bundle = kernels::make_builtin_registries();
+    ASSERT_TRUE(bundle.ok()) << bundle.status().to_string();
+    EngineOptions options{.kv_budget_tokens = 64, .registries = bundle->get()};
+    options.extra_kernels.push_back(counting_copy(*builtin, "GatherCounting", 0, std::make_shared<std::atomic<int>>()));
+    Result<std::unique_ptr<Engine>> refused = Engine::create(*session_, model->file(), options);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().to_string();
+  }
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "hxrt/ops/op_schema.h"
+#include "hxrt/ops/registries.h"
 
 namespace hxrt::ops {
 namespace {
@@ -14,10 +17,6 @@ graph::WeightData zeros(DType dtype, int64_t n) {
 
 class FusionTest : public testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(register_builtin_schemas(schemas_).ok());
-    ASSERT_TRUE(register_builtin_fusions(fusions_).ok());
-  }
   void weight(const std::string& name, std::initializer_list<graph::Dim> dims, int64_t n) {
     ASSERT_TRUE(g_.add_initializer(name, {DType::kF32, graph::SymShape(dims)}, zeros(DType::kF32, n)).ok());
   }
@@ -39,8 +38,9 @@ class FusionTest : public testing::Test {
     return out;
   }
 
-  OpSchemaRegistry schemas_;
-  FusionRegistry fusions_;
+  std::unique_ptr<Registries> registries_ = std::move(make_registries()).value();  // schemas and fusions
+  OpSchemaRegistry& schemas_ = registries_->schemas;
+  FusionRegistry& fusions_ = registries_->fusions;
   graph::Graph g_;
 };
 

@@ -156,7 +156,25 @@ Status OpSchemaRegistry::check_node(const graph::Graph& graph, const graph::Node
   return ok_status();
 }
 
+Status OpSchemaRegistry::resolve_version(graph::Node& node) const {
+  if (node.version != graph::kLatestVersion) return ok_status();
+  Result<const OpSchema*> schema = find(node.op_type, node.domain, node.version);
+  if (!schema.ok()) {
+    return std::move(schema).take_status().with_context(fmt::format("resolving the version of {}", node_label(node)));
+  }
+  node.version = (*schema)->since_version;
+  return ok_status();
+}
+
+Status OpSchemaRegistry::resolve_versions(graph::Graph& graph) const {
+  for (graph::NodeId id = 0; id < graph.num_nodes(); ++id) {
+    if (graph.has_node(id)) HXRT_RETURN_IF_ERROR(resolve_version(graph.mutable_node(id)));
+  }
+  return ok_status();
+}
+
 Status OpSchemaRegistry::apply_defaults(graph::Node& node) const {
+  HXRT_RETURN_IF_ERROR(resolve_version(node));
   HXRT_ASSIGN_OR_RETURN(const OpSchema* schema, find(node.op_type, node.domain, node.version));
   for (const AttrSpec& spec : schema->attrs) {
     if (!node.attrs.has(spec.name) && spec.default_value.has_value()) node.attrs.set(spec.name, *spec.default_value);

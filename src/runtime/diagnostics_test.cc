@@ -15,7 +15,7 @@
 #include <fstream>
 #include <random>
 
-#include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/builtin_registries.h"
 #include "hxrt/runtime/executor.h"
 
 namespace hxrt::runtime {
@@ -45,8 +45,6 @@ ops::KernelDef failing_kernel(const std::string& op, const std::string& name, co
 class DiagnosticsTest : public testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(ops::register_builtin_schemas(schemas_).ok());
-    ASSERT_TRUE(kernels::register_cpu_kernels(kernels_).ok());
     ASSERT_TRUE(hal::register_builtin_drivers(drivers_).ok());
     session_ = std::move(Session::create(drivers_, "cpu")).value();
   }
@@ -83,8 +81,10 @@ class DiagnosticsTest : public testing::Test {
 
   std::mt19937 rng_{7};
   HostTensor w_ = HostTensor::random_f32({8, 8}, rng_);
-  ops::OpSchemaRegistry schemas_;
-  ops::KernelRegistry kernels_;
+  std::unique_ptr<ops::Registries> registries_ =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false, .fusions = false})).value();
+  ops::OpSchemaRegistry& schemas_ = registries_->schemas;
+  ops::KernelRegistry& kernels_ = registries_->kernels;
   hal::DriverRegistry drivers_;
   std::unique_ptr<Session> session_;
 };
@@ -121,9 +121,9 @@ TEST_F(DiagnosticsTest, KernelErrorInAMultiStreamGraphNamesTheNodeAndItsProducer
     EXPECT_EQ(session_->pool().stats().active_blocks.current, 0) << "the failed run released its memory";
   }
   // The session and its streams recover: a healthy plan runs on them.
-  ops::KernelRegistry healthy;
-  ASSERT_TRUE(kernels::register_cpu_kernels(healthy).ok());
-  Result<std::unique_ptr<Executor>> good = compile(branches(), 4, &healthy);
+  std::unique_ptr<ops::Registries> healthy =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false, .fusions = false})).value();
+  Result<std::unique_ptr<Executor>> good = compile(branches(), 4, &healthy->kernels);
   ASSERT_TRUE(good.ok());
   Result<TensorMap> out = (*good)->run({{"x", x}});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -325,9 +325,9 @@ TEST_F(DiagnosticsTest, CheckNumericsNamesTheNodeThatMadeNanInAMultiStreamGraph)
   EXPECT_EQ(session_->pool().stats().active_blocks.current, 0);
 
   // A clean graph passes with the check on and gives the same result as without it.
-  ops::KernelRegistry healthy;
-  ASSERT_TRUE(kernels::register_cpu_kernels(healthy).ok());
-  Result<std::unique_ptr<Executor>> good = compile(branches(), 4, &healthy);
+  std::unique_ptr<ops::Registries> healthy =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false, .fusions = false})).value();
+  Result<std::unique_ptr<Executor>> good = compile(branches(), 4, &healthy->kernels);
   ASSERT_TRUE(good.ok());
   Result<TensorMap> checked = (*good)->run({{"x", x}}, RunOptions{.check_numerics = true});
   ASSERT_TRUE(checked.ok()) << checked.status().to_string();
@@ -440,9 +440,9 @@ TEST_F(DiagnosticsTest, AStreamThatFailedOnceIsResetAndTheGraphRunsCorrectlyAgai
     return ok_status();
   });
   ASSERT_TRUE(kernels_.add(std::move(flaky)).ok());
-  ops::KernelRegistry healthy;
-  ASSERT_TRUE(kernels::register_cpu_kernels(healthy).ok());
-  Result<std::unique_ptr<Executor>> reference = compile(branches(), 4, &healthy);
+  std::unique_ptr<ops::Registries> healthy =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false, .fusions = false})).value();
+  Result<std::unique_ptr<Executor>> reference = compile(branches(), 4, &healthy->kernels);
   ASSERT_TRUE(reference.ok());
   const HostTensor x = HostTensor::random_f32({5, 8}, rng_);
   Result<TensorMap> expected = (*reference)->run({{"x", x}});

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <random>
 
-#include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/builtin_registries.h"
 
 namespace hxrt::runtime {
 namespace {
@@ -18,13 +18,10 @@ graph::WeightData weight_of(const HostTensor& t) { return graph::WeightData::cop
 class ExecutorTest : public testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(ops::register_builtin_schemas(schemas_).ok());
-    ASSERT_TRUE(kernels::register_cpu_kernels(kernels_).ok());
-    ASSERT_TRUE(ops::register_builtin_fusions(fusions_).ok());
     ASSERT_TRUE(hal::register_builtin_drivers(drivers_).ok());
     session_ = std::move(Session::create(drivers_, "cpu")).value();
   }
-  PlanContext context() const { return PlanContext{&schemas_, &kernels_, &fusions_}; }
+  PlanContext context() const { return PlanContext::of(*registries_); }
 
   Result<std::unique_ptr<Executor>> compile(graph::Graph graph, const PlanOptions& options = {}) {
     HXRT_ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
@@ -84,9 +81,11 @@ class ExecutorTest : public testing::Test {
   HostTensor b1_ = HostTensor::random_f32({16}, rng_);
   HostTensor w2_ = HostTensor::random_f32({16, 4}, rng_);
   HostTensor b2_ = HostTensor::random_f32({4}, rng_);
-  ops::OpSchemaRegistry schemas_;
-  ops::KernelRegistry kernels_;
-  ops::FusionRegistry fusions_;
+  std::unique_ptr<ops::Registries> registries_ =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false})).value();
+  ops::OpSchemaRegistry& schemas_ = registries_->schemas;
+  ops::KernelRegistry& kernels_ = registries_->kernels;
+  ops::FusionRegistry& fusions_ = registries_->fusions;
   hal::DriverRegistry drivers_;
   std::unique_ptr<Session> session_;
   std::string plan_text_;
@@ -263,8 +262,9 @@ TEST_F(ExecutorTest, UnsupportedOpsAndShapeErrorsFailThePlanWithTheNodeName) {
 
 TEST_F(ExecutorTest, FailingKernelNamesTheNodeAndTheSessionRecovers) {
   // A registry where a custom Relu that always fails outranks the built-in one.
-  ops::KernelRegistry broken;
-  ASSERT_TRUE(kernels::register_cpu_kernels(broken).ok());
+  std::unique_ptr<ops::Registries> bundle =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false})).value();
+  ops::KernelRegistry& broken = bundle->kernels;
   ops::KernelDef failing;
   failing.op_type = "Relu";
   failing.name = "BrokenRelu";

@@ -8,7 +8,7 @@
 #include <random>
 #include <thread>
 
-#include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/builtin_registries.h"
 #include "hxrt/runtime/executor.h"
 
 namespace hxrt::runtime {
@@ -41,8 +41,6 @@ ops::KernelDef relu_kernel(std::string name, int priority, std::chrono::microsec
 class KernelTunerTest : public testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(ops::register_builtin_schemas(schemas_).ok());
-    ASSERT_TRUE(kernels::register_cpu_kernels(kernels_).ok());
     ASSERT_TRUE(hal::register_builtin_drivers(drivers_).ok());
     session_ = std::move(Session::create(drivers_, "cpu")).value();
   }
@@ -75,8 +73,10 @@ class KernelTunerTest : public testing::Test {
 
   std::mt19937 rng_{7};
   HostTensor w_ = HostTensor::random_f32({64, 32}, rng_);
-  ops::OpSchemaRegistry schemas_;
-  ops::KernelRegistry kernels_;
+  std::unique_ptr<ops::Registries> registries_ =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false, .fusions = false})).value();
+  ops::OpSchemaRegistry& schemas_ = registries_->schemas;
+  ops::KernelRegistry& kernels_ = registries_->kernels;
   hal::DriverRegistry drivers_;
   std::unique_ptr<Session> session_;
 };

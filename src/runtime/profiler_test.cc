@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/builtin_registries.h"
 #include "hxrt/runtime/executor.h"
 
 namespace hxrt::runtime {
@@ -21,9 +21,6 @@ using nlohmann::json;
 class ProfilerTest : public testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(ops::register_builtin_schemas(schemas_).ok());
-    ASSERT_TRUE(kernels::register_cpu_kernels(kernels_).ok());
-    ASSERT_TRUE(ops::register_builtin_fusions(fusions_).ok());
     ASSERT_TRUE(hal::register_builtin_drivers(drivers_).ok());
     session_ = std::move(Session::create(drivers_, "cpu", SessionOptions{.name = "prof"})).value();
   }
@@ -48,7 +45,7 @@ class ProfilerTest : public testing::Test {
     add_node(g, "join", "Mul", {"ar", "bs"}, "y");
     EXPECT_TRUE(g.mark_output("y").ok());
     std::unique_ptr<ExecutionPlan> plan = std::move(ExecutionPlan::build(std::move(g), session_->device().info(),
-                                                                          PlanContext{&schemas_, &kernels_, &fusions_}))
+                                                                          PlanContext::of(*registries_)))
                                               .value();
     return std::move(Executor::create(*session_, std::shared_ptr<const ExecutionPlan>(std::move(plan)))).value();
   }
@@ -56,9 +53,11 @@ class ProfilerTest : public testing::Test {
   std::mt19937 rng_{3};
   HostTensor w_ = HostTensor::random_f32({8, 16}, rng_);
   HostTensor b_ = HostTensor::random_f32({16}, rng_);
-  ops::OpSchemaRegistry schemas_;
-  ops::KernelRegistry kernels_;
-  ops::FusionRegistry fusions_;
+  std::unique_ptr<ops::Registries> registries_ =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false})).value();
+  ops::OpSchemaRegistry& schemas_ = registries_->schemas;
+  ops::KernelRegistry& kernels_ = registries_->kernels;
+  ops::FusionRegistry& fusions_ = registries_->fusions;
   hal::DriverRegistry drivers_;
   std::unique_ptr<Session> session_;
 };

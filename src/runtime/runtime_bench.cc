@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "hxrt/hal/driver.h"
-#include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/builtin_registries.h"
 #include "hxrt/runtime/executor.h"
 
 namespace hxrt::runtime {
@@ -31,16 +31,16 @@ namespace {
 class Bench {
  public:
   Bench() {
-    check(ops::register_builtin_schemas(schemas_), "schemas");
-    check(kernels::register_cpu_kernels(kernels_), "kernels");
-    check(ops::register_builtin_fusions(fusions_), "fusions");
+    Result<std::unique_ptr<ops::Registries>> registries = kernels::make_builtin_registries({.opencl_kernels = false});
+    check(registries.status(), "registries");
+    registries_ = std::move(registries).value();
     check(hal::register_builtin_drivers(drivers_), "drivers");
     session_ = std::move(Session::create(drivers_, "cpu")).value();
   }
 
   std::unique_ptr<Executor> compile(graph::Graph graph, const PlanOptions& options) {
     Result<std::unique_ptr<ExecutionPlan>> plan = ExecutionPlan::build(
-        std::move(graph), session_->device().info(), PlanContext{&schemas_, &kernels_, &fusions_}, options);
+        std::move(graph), session_->device().info(), PlanContext::of(*registries_), options);
     check(plan.status(), "plan");
     Result<std::unique_ptr<Executor>> executor =
         Executor::create(*session_, std::shared_ptr<const ExecutionPlan>(std::move(plan).value()));
@@ -78,9 +78,7 @@ class Bench {
   }
 
  private:
-  ops::OpSchemaRegistry schemas_;
-  ops::KernelRegistry kernels_;
-  ops::FusionRegistry fusions_;
+  std::unique_ptr<ops::Registries> registries_;
   hal::DriverRegistry drivers_;
   std::unique_ptr<Session> session_;
   std::mt19937 rng_{1234};

@@ -5,8 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "hxrt/kernels/cpu_kernels.h"
-#include "hxrt/kernels/opencl_kernels.h"
+#include "hxrt/kernels/builtin_registries.h"
 #include "hxrt/runtime/executor.h"
 
 namespace hxrt::runtime {
@@ -53,9 +52,6 @@ Status register_cube(ops::OpSchemaRegistry& schemas, ops::KernelRegistry& kernel
 class SplitTest : public testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(ops::register_builtin_schemas(schemas_).ok());
-    ASSERT_TRUE(kernels::register_cpu_kernels(kernels_).ok());
-    ASSERT_TRUE(kernels::register_opencl_kernels(kernels_).ok());
     ASSERT_TRUE(register_cube(schemas_, kernels_).ok());
   }
   PlanContext context() const { return PlanContext{&schemas_, &kernels_, nullptr}; }
@@ -88,8 +84,10 @@ class SplitTest : public testing::Test {
 
   std::mt19937 rng_{11};
   HostTensor w_ = HostTensor::random_f32({16, 16}, rng_, -0.5f, 0.5f);
-  ops::OpSchemaRegistry schemas_;
-  ops::KernelRegistry kernels_;
+  std::unique_ptr<ops::Registries> registries_ =
+      std::move(kernels::make_builtin_registries({.fusions = false})).value();
+  ops::OpSchemaRegistry& schemas_ = registries_->schemas;
+  ops::KernelRegistry& kernels_ = registries_->kernels;
 };
 
 TEST_F(SplitTest, WithoutAFallbackTheMissingKernelIsAnErrorNamingTheNode) {

@@ -34,7 +34,7 @@
 #include "differential/reference.h"
 #include "hxrt/base/float16.h"
 #include "hxrt/hal/driver.h"
-#include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/builtin_registries.h"
 #include "hxrt/runtime/executor.h"
 
 #if defined(__has_feature)
@@ -115,9 +115,6 @@ struct Coverage {
 class DifferentialTest : public testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(ops::register_builtin_schemas(schemas_).ok());
-    ASSERT_TRUE(kernels::register_cpu_kernels(kernels_).ok());
-    ASSERT_TRUE(ops::register_builtin_fusions(fusions_).ok());
     ASSERT_TRUE(hal::register_builtin_drivers(drivers_).ok());
     session_ = std::move(runtime::Session::create(drivers_, "cpu")).value();
   }
@@ -129,7 +126,7 @@ class DifferentialTest : public testing::Test {
     HXRT_ASSIGN_OR_RETURN(
         std::unique_ptr<runtime::ExecutionPlan> plan,
         runtime::ExecutionPlan::build(graph.clone(), session_->device().info(),
-                                      runtime::PlanContext{&schemas_, &kernels_, &fusions_}, options));
+                                      runtime::PlanContext::of(*registries_), options));
     return runtime::Executor::create(*session_, std::shared_ptr<const runtime::ExecutionPlan>(std::move(plan)));
   }
 
@@ -258,9 +255,11 @@ class DifferentialTest : public testing::Test {
     return "";
   }
 
-  ops::OpSchemaRegistry schemas_;
-  ops::KernelRegistry kernels_;
-  ops::FusionRegistry fusions_;
+  std::unique_ptr<ops::Registries> registries_ =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false})).value();
+  ops::OpSchemaRegistry& schemas_ = registries_->schemas;
+  ops::KernelRegistry& kernels_ = registries_->kernels;
+  ops::FusionRegistry& fusions_ = registries_->fusions;
   hal::DriverRegistry drivers_;
   std::unique_ptr<runtime::Session> session_;
 };

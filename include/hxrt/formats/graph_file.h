@@ -64,7 +64,7 @@ struct GraphFileReadOptions {
   bool verify_weights = false;
 };
 
-// Writes `graph` (which must pass validate()) to `path`, atomically: a temporary file beside it is renamed over it.
+// Writes `graph` (which must pass validate() and hold no graph::kLatestVersion node: InvalidArgument) to `path`, atomically: a temporary file beside it is renamed over it.
 Status write_graph_file(const graph::Graph& graph, const std::string& path);
 // The bytes write_graph_file would write.
 Result<std::vector<std::byte>> serialize_graph(const graph::Graph& graph);

@@ -56,6 +56,11 @@ struct Value {
   WeightData weight;                // initializers only
 };
 
+// Node::version of a node that asks for its op's current version. The graph layer cannot see op schemas, so the
+// version stays unresolved until ops::OpSchemaRegistry::resolve_versions (called while planning) replaces it with
+// the newest schema's since_version; graph files hold resolved versions only.
+inline constexpr int kLatestVersion = 0;
+
 struct Node {
   NodeId id = kNoNode;
   std::string name;
@@ -86,10 +91,11 @@ class Graph {
   Result<ValueId> add_input(std::string name, TensorDesc desc);
   Result<ValueId> add_initializer(std::string name, TensorDesc desc, WeightData weight);
   // Adds a node; output values are created with an unknown desc (filled by shape inference) unless given.
-  // Inputs are value names ("" for an omitted optional input); NotFound names a missing input.
+  // Inputs are value names ("" for an omitted optional input); NotFound names a missing input. The default
+  // version, kLatestVersion, stands for the op's current version (see there).
   Result<NodeId> add_node(std::string name, std::string op_type, std::span<const std::string> inputs,
                           std::span<const std::string> outputs, AttributeMap attrs = {}, std::string domain = "",
-                          int version = 1);
+                          int version = kLatestVersion);
   Status mark_output(std::string_view value_name);
   // Declares a value that a node added later produces (add_node adopts it with this desc). Readers use it to
   // rebuild a graph with its value ids and descs intact; passes use it to give a new node's output a desc.

@@ -1,13 +1,18 @@
 // Device: one opened device of a driver. Creates buffers, streams, events and JIT modules.
 //
 // Ownership: everything created is returned as a unique_ptr owned by the caller and must be destroyed before the
-// Device. Sessions (runtime/) own a Device and everything made from it, and tear it down in order.
+// Device. Sessions (runtime/) own a Device and everything made from it, and tear it down in order. The one
+// exception is shared_module(): those modules belong to the device, so a kernel library that outlives devices (a
+// registries bundle's OpenCL kernels) holds no object a device made.
 //
 // Thread-safety: thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "hxrt/base/status.h"
 #include "hxrt/hal/buffer.h"
@@ -46,6 +51,10 @@ class Device {
   Result<std::unique_ptr<Event>> create_event();
   // Compiles a JIT module; Unimplemented on devices without a compiler (cpu).
   Result<std::unique_ptr<Module>> load_module(const ModuleSource& source);
+  // The module of `source` (language, name, code and options) built once on this device, as load_module() builds
+  // it, and kept by the device until it is destroyed. `built`, when given, says whether this call built it.
+  // Concurrent first requests for one source build it once (the call holds the device's module lock meanwhile).
+  Result<const Module*> shared_module(const ModuleSource& source, bool* built = nullptr);
 
   virtual DeviceMemoryStats memory_stats() const = 0;
 
@@ -57,10 +66,15 @@ class Device {
   virtual Result<std::unique_ptr<Stream>> do_create_stream(const StreamOptions& options) = 0;
   virtual Result<std::unique_ptr<Event>> do_create_event() = 0;
   virtual Result<std::unique_ptr<Module>> do_load_module(const ModuleSource& source) = 0;
+  // Destroys the shared modules now. A driver whose modules refer to its own members calls it first in its
+  // destructor, since the base class's members are destroyed only after the derived class's.
+  void release_shared_modules();
 
  private:
   Driver* driver_;
   DeviceInfo info_;
+  std::mutex shared_modules_mutex_;
+  std::map<std::string, std::unique_ptr<Module>, std::less<>> shared_modules_;  // by shared_modules_mutex_
 };
 
 }  // namespace hxrt::hal

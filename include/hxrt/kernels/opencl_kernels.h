@@ -2,11 +2,10 @@
 //
 // Each kernel is OpenCL C compiled at run time: its tiling function picks the launch geometry, and the tile sizes
 // and dtypes become build options (-D WG=64 -D TILE_M=4 ...). The first launch of a (device, build options) pair
-// loads the module through Device::load_module (the driver's in-memory and on-disk program caches make later
-// processes cheap); the module is then kept in state owned by the registry's KernelDefs.
+// loads the module through Device::shared_module (the driver's in-memory and on-disk program caches make later
+// processes cheap); the device keeps the module, so the registry holds nothing a device made.
 //
-// Lifetime: because of that cache, a registry holding these kernels must be destroyed before any OpenCL device it
-// launched kernels on, like every other object made by a device (hal/device.h).
+// Lifetime: a registry holding these kernels and the devices it launched on may be destroyed in either order.
 //
 // Thread-safety: registration is thread-compatible (as KernelRegistry::add); the registered kernels are reentrant.
 #pragma once

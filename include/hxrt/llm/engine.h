@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,9 +32,10 @@
 #include "hxrt/kv/kv_cache.h"
 #include "hxrt/llm/llama_model.h"
 #include "hxrt/llm/sampler.h"
-#include "hxrt/ops/fusion.h"
-#include "hxrt/ops/kernel_registry.h"
-#include "hxrt/ops/op_schema.h"
+#include "hxrt/ops/kernel_def.h"
+#include "hxrt/ops/registries.h"
+#include "hxrt/ops/timing_cache.h"
+#include "hxrt/runtime/kernel_tuner.h"
 #include "hxrt/runtime/executor.h"
 #include "hxrt/runtime/session.h"
 
@@ -51,6 +53,25 @@ struct EngineOptions {
   int max_sequences = 64;       // running at once
   int max_streams = 1;          // streams the plan may use for independent branches
   std::vector<int32_t> eos_tokens;  // end generation (unless a request ignores EOS)
+
+  // Planning of the decoder graph (runtime::PlanOptions says what each does).
+  // The registries bundle to plan with, borrowed (it must outlive the engine): the built-in one with custom
+  // kernels or fusions added. Null: the engine makes and owns the built-in bundle (kernels::make_builtin_registries).
+  const ops::Registries* registries = nullptr;
+  // Kernels added to the engine's own bundle (only with registries == null): custom kernels without a bundle.
+  std::vector<ops::KernelDef> extra_kernels;
+  // Forced implementations, node name or op type → kernel name (ops::SelectionOptions::forced).
+  std::map<std::string, std::string, std::less<>> forced_kernels;
+  // Measured arbitration: a tuner on the session's device (must outlive create()), or timings measured before
+  // (must outlive create()) with the symbol values they were measured at. Both null: arbitration by priority.
+  runtime::KernelTuner* tuner = nullptr;
+  const ops::TimingCache* timings = nullptr;
+  graph::SymbolBindings timing_dims;
+  // Heterogeneous split: a session on a host-addressable device (normally the CPU) that runs the nodes the main
+  // device has no kernel for, and the op types in fallback_ops; it must outlive the engine. Null: no split.
+  runtime::Session* fallback_session = nullptr;
+  std::vector<std::string> fallback_ops;
+  bool fuse = true;
 };
 
 enum class FinishReason : uint8_t { kLength, kEos, kStopToken, kCallback, kError };
@@ -132,9 +153,8 @@ class Engine {
   const formats::GgufFile& file_;
   EngineOptions options_;
   LlamaConfig config_;
-  ops::OpSchemaRegistry schemas_;
-  ops::KernelRegistry kernels_;
-  ops::FusionRegistry fusions_;
+  std::unique_ptr<ops::Registries> own_registries_;  // when options_.registries is null
+  const ops::Registries* registries_ = nullptr;
   std::unique_ptr<runtime::Executor> executor_;
   std::unique_ptr<kv::KvCache> cache_;
   std::deque<std::unique_ptr<Sequence>> waiting_;

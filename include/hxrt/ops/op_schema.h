@@ -99,7 +99,8 @@ class OpSchemaRegistry {
  public:
   // AlreadyExists for the same (op_type, domain, since_version); InvalidArgument for an incomplete schema.
   Status add(OpSchema schema);
-  // The schema of the newest since_version <= version; NotFound explains what exists.
+  // The schema of the newest since_version <= version (the newest of all for graph::kLatestVersion); NotFound
+  // explains what exists.
   Result<const OpSchema*> find(std::string_view op_type, std::string_view domain, int version) const;
   // Arity, attribute names/types/required, dtype constraints of inputs. Errors name the node and the field.
   Status check_node(const graph::Graph& graph, const graph::Node& node) const;
@@ -108,7 +109,13 @@ class OpSchemaRegistry {
   Status infer_node(graph::Graph& graph, graph::NodeId node, std::vector<DimCheck>* checks) const;
   // check_node + infer_node for every node in topological order.
   Status infer_graph(graph::Graph& graph, std::vector<DimCheck>* checks) const;
-  // Fills defaults of absent optional attributes into the node (so kernels see every attribute).
+  // Replaces graph::kLatestVersion with the newest since_version of the node's op (NotFound for an unknown op);
+  // other versions are left as they are.
+  Status resolve_version(graph::Node& node) const;
+  // resolve_version for every node: before writing a graph built with add_node's default version to a file.
+  Status resolve_versions(graph::Graph& graph) const;
+  // Resolves the node's version (resolve_version), then fills defaults of absent optional attributes into it (so
+  // kernels see every attribute).
   Status apply_defaults(graph::Node& node) const;
 
   std::vector<const OpSchema*> schemas() const;

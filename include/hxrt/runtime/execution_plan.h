@@ -25,6 +25,7 @@
 #include "hxrt/ops/fusion.h"
 #include "hxrt/ops/kernel_registry.h"
 #include "hxrt/ops/op_schema.h"
+#include "hxrt/ops/registries.h"
 #include "hxrt/runtime/kernel_tuner.h"
 
 namespace hxrt::runtime {
@@ -34,6 +35,11 @@ struct PlanContext {
   const ops::OpSchemaRegistry* schemas = nullptr;
   const ops::KernelRegistry* kernels = nullptr;
   const ops::FusionRegistry* fusions = nullptr;  // null: no fusion
+
+  // The context of a registries bundle (hxrt/kernels/builtin_registries.h makes the built-in one).
+  static PlanContext of(const ops::Registries& registries) {
+    return PlanContext{&registries.schemas, &registries.kernels, &registries.fusions};
+  }
 };
 
 struct PlanOptions {

@@ -175,6 +175,7 @@ Result<std::unique_ptr<Device>> OpenClDevice::open(Driver* driver, DeviceInfo in
 }
 
 OpenClDevice::~OpenClDevice() {
+  release_shared_modules();  // their programs and kernels belong to context_
   if (internal_queue_) clFinish(internal_queue_.get());
 }
 

@@ -10,11 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "hxrt/formats/graph_file.h"
-#include "hxrt/kernels/cpu_kernels.h"
-#include "hxrt/kernels/opencl_kernels.h"
-#include "hxrt/ops/fusion.h"
-#include "hxrt/runtime/executor.h"
+#include "hxrt/kernels/builtin_registries.h"
+#include "hxrt/runtime/model.h"
 #include "kernels/opencl/opencl_test_util.h"
 
 namespace hxrt::kernels::opencl {
@@ -24,38 +21,21 @@ std::string example_path(const std::string& name) {
   return (std::filesystem::path(HXRT_SOURCE_DIR) / "examples" / name).string();
 }
 
-// One graph planned for one device with one kernel registry. Members are declared so that destruction runs executor →
-// session → drivers → registries.
+// One graph planned for one device: a runtime::Model on a bundle with that device's kernels only (the model
+// borrows the bundle, so the bundle is declared first and destroyed last).
 struct PlannedGraph {
-  ops::OpSchemaRegistry schemas;
-  ops::KernelRegistry kernels;
-  ops::FusionRegistry fusions;
-  hal::DriverRegistry drivers;
-  std::unique_ptr<runtime::Session> session;
-  std::unique_ptr<runtime::Executor> executor;
+  std::unique_ptr<ops::Registries> registries;
+  std::unique_ptr<runtime::Model> model;
 };
 
 Result<std::unique_ptr<PlannedGraph>> plan_graph(const std::string& path, const std::string& device, bool fuse) {
   auto planned = std::make_unique<PlannedGraph>();
-  HXRT_RETURN_IF_ERROR(ops::register_builtin_schemas(planned->schemas));
-  if (device == "opencl") {
-    HXRT_RETURN_IF_ERROR(register_opencl_kernels(planned->kernels));  // the OpenCL kernels only
-  } else {
-    HXRT_RETURN_IF_ERROR(register_cpu_kernels(planned->kernels));
-  }
-  HXRT_RETURN_IF_ERROR(ops::register_builtin_fusions(planned->fusions));
-  HXRT_RETURN_IF_ERROR(hal::register_builtin_drivers(planned->drivers));
-  HXRT_ASSIGN_OR_RETURN(graph::Graph graph, formats::read_graph_file(path));
-  HXRT_ASSIGN_OR_RETURN(planned->session, runtime::Session::create(planned->drivers, device));
-  runtime::PlanOptions options;
-  options.fuse = fuse;
-  const runtime::PlanContext context{&planned->schemas, &planned->kernels, &planned->fusions};
-  HXRT_ASSIGN_OR_RETURN(
-      std::unique_ptr<runtime::ExecutionPlan> plan,
-      runtime::ExecutionPlan::build(std::move(graph), planned->session->device().info(), context, options));
-  HXRT_ASSIGN_OR_RETURN(
-      planned->executor,
-      runtime::Executor::create(*planned->session, std::shared_ptr<const runtime::ExecutionPlan>(std::move(plan))));
+  // The OpenCL plan gets the OpenCL kernels only, so a node without one fails instead of falling back.
+  HXRT_ASSIGN_OR_RETURN(planned->registries,
+                        make_builtin_registries({.cpu_kernels = device != "opencl", .opencl_kernels = device == "opencl"}));
+  runtime::ModelOptions options{.device = device, .registries = planned->registries.get()};
+  options.plan.fuse = fuse;
+  HXRT_ASSIGN_OR_RETURN(planned->model, runtime::Model::load(path, options));
   return planned;
 }
 
@@ -66,7 +46,7 @@ void expect_example_matches_cpu(const std::string& file, const HostTensor& input
   const std::string path = example_path(file);
   Result<std::unique_ptr<PlannedGraph>> cpu = plan_graph(path, "cpu", true);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
-  Result<runtime::TensorMap> expected = (*cpu)->executor->run({{"x", input}});
+  Result<runtime::TensorMap> expected = (*cpu)->model->run({{"x", input}});
   ASSERT_TRUE(expected.ok()) << expected.status().to_string();
   const std::vector<float> reference = expected->at(output).to_f32();
   for (bool fuse : {true, false}) {
@@ -74,12 +54,12 @@ void expect_example_matches_cpu(const std::string& file, const HostTensor& input
     Result<std::unique_ptr<PlannedGraph>> cl = plan_graph(path, "opencl", fuse);
     ASSERT_TRUE(cl.ok()) << cl.status().to_string();
     bool saw_fused = false;
-    for (const runtime::ExecutionObject& object : (*cl)->executor->plan().objects()) {
+    for (const runtime::ExecutionObject& object : (*cl)->model->plan().objects()) {
       EXPECT_EQ(object.kernel->device, hal::DeviceKind::kOpenCL) << object.kernel->name;
       saw_fused = saw_fused || object.kernel->name == fused_kernel;
     }
-    EXPECT_EQ(saw_fused, fuse) << (*cl)->executor->plan().describe();
-    Result<runtime::TensorMap> got = (*cl)->executor->run({{"x", input}});
+    EXPECT_EQ(saw_fused, fuse) << (*cl)->model->plan().describe();
+    Result<runtime::TensorMap> got = (*cl)->model->run({{"x", input}});
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     ASSERT_EQ(got->at(output).shape, expected->at(output).shape);
     const double error = testing::normalized_max_error(got->at(output).to_f32(),

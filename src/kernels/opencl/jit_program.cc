@@ -77,24 +77,23 @@ JitProgram::JitProgram(std::string name, std::string_view source)
 
 Result<const hal::Kernel*> JitProgram::kernel(hal::Device& device, const std::string& options,
                                               std::string_view function) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto key = std::make_pair(static_cast<const hal::Device*>(&device), options);
-  auto it = modules_.find(key);
-  if (it == modules_.end()) {
-    // Compiling under the lock serialises first launches of this family; later launches only look up.
-    Result<std::unique_ptr<hal::Module>> module = device.load_module(hal::ModuleSource{
-        .language = hal::ModuleSource::Language::kOpenCLC, .name = name_, .code = source_, .options = options});
-    if (!module.ok()) {
-      return std::move(module).take_status().with_context(
-          fmt::format("building OpenCL kernels '{}' with options '{}'", name_, options));
-    }
+  // The device keeps the module (Device::shared_module), so this program holds nothing a device made.
+  bool built = false;
+  Result<const hal::Module*> module = device.shared_module(
+      hal::ModuleSource{
+          .language = hal::ModuleSource::Language::kOpenCLC, .name = name_, .code = source_, .options = options},
+      &built);
+  if (!module.ok()) {
+    return std::move(module).take_status().with_context(
+        fmt::format("building OpenCL kernels '{}' with options '{}'", name_, options));
+  }
+  if (built) {
     if (Result<hal::OpenClModuleStats> stats = hal::opencl_module_stats(**module); stats.ok()) {
       HXRT_LOG(kInfo, "opencl kernels '{}' [{}]: {} in {:.1f} ms", name_, options,
                stats->origin == hal::OpenClModuleStats::Origin::kCompiled ? "compiled" : "cached", stats->build_ms);
     }
-    it = modules_.emplace(std::move(key), std::move(module).value()).first;
   }
-  return it->second->kernel(function);
+  return (*module)->kernel(function);
 }
 
 void add_tensor_arg(std::vector<hal::KernelArg>& args, const ops::TensorRef& tensor) {

@@ -48,16 +48,14 @@ class JitProgram {
   JitProgram& operator=(const JitProgram&) = delete;
 
   // The kernel `function` of this program built with `options` on `device`: compiled (or loaded from the driver's
-  // program caches) on the first request for that pair, then kept until the JitProgram is destroyed, which must
-  // happen before the device's (hxrt/kernels/opencl_kernels.h).
+  // program caches) on the first request for that pair, then kept by the device (Device::shared_module) until the
+  // device is destroyed. The JitProgram and the device may be destroyed in either order.
   Result<const hal::Kernel*> kernel(hal::Device& device, const std::string& options, std::string_view function) const;
   const std::string& name() const { return name_; }
 
  private:
   std::string name_;
   std::string source_;  // prelude + family source
-  mutable std::mutex mutex_;
-  mutable std::map<std::pair<const hal::Device*, std::string>, std::unique_ptr<hal::Module>> modules_;  // by mutex_
 };
 
 // Appends a tensor's two arguments: its buffer and the byte offset of its view (Note [Tensor arguments]).

@@ -66,5 +66,33 @@ TEST(OpenClPreludeTest, ExpMatchesTheCpuLibmBitForBit) {
   EXPECT_EQ(mismatches, 0u) << "of " << x.size();
 }
 
+// The device keeps the modules a JitProgram builds (Device::shared_module), so a program — like the kernels of a
+// registries bundle — may outlive the devices it ran on, and a device opened later (possibly at the address of a
+// destroyed one) builds its own module instead of finding a stale one.
+TEST(JitProgramTest, AProgramOutlivesTheDevicesItRanOn) {
+  HXRT_SKIP_WITHOUT_OPENCL();
+  const JitProgram program("jit_lifetime_test", R"CLC(
+__kernel void fill(__global int* y, int value) { y[get_global_id(0)] = value; }
+)CLC");
+  std::unique_ptr<hal::Driver> driver = hal::make_opencl_driver({.disk_cache = false});
+  for (int32_t round = 1; round <= 3; ++round) {
+    std::unique_ptr<hal::Device> device = std::move(driver->open_device(0)).value();
+    std::unique_ptr<hal::Stream> stream = std::move(device->create_stream()).value();
+    std::unique_ptr<hal::Buffer> out = std::move(device->allocate(16 * sizeof(int32_t), hal::MemoryKind::kDevice)).value();
+    Result<const hal::Kernel*> first = program.kernel(*device, "", "fill");
+    ASSERT_TRUE(first.ok()) << first.status().to_string();
+    Result<const hal::Kernel*> again = program.kernel(*device, "", "fill");
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    EXPECT_EQ(*first, *again) << "one module per device and options";
+    const hal::KernelArg args[] = {hal::KernelArg::buffer(*out), hal::KernelArg::scalar(round)};
+    const Status launched = launch_kernel(*stream, program, "fill", "", launch_1d(16, 16), args);
+    ASSERT_TRUE(launched.ok()) << launched.to_string();
+    std::vector<int32_t> y(16);
+    ASSERT_TRUE(stream->copy_to_host(y.data(), *out).ok());
+    ASSERT_TRUE(stream->synchronize().ok());
+    EXPECT_EQ(y, std::vector<int32_t>(16, round));
+  }  // the device goes first; the program stays
+}
+
 }  // namespace
 }  // namespace hxrt::kernels::opencl

@@ -8,10 +8,8 @@
 #include <mutex>
 
 #include "hxrt/hal/driver.h"
-#include "hxrt/kernels/cpu_kernels.h"
-#include "hxrt/kernels/opencl_kernels.h"
-#include "hxrt/ops/kernel_registry.h"
-#include "hxrt/ops/op_schema.h"
+#include "hxrt/kernels/builtin_registries.h"
+#include "hxrt/ops/registries.h"
 
 namespace hxrt::kernels::testing {
 namespace {
@@ -20,10 +18,9 @@ constexpr uint64_t kGuardBytes = 256;
 constexpr uint8_t kSentinel = 0xA5;
 constexpr uint8_t kPoison = 0xFF;  // all-ones: NaN for floats, -1 for integers
 
-// Registries and one CPU device shared by every call (creating a device starts threads).
+// The built-in registries and the devices shared by every call (creating a device starts threads).
 struct Environment {
-  ops::OpSchemaRegistry schemas;
-  ops::KernelRegistry kernels;
+  std::unique_ptr<ops::Registries> registries;
   hal::DriverRegistry drivers;
   std::map<std::string, std::unique_ptr<hal::Device>> devices;
   std::map<std::string, std::unique_ptr<hal::Stream>> streams;
@@ -31,9 +28,9 @@ struct Environment {
   std::mutex mutex;
 
   Environment() {
-    init_status = ops::register_builtin_schemas(schemas);
-    if (init_status.ok()) init_status = register_cpu_kernels(kernels);
-    if (init_status.ok()) init_status = register_opencl_kernels(kernels);
+    Result<std::unique_ptr<ops::Registries>> made = make_builtin_registries();
+    init_status = made.status();
+    if (init_status.ok()) registries = std::move(made).value();
     if (init_status.ok()) init_status = hal::register_builtin_drivers(drivers);
   }
 
@@ -101,7 +98,7 @@ Result<OpResult> run_op(const OpCall& call) {
   for (size_t i = 0; i < call.num_outputs; ++i) output_names.push_back(fmt::format("out{}", i));
   int version = call.version;
   if (version <= 0) {
-    HXRT_ASSIGN_OR_RETURN(const ops::OpSchema* schema, env.schemas.find(call.op_type, call.domain, 0));
+    HXRT_ASSIGN_OR_RETURN(const ops::OpSchema* schema, env.registries->schemas.find(call.op_type, call.domain, 0));
     version = schema->since_version;
   }
   HXRT_ASSIGN_OR_RETURN(graph::NodeId node_id, graph.add_node("op", call.op_type, input_names, output_names,
@@ -109,15 +106,15 @@ Result<OpResult> run_op(const OpCall& call) {
   for (const std::string& name : output_names) HXRT_RETURN_IF_ERROR(graph.mark_output(name));
 
   // Schema: defaults, checks, shape inference; every dim is static here.
-  HXRT_RETURN_IF_ERROR_CTX(env.schemas.apply_defaults(graph.mutable_node(node_id)), "applying attribute defaults");
+  HXRT_RETURN_IF_ERROR_CTX(env.registries->schemas.apply_defaults(graph.mutable_node(node_id)), "applying attribute defaults");
   std::vector<ops::DimCheck> checks;
-  HXRT_RETURN_IF_ERROR_CTX(env.schemas.infer_node(graph, node_id, &checks), "shape inference");
+  HXRT_RETURN_IF_ERROR_CTX(env.registries->schemas.infer_node(graph, node_id, &checks), "shape inference");
   const graph::Node& node = graph.node(node_id);
 
   // Kernel selection, attributes, tiling.
   ops::SelectionOptions options;
   if (!call.force_kernel.empty()) options.forced["op"] = call.force_kernel;
-  HXRT_ASSIGN_OR_RETURN(ops::Selection selection, env.kernels.select(graph, node, device->info(), options));
+  HXRT_ASSIGN_OR_RETURN(ops::Selection selection, env.registries->kernels.select(graph, node, device->info(), options));
   const ops::KernelDef& kernel = *selection.chosen;
   std::unique_ptr<ops::KernelParams> params;
   if (kernel.parse_attrs) {

@@ -1,0 +1,20 @@
+#include "hxrt/kernels/builtin_registries.h"
+
+#include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/opencl_kernels.h"
+
+namespace hxrt::kernels {
+
+Result<std::unique_ptr<ops::Registries>> make_builtin_registries(const BuiltinRegistriesOptions& options) {
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<ops::Registries> registries,
+                        ops::make_registries(ops::RegistriesOptions{.builtin_fusions = options.fusions}));
+  if (options.cpu_kernels) {
+    HXRT_RETURN_IF_ERROR_CTX(register_cpu_kernels(registries->kernels), "registering the CPU kernels");
+  }
+  if (options.opencl_kernels) {
+    HXRT_RETURN_IF_ERROR_CTX(register_opencl_kernels(registries->kernels), "registering the OpenCL kernels");
+  }
+  return registries;
+}
+
+}  // namespace hxrt::kernels
