@@ -58,7 +58,7 @@ nlohmann::ordered_json plan_json(const LoadedPlan& loaded, const std::string& pa
     const runtime::ExecutionObject& object = plan.objects()[i];
     const graph::Node& node = g.node(object.node);
     nodes.push_back({{"index", i},
-                     {"id", node.id},
+                     {"id", node.stable_id},
                      {"name", node.name},
                      {"op_type", node.op_type},
                      {"domain", node.domain},
@@ -77,6 +77,7 @@ nlohmann::ordered_json plan_json(const LoadedPlan& loaded, const std::string& pa
                      {"record_event", object.record_event},
                      {"fusion_id", object.fusion_id},
                      {"fused_from", node.fused_from},
+                     {"fused_ids", node.fused_ids},
                      {"inputs", values_json(g, object.inputs)},
                      {"outputs", values_json(g, object.outputs)}});
   }
@@ -85,7 +86,9 @@ nlohmann::ordered_json plan_json(const LoadedPlan& loaded, const std::string& pa
     groups.push_back({{"fusion_id", group.fusion_id},
                       {"pattern", group.pattern},
                       {"fused_node", group.fused_node},
-                      {"original_nodes", group.original_nodes}});
+                      {"fused_id", group.fused_id},
+                      {"original_nodes", group.original_nodes},
+                      {"original_ids", group.original_ids}});
   }
   nlohmann::ordered_json checks = nlohmann::ordered_json::array();
   for (const ops::DimCheck& check : plan.dim_checks()) {

@@ -30,6 +30,7 @@ Graph Graph::clone() const {
   copy.initializers_ = initializers_;
   copy.value_by_name_ = value_by_name_;
   copy.node_by_name_ = node_by_name_;
+  copy.next_stable_id_ = next_stable_id_;
   return copy;
 }
 
@@ -116,6 +117,7 @@ Result<NodeId> Graph::add_node(std::string name, std::string op_type, std::span<
   const auto id = static_cast<NodeId>(nodes_.size());
   Node node;
   node.id = id;
+  node.stable_id = next_stable_id_++;
   node.name = std::move(name);
   node.op_type = std::move(op_type);
   node.domain = std::move(domain);
@@ -188,6 +190,13 @@ Result<NodeId> Graph::find_node(std::string_view name) const {
   auto it = node_by_name_.find(std::string(name));
   if (it == node_by_name_.end()) return not_found("graph '{}' has no node '{}'", name_, name);
   return it->second;
+}
+
+Result<NodeId> Graph::find_node_by_stable_id(NodeId stable_id) const {
+  for (const Node& node : nodes_) {
+    if (node.id != kNoNode && node.stable_id == stable_id) return node.id;
+  }
+  return not_found("graph '{}' has no node with stable id {}", name_, stable_id);
 }
 
 Result<std::vector<NodeId>> Graph::topological_order() const {

@@ -231,6 +231,10 @@ TEST(Graph, RemoveReplaceAndCompactKeepLinks) {
   // Fuse fc1 + act into one node producing 'a', the way a fusion pass does.
   const NodeId fc1 = *g.find_node("fc1");
   const NodeId act = *g.find_node("act");
+  const NodeId fc2_stable = g.node(*g.find_node("fc2")).stable_id;
+  const NodeId res_stable = g.node(*g.find_node("res")).stable_id;
+  EXPECT_EQ(g.node(fc1).stable_id, fc1) << "a built graph's stable ids are its add_node order";
+  const NodeId first_new = g.next_stable_id();
   ASSERT_TRUE(g.remove_node(act).ok());
   ASSERT_TRUE(g.remove_node(fc1).ok());
   EXPECT_FALSE(g.has_node(fc1));
@@ -253,6 +257,13 @@ TEST(Graph, RemoveReplaceAndCompactKeepLinks) {
   EXPECT_EQ(*g.find_node("res"), 1);
   EXPECT_EQ(*g.find_node("fc1+act"), 2);
   EXPECT_EQ(g.node(2).fused_from, (std::vector<std::string>{"fc1", "act"}));
+  // Note [Stable node ids]: compact() renumbers the dense ids, not the stable ones; the new node's id is fresh.
+  EXPECT_EQ(g.node(0).stable_id, fc2_stable);
+  EXPECT_EQ(g.node(1).stable_id, res_stable);
+  EXPECT_EQ(g.node(2).stable_id, first_new);
+  EXPECT_EQ(*g.find_node_by_stable_id(fc2_stable), 0);
+  EXPECT_EQ(g.find_node_by_stable_id(fc1).status().code(), StatusCode::kNotFound) << "removed with fc1";
+  EXPECT_EQ(g.clone().next_stable_id(), g.next_stable_id());
   for (ValueId v : g.inputs()) EXPECT_TRUE(g.value(v).is_input);
   for (ValueId v : g.initializers()) EXPECT_TRUE(g.value(v).is_initializer);
   EXPECT_EQ(g.value(g.outputs().at(0)).name, "out");

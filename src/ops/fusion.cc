@@ -174,12 +174,17 @@ Result<std::vector<FusionGroup>> apply_fusions(graph::Graph& graph, const Fusion
     std::vector<std::string> outputs;
     for (graph::ValueId out : last.outputs) outputs.push_back(graph.value(out).name);
     std::vector<std::string> originals;
-    for (graph::NodeId id : plan.match.nodes) originals.push_back(graph.node(id).name);
+    std::vector<graph::NodeId> original_ids;
+    for (graph::NodeId id : plan.match.nodes) {
+      originals.push_back(graph.node(id).name);
+      original_ids.push_back(graph.node(id).stable_id);
+    }
     FusionGroup group;
     group.fusion_id = next_id++;
     group.pattern = plan.pattern;
     group.fused_node = fmt::format("{}#fused", originals.front());
     group.original_nodes = originals;
+    group.original_ids = original_ids;
     // Remove the chain (last first, so the outputs become free), then add the fused node producing them.
     for (auto it = plan.match.nodes.rbegin(); it != plan.match.nodes.rend(); ++it) {
       HXRT_RETURN_IF_ERROR_CTX(graph.remove_node(*it), "fusing {}", group.fused_node);
@@ -190,6 +195,8 @@ Result<std::vector<FusionGroup>> apply_fusions(graph::Graph& graph, const Fusion
     graph::Node& node = graph.mutable_node(fused);
     node.fusion_id = group.fusion_id;
     node.fused_from = std::move(originals);
+    node.fused_ids = std::move(original_ids);
+    group.fused_id = node.stable_id;  // fresh: add_node never reuses a stable id (Note [Stable node ids])
     groups.push_back(std::move(group));
   }
   if (!planned.empty()) graph.compact();

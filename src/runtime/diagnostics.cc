@@ -72,7 +72,10 @@ std::string FailureReport::to_string() const {
     out = fmt::format("{} node '{}' (id {}, {}) with kernel '{}' v{} on stream '{}' of graph '{}'", stage, node_name,
                       node_id, op_type, kernel, kernel_version, stream, graph);
     if (location != FailureLocation::kExact) out += fmt::format(" [location {}]", failure_location_name(location));
-    if (fusion_id >= 0) out += fmt::format("\n    fusion group {}: {}", fusion_id, fmt::join(fused_nodes, " + "));
+    if (fusion_id >= 0) {
+      out += fmt::format("\n    fusion group {}: {}", fusion_id, fmt::join(fused_nodes, " + "));
+      if (!fused_ids.empty()) out += fmt::format(" (ids {})", fmt::join(fused_ids, ", "));
+    }
     out += fmt::format("\n    attributes: {}", attributes.empty() ? "{}" : attributes);
     if (!params.empty()) out += fmt::format("\n    parameters: {}", params);
     out += fmt::format("\n    tiling: {}", tiling.empty() ? "(not computed)" : tiling);
@@ -128,6 +131,7 @@ std::string manifest_json(const FailureReport& report) {
   out += ",\n  \"op\": " + json::quoted(report.op_type);
   out += ",\n  \"kernel\": " + json::quoted(report.kernel);
   out += fmt::format(",\n  \"kernel_version\": {},\n  \"fusion_id\": {}", report.kernel_version, report.fusion_id);
+  if (!report.fused_ids.empty()) out += fmt::format(",\n  \"fused_ids\": [{}]", fmt::join(report.fused_ids, ", "));
   out += ",\n  \"stream\": " + json::quoted(report.stream);
   out += ",\n  \"location\": " + json::quoted(failure_location_name(report.location));
   out += ",\n  \"attributes\": " + json::quoted(report.attributes);
@@ -200,7 +204,7 @@ LaunchSummary summarize_launch(const RunView& run, size_t object) {
   const ExecutionObject& eo = run.plan->objects()[object];
   const graph::Node& node = run.plan->graph().node(eo.node);
   LaunchSummary summary;
-  summary.node_id = eo.node;
+  summary.node_id = node.stable_id;
   summary.node_name = node.name;
   summary.op_type = node.op_type;
   summary.kernel = eo.kernel->name;
@@ -262,13 +266,14 @@ FailureReport describe_launch(const RunView& run, size_t object, std::string sta
   report.graph = g.name();
   report.stage = std::move(stage);
   report.location = location;
-  report.node_id = eo.node;
+  report.node_id = node.stable_id;
   report.node_name = node.name;
   report.op_type = node.op_type;
   report.kernel = eo.kernel->name;
   report.kernel_version = eo.kernel->impl_version;
   report.fusion_id = eo.fusion_id;
   report.fused_nodes = node.fused_from;
+  report.fused_ids = node.fused_ids;
   if (static_cast<size_t>(eo.stream) < run.stream_names.size()) report.stream = run.stream_names[static_cast<size_t>(eo.stream)];
   report.attributes = node.attrs.to_string();
   if (eo.params) report.params = eo.params->to_string();

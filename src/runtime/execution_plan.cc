@@ -64,57 +64,70 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(graph::Graph graph, 
 // places them on each device that consumes them. Graph outputs stay where they are produced.
 Status ExecutionPlan::place_nodes(const PlanContext& context, const PlanOptions& options) {
   placement_.assign(static_cast<size_t>(graph_.num_nodes()), kMainDevice);
+  copy_target_.assign(static_cast<size_t>(graph_.num_nodes()), -1);
   if (options.fallback_device == nullptr) return ok_status();
-  fallback_ = *options.fallback_device;
-  if (!fallback_.host_addressable) {
+  const hal::DeviceInfo& fallback = *options.fallback_device;
+  if (!fallback.host_addressable) {
     return invalid_argument("fallback device '{}' ({}) is not host-addressable; the heterogeneous split needs one",
-                            fallback_.name, hal::device_kind_name(fallback_.kind));
+                            fallback.name, hal::device_kind_name(fallback.kind));
   }
-  if (fallback_.kind == device_.kind) return ok_status();
+  if (fallback.kind == device().kind) return ok_status();
+  devices_.push_back(fallback);
   HXRT_ASSIGN_OR_RETURN(std::vector<graph::NodeId> order, graph_.topological_order());
   for (graph::NodeId id : order) {
     const graph::Node& node = graph_.node(id);
     const bool requested = std::find(options.fallback_ops.begin(), options.fallback_ops.end(), node.op_type) !=
                            options.fallback_ops.end();
     if (!requested) {
-      Result<ops::Selection> main = context.kernels->select(graph_, node, device_, options.selection);
+      Result<ops::Selection> main = context.kernels->select(graph_, node, device(), options.selection);
       if (main.ok() || main.status().code() != StatusCode::kNotFound) continue;  // forced-kernel errors stay errors
     }
-    if (!context.kernels->select(graph_, node, fallback_, options.selection).ok()) continue;  // reported later
-    placement_[static_cast<size_t>(id)] = kFallbackDevice;
-    ++split_.fallback_nodes;
-    if (std::find(split_.fallback_ops.begin(), split_.fallback_ops.end(), node.op_type) == split_.fallback_ops.end()) {
-      split_.fallback_ops.push_back(node.op_type);
+    // The first fallback, in device order, with a kernel for the node; none: reported when kernels are selected.
+    for (size_t d = kFallbackDevice; d < devices_.size(); ++d) {
+      if (!context.kernels->select(graph_, node, devices_[d], options.selection).ok()) continue;
+      placement_[static_cast<size_t>(id)] = static_cast<int>(d);
+      ++split_.fallback_nodes;
+      if (std::find(split_.fallback_ops.begin(), split_.fallback_ops.end(), node.op_type) == split_.fallback_ops.end()) {
+        split_.fallback_ops.push_back(node.op_type);
+      }
+      break;
     }
   }
   if (split_.fallback_nodes == 0) return ok_status();
 
-  // Copies on every crossing edge, one per (value, destination device).
-  const std::string main_kind(hal::device_kind_name(device_.kind)), fallback_kind(hal::device_kind_name(fallback_.kind));
+  // Copies on every crossing edge, one per (value, destination device). Fallbacks are host-addressable and copies
+  // run on the main device, so every copy has the main device on one side.
   for (graph::NodeId id : order) {
     const int from = placement_[static_cast<size_t>(id)];
-    const int to = from == kMainDevice ? kFallbackDevice : kMainDevice;
     const std::vector<graph::ValueId> outputs = graph_.node(id).outputs;
     for (graph::ValueId value : outputs) {
-      graph::ValueId copy = graph::kNoValue;
+      std::vector<graph::ValueId> copy_to(devices_.size(), graph::kNoValue);  // per destination device
       const std::vector<graph::NodeId> consumers = graph_.value(value).consumers;
       for (graph::NodeId consumer : consumers) {
-        if (placement_[static_cast<size_t>(consumer)] == from) continue;
+        const int to = placement_[static_cast<size_t>(consumer)];
+        if (to == from) continue;
+        if (from != kMainDevice && to != kMainDevice) {
+          return unimplemented("node '{}' on fallback device {} feeds node '{}' on fallback device {}: copies between "
+                               "two fallback devices are not supported", graph_.node(id).name, from,
+                               graph_.node(consumer).name, to);
+        }
+        graph::ValueId& copy = copy_to[static_cast<size_t>(to)];
         if (copy == graph::kNoValue) {
           const graph::Value& v = graph_.value(value);
-          const std::string& kind = to == kFallbackDevice ? fallback_kind : main_kind;
-          std::string name = fmt::format("{}@{}", v.name, kind);
+          std::string name = fmt::format("{}@{}", v.name, hal::device_kind_name(devices_[static_cast<size_t>(to)].kind));
           while (graph_.find_value(name).ok()) name += "_";
           const graph::TensorDesc desc = v.desc;
           const std::string source = v.name;
           HXRT_ASSIGN_OR_RETURN(copy, graph_.declare_value(name, desc));
-          const std::string op = to == kFallbackDevice ? "MemcpyToHost" : "MemcpyFromHost";
+          const std::string op = to != kMainDevice ? "MemcpyToHost" : "MemcpyFromHost";
           std::string node_name = fmt::format("{}({})", op, source);
           while (graph_.find_node(node_name).ok()) node_name += "_";
           const std::vector<std::string> in{source}, out{name};
           HXRT_ASSIGN_OR_RETURN(graph::NodeId copy_node, graph_.add_node(node_name, op, in, out, {}, "hxrt", 1));
           placement_.resize(static_cast<size_t>(graph_.num_nodes()), kMainDevice);
+          copy_target_.resize(static_cast<size_t>(graph_.num_nodes()), -1);
           placement_[static_cast<size_t>(copy_node)] = kMainDevice;
+          copy_target_[static_cast<size_t>(copy_node)] = to;
           ++split_.copies;
           if (desc.shape.is_static()) {
             Result<uint64_t> bytes = storage_bytes(desc.dtype, static_cast<uint64_t>(desc.shape.num_elements().value()));
@@ -276,10 +289,8 @@ void ExecutionPlan::plan_memory(bool allow_arena) {
       const int p = index_of[static_cast<size_t>(value.producer)];
       first[static_cast<size_t>(id)] = last[static_cast<size_t>(id)] = p;
       plan.producer_stream = objects_[static_cast<size_t>(p)].stream;
-      const graph::Node& producer = graph_.node(value.producer);
-      plan.device = producer.domain == "hxrt" && producer.op_type == "MemcpyToHost"     ? kFallbackDevice
-                    : producer.domain == "hxrt" && producer.op_type == "MemcpyFromHost" ? kMainDevice
-                                                                                         : objects_[static_cast<size_t>(p)].device;
+      const int copy_target = copy_target_.empty() ? -1 : copy_target_[static_cast<size_t>(value.producer)];
+      plan.device = copy_target >= 0 ? copy_target : objects_[static_cast<size_t>(p)].device;
     }
     if (plan.role == ValueRole::kIntermediate) {
       ++memory_.intermediates;
@@ -408,7 +419,7 @@ void ExecutionPlan::plan_memory(bool allow_arena) {
 
 std::string ExecutionPlan::describe() const {
   std::string out = fmt::format("graph '{}' on {} device '{}': {} nodes, {} streams, {} events\n", graph_.name(),
-                                hal::device_kind_name(device_.kind), device_.name, objects_.size(), num_streams_,
+                                hal::device_kind_name(device().kind), device().name, objects_.size(), num_streams_,
                                 num_events_);
   out += "inputs:\n";
   for (graph::ValueId id : graph_.inputs()) out += fmt::format("  {}: {}\n", graph_.value(id).name, graph_.value(id).desc.to_string());
@@ -423,11 +434,11 @@ std::string ExecutionPlan::describe() const {
     for (graph::ValueId v : object.outputs) {
       outs.push_back(fmt::format("{}: {}", graph_.value(v).name, graph_.value(v).desc.to_string()));
     }
-    out += fmt::format("  [{}] {} ({}{}{}) stream {} kernel {} v{} ({}){}\n", i, node.name, node.domain,
+    out += fmt::format("  [{}] {} (id {}, {}{}{}) stream {} kernel {} v{} ({}){}\n", i, node.name, node.stable_id, node.domain,
                        node.domain.empty() ? "" : ".", node.op_type, object.stream, object.kernel->name,
                        object.kernel->impl_version, ops::kernel_kind_name(object.kernel->kind),
-                       object.device == kFallbackDevice
-                           ? fmt::format(" on fallback {} device", hal::device_kind_name(fallback_.kind))
+                       object.device != kMainDevice
+                           ? fmt::format(" on fallback {} device", hal::device_kind_name(device_info(object.device).kind))
                            : "");
     out += fmt::format("      in: {}\n      out: {}\n", fmt::join(ins, ", "), fmt::join(outs, ", "));
     if (!node.attrs.items().empty()) out += fmt::format("      attrs: {}\n", node.attrs.to_string());
@@ -436,7 +447,12 @@ std::string ExecutionPlan::describe() const {
       if (!params.empty()) out += fmt::format("      params: {}\n", params);
     }
     if (object.fusion_id >= 0) {
-      out += fmt::format("      fusion {}: replaces {}\n", object.fusion_id, fmt::join(node.fused_from, ", "));
+      std::vector<std::string> replaced;
+      for (size_t k = 0; k < node.fused_from.size(); ++k) {
+        replaced.push_back(k < node.fused_ids.size() ? fmt::format("{} (id {})", node.fused_from[k], node.fused_ids[k])
+                                                     : node.fused_from[k]);
+      }
+      out += fmt::format("      fusion {}: replaces {}\n", object.fusion_id, fmt::join(replaced, ", "));
     }
     if (!object.wait_events.empty()) out += fmt::format("      waits for events {}\n", fmt::join(object.wait_events, ", "));
     if (object.record_event >= 0) out += fmt::format("      records event {}\n", object.record_event);
@@ -452,8 +468,9 @@ std::string ExecutionPlan::describe() const {
     out += fmt::format(
         "heterogeneous split: {} node(s) on fallback {} device '{}' (no {} kernel, or placed there, for: {}), {} copy "
         "node(s)",
-        split_.fallback_nodes, hal::device_kind_name(fallback_.kind), fallback_.name,
-        hal::device_kind_name(device_.kind), fmt::join(split_.fallback_ops, ", "), split_.copies);
+        split_.fallback_nodes, hal::device_kind_name(device_info(kFallbackDevice).kind),
+        device_info(kFallbackDevice).name, hal::device_kind_name(device().kind), fmt::join(split_.fallback_ops, ", "),
+        split_.copies);
     out += split_.copy_bytes > 0 ? fmt::format(" moving {} bytes per run\n", split_.copy_bytes) : "\n";
     for (int s = 0; s < num_streams_; ++s) {
       out += fmt::format("  stream {}: {} device\n", s, hal::device_kind_name(device_info(stream_device(s)).kind));
@@ -462,8 +479,8 @@ std::string ExecutionPlan::describe() const {
   if (!fusion_groups_.empty()) {
     out += "fusion groups:\n";
     for (const ops::FusionGroup& group : fusion_groups_) {
-      out += fmt::format("  {}: {} = {} [{}]\n", group.fusion_id, group.fused_node, group.pattern,
-                         fmt::join(group.original_nodes, " -> "));
+      out += fmt::format("  {}: {} (id {}) = {} [{}] (ids {})\n", group.fusion_id, group.fused_node, group.fused_id,
+                         group.pattern, fmt::join(group.original_nodes, " -> "), fmt::join(group.original_ids, ", "));
     }
   }
   if (!dim_checks_.empty()) {

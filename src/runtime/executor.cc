@@ -5,7 +5,6 @@
 #include <cmath>
 #include <functional>
 #include <optional>
-#include <thread>
 
 #include <fmt/ranges.h>
 
@@ -27,32 +26,43 @@ bool is_plain_symbol(const graph::Dim& dim) {
 
 Result<std::unique_ptr<Executor>> Executor::create(Session& session, std::shared_ptr<const ExecutionPlan> plan,
                                                    Session* fallback) {
+  Session* const sessions[] = {&session, fallback};
+  return create(std::span<Session* const>(sessions), std::move(plan));
+}
+
+Result<std::unique_ptr<Executor>> Executor::create(std::span<Session* const> sessions,
+                                                   std::shared_ptr<const ExecutionPlan> plan) {
   if (!plan) return invalid_argument("Executor::create: null plan");
+  if (sessions.empty() || sessions.front() == nullptr) return invalid_argument("Executor::create: no main session");
+  Session& session = *sessions.front();
   if (session.device().info().kind != plan->device().kind) {
     return invalid_argument("plan for a {} device cannot run on session '{}' ({} device)",
                             hal::device_kind_name(plan->device().kind), session.name(),
                             hal::device_kind_name(session.device().info().kind));
   }
-  if (const hal::DeviceInfo* wanted = plan->fallback_device()) {
+  std::vector<Session*> used{&session};
+  for (int d = kFallbackDevice; d < plan->num_devices(); ++d) {
+    const hal::DeviceInfo& wanted = plan->device_info(d);
+    Session* fallback = static_cast<size_t>(d) < sessions.size() ? sessions[static_cast<size_t>(d)] : nullptr;
     if (fallback == nullptr) {
       return invalid_argument("plan '{}' places {} node(s) on a fallback {} device: pass a fallback session",
-                              plan->graph().name(), plan->split().fallback_nodes, hal::device_kind_name(wanted->kind));
+                              plan->graph().name(), plan->split().fallback_nodes, hal::device_kind_name(wanted.kind));
     }
-    if (fallback->device().info().kind != wanted->kind || !fallback->device().info().host_addressable) {
+    if (fallback->device().info().kind != wanted.kind || !fallback->device().info().host_addressable) {
       return invalid_argument("plan '{}' needs a host-addressable {} fallback session, got session '{}' ({} device)",
-                              plan->graph().name(), hal::device_kind_name(wanted->kind), fallback->name(),
+                              plan->graph().name(), hal::device_kind_name(wanted.kind), fallback->name(),
                               hal::device_kind_name(fallback->device().info().kind));
     }
-  } else {
-    fallback = nullptr;  // not needed
+    used.push_back(fallback);
   }
-  std::unique_ptr<Executor> executor(new Executor(session, std::move(plan), fallback));
+  std::unique_ptr<Executor> executor(new Executor(std::move(used), std::move(plan)));
   HXRT_RETURN_IF_ERROR_CTX(executor->prepare(), "preparing graph '{}'", executor->plan_->graph().name());
   return executor;
 }
 
 // Note [Split runs]
-// A plan with a heterogeneous split (Note [Heterogeneous split] in execution_plan.cc) runs on two sessions: each
+// A plan with a heterogeneous split (Note [Heterogeneous split] in execution_plan.cc) runs on one session per device
+// index of the plan (sessions_[d] for device d; two today: the main device and one fallback): each
 // stream is made by the session of its device, each event by the session of the stream that records it (events
 // are host-signalled, so a stream of one device waits for another's), and each value's bytes come from the pool of
 // the device the plan put it on. Inputs and initializers read by fallback nodes are registered on the fallback
@@ -81,27 +91,29 @@ Status Executor::prepare() {
     events_.push_back(event);
     event_sessions_.push_back(&owner);
   }
-  std::vector<bool> read_on_main(values.size(), false);
-  read_on_fallback_.assign(values.size(), false);
+  const size_t num_devices = sessions_.size();
+  read_on_.assign(num_devices, std::vector<bool>(values.size(), false));
   crosses_devices_.assign(values.size(), false);
   for (const ExecutionObject& object : objects) {
     for (graph::ValueId in : object.inputs) {
       if (in == graph::kNoValue) continue;
       const auto v = static_cast<size_t>(in);
-      (object.device == kFallbackDevice ? read_on_fallback_ : read_on_main)[v] = true;
+      read_on_[static_cast<size_t>(object.device)][v] = true;
       if (values[v].device >= 0 && values[v].device != object.device) crosses_devices_[v] = true;
     }
     for (graph::ValueId out : object.outputs) {
       if (values[static_cast<size_t>(out)].device != object.device) crosses_devices_[static_cast<size_t>(out)] = true;
     }
   }
-  if (fallback_ != nullptr) {
+  host_weights_.resize(num_devices);
+  for (size_t d = kFallbackDevice; d < num_devices; ++d) {
     for (graph::ValueId id : g.initializers()) {
       const graph::Value& value = g.value(id);
-      if (!read_on_fallback_[static_cast<size_t>(id)] || value.weight.size == 0) continue;
-      HXRT_ASSIGN_OR_RETURN(std::unique_ptr<hal::Buffer> buffer,
-                            fallback_->device().register_host(const_cast<std::byte*>(value.weight.data), value.weight.size));
-      fallback_weights_[id] = hal::BufferView(buffer.get(), 0, value.weight.size);
+      if (!read_on_[d][static_cast<size_t>(id)] || value.weight.size == 0) continue;
+      HXRT_ASSIGN_OR_RETURN(
+          std::unique_ptr<hal::Buffer> buffer,
+          sessions_[d]->device().register_host(const_cast<std::byte*>(value.weight.data), value.weight.size));
+      host_weights_[d][id] = hal::BufferView(buffer.get(), 0, value.weight.size);
       weight_buffers_.push_back(std::move(buffer));
     }
   }
@@ -109,7 +121,7 @@ Status Executor::prepare() {
   hal::Stream& upload = *streams_[0];
   for (graph::ValueId id : g.initializers()) {
     const graph::Value& value = g.value(id);
-    if (!read_on_main[static_cast<size_t>(id)]) continue;
+    if (!read_on_[kMainDevice][static_cast<size_t>(id)]) continue;
     const uint64_t bytes = std::max<uint64_t>(value.weight.size, 1);
     std::unique_ptr<hal::Buffer> buffer;
     if (device.info().host_addressable && value.weight.size > 0) {
@@ -284,87 +296,78 @@ Status Executor::ensure_markers() {
   return ok_status();
 }
 
-LaunchRecord Executor::launch_record(size_t object, const RunState& state, const hal::Stream& stream) const {
-  const ExecutionObject& eo = plan_->objects()[object];
-  const graph::Node& node = plan_->graph().node(eo.node);
-  const ops::KernelLaunch& launch = state.launches[object];
-  LaunchRecord record;
-  record.graph = plan_->graph().name();
-  record.node_id = eo.node;
-  record.node_name = node.name;
-  record.op_type = node.op_type;
-  record.kernel = eo.kernel->name;
-  record.kernel_version = eo.kernel->impl_version;
-  record.fusion_id = eo.fusion_id;
-  record.fused_nodes = node.fused_from;
-  record.stream = stream.name();
-  record.tiling_key = launch.tiling ? launch.tiling->key() : std::string();
-  for (size_t k = 0; k < eo.inputs.size(); ++k) {
-    record.input_shapes.push_back(eo.inputs[k] == graph::kNoValue
-                                      ? std::string("-")
-                                      : fmt::format("{}{}", launch.inputs[k].dtype, launch.inputs[k].shape));
+std::string_view launch_step_name(LaunchStep step) {
+  switch (step) {
+    case LaunchStep::kSizeOutputs: return "sizing the outputs of";
+    case LaunchStep::kAllocateOutputs: return "allocating the outputs of";
+    case LaunchStep::kTiling: return "computing the tiling of";
+    case LaunchStep::kWaitInputs: return "waiting for the inputs of";
+    case LaunchStep::kRecordStart: return "recording the start of";
+    case LaunchStep::kKernel: return "launching";
+    case LaunchStep::kRecordEnd: return "recording the end of";
+    case LaunchStep::kRecordCompletion: return "recording the completion event of";
+    case LaunchStep::kCheckOutputs: return "checking the outputs of";
+    case LaunchStep::kReleaseInputs: return "releasing the inputs of";
   }
-  if (eo.params) record.params = eo.params->to_string();
-  for (int e : eo.wait_events) {
-    const int64_t producer = state.event_producer[static_cast<size_t>(e)];
-    if (producer >= 0) record.waits_on.push_back(static_cast<uint64_t>(producer));
-  }
-  return record;
+  return "launching";
 }
 
-void Executor::finish_profile(RunState& state) {
-  std::vector<LaunchRecord>& records = state.profile.launches;
-  for (size_t k = 0; k < records.size(); ++k) {
-    const size_t i = state.record_objects[k];
-    const hal::Event& begin = *markers_[2 * i];
-    const hal::Event& end = *markers_[2 * i + 1];
-    if (begin.state() != hal::EventState::kComplete || end.state() != hal::EventState::kComplete) continue;
-    Result<int64_t> begin_ns = begin.timestamp_ns();
-    Result<int64_t> end_ns = end.timestamp_ns();
-    if (!begin_ns.ok() || !end_ns.ok()) continue;
-    records[k].device_begin_ns = *begin_ns;
-    records[k].device_end_ns = std::max(*begin_ns, *end_ns);
-  }
-  state.profile.host_thread = std::this_thread::get_id();
-  session_.profiler().add_run(std::move(state.profile));
-  state.profile = RunProfile();
-  state.profiling = false;
+std::string Executor::pool_tag(graph::ValueId value) const {
+  const graph::Graph& g = plan_->graph();
+  const graph::Value& v = g.value(value);
+  return plan_->values()[static_cast<size_t>(value)].role == ValueRole::kOutput ? fmt::format("output:{}", v.name)
+                                                                                : g.node(v.producer).name;
 }
 
-void Executor::record_pool_event(RunState& state, PoolEventKind kind, graph::ValueId value, std::string tag,
+void Executor::notify_pool_event(RunState& state, PoolEventKind kind, graph::ValueId value, std::string_view tag,
                                  uint64_t bytes) {
-  const graph::Value& v = plan_->graph().value(value);
-  PoolEvent event;
-  event.ts_ns = hal::host_now_ns();
-  event.kind = kind;
-  event.tag = std::move(tag);
-  event.value = v.name;
-  event.node_id = v.producer;
-  event.bytes = bytes;
-  event.in_use_bytes = session_.pool().stats().allocated_bytes.current;
-  state.profile.pool_events.push_back(std::move(event));
+  for (LaunchObserver* observer : state.observers) observer->on_pool_event(kind, value, tag, bytes);
 }
 
-Status Executor::launch_object(size_t i, RunState& state, const RunOptions& options, std::string_view& stage) {
+Executor::LaunchResult Executor::launch_object(size_t i, RunState& state) {
+  const ExecutionObject& object = plan_->objects()[i];
+  hal::Stream& stream = *streams_[static_cast<size_t>(object.stream)];
+  const bool observed = !state.observers.empty();
+  if (observed) {
+    for (LaunchObserver* observer : state.observers) observer->before_launch(i);
+  }
+  if (LaunchResult placed = place_outputs(i, state, stream); !placed.ok()) return placed;
+  if (Status bound = bind_launch(i, state); !bound.ok()) return LaunchResult::failed(LaunchStep::kTiling, bound);
+  if (LaunchResult enqueued = enqueue(i, state, stream); !enqueued.ok()) return enqueued;
+  if (observed) {
+    for (LaunchObserver* observer : state.observers) {
+      if (Status checked = observer->after_enqueue(i, stream); !checked.ok()) {
+        return LaunchResult::failed(LaunchStep::kCheckOutputs, std::move(checked));
+      }
+    }
+  }
+  if (Status released = release_inputs(i, state, stream); !released.ok()) {
+    return LaunchResult::failed(LaunchStep::kReleaseInputs, std::move(released));
+  }
+  if (observed) {
+    for (LaunchObserver* observer : state.observers) observer->after_launch(i, stream);
+  }
+  return LaunchResult{};
+}
+
+// Outputs go where the plan put them: an arena slice, the block of the Reshape input they alias (Note [Reshape
+// aliasing]), or a pool block owned by this run (a relaunch in continue mode keeps its blocks).
+Executor::LaunchResult Executor::place_outputs(size_t i, RunState& state, hal::Stream& stream) {
   const graph::Graph& g = plan_->graph();
   const ExecutionObject& object = plan_->objects()[i];
   const std::vector<ValuePlan>& values = plan_->values();
-  const graph::Node& node = g.node(object.node);
-  hal::Stream& stream = *streams_[static_cast<size_t>(object.stream)];
-  const int64_t enqueue_begin = state.profiling ? hal::host_now_ns() : 0;
-  // Outputs: arena slices, or pool blocks owned by this run (a relaunch in continue mode keeps its blocks).
   for (graph::ValueId out : object.outputs) {
     const auto v = static_cast<size_t>(out);
-    stage = "sizing the outputs of";
-    HXRT_ASSIGN_OR_RETURN(const uint64_t bytes,
-                          storage_bytes(g.value(out).desc.dtype, static_cast<uint64_t>(state.shapes[v].num_elements())));
+    Result<uint64_t> sized = storage_bytes(g.value(out).desc.dtype, static_cast<uint64_t>(state.shapes[v].num_elements()));
+    if (!sized.ok()) return LaunchResult::failed(LaunchStep::kSizeOutputs, std::move(sized).take_status());
+    const uint64_t bytes = *sized;
     if (state.use_arena && values[v].arena_offset >= 0) {
       state.views[v] = arena_.view().subview(static_cast<uint64_t>(values[v].arena_offset), bytes);
       continue;
     }
     if (state.allocations[v]) continue;
-    if (const graph::ValueId root = values[v].alias_of; root != graph::kNoValue) {
-      // Note [Reshape aliasing]: the output takes over its input's block (the input has no other consumer).
+    if (values[v].alias_of != graph::kNoValue) {
+      // The output takes over its input's block (the input has no other consumer).
       const auto in = static_cast<size_t>(object.inputs[0]);
       if (state.allocations[in]) {
         state.views[v] = state.allocations[in].view().subview(0, bytes);
@@ -373,24 +376,31 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
         continue;
       }
     }
-    stage = "allocating the outputs of";
-    std::string tag = values[v].role == ValueRole::kOutput ? fmt::format("output:{}", g.value(out).name) : node.name;
+    std::string tag = values[v].role == ValueRole::kOutput ? fmt::format("output:{}", g.value(out).name)
+                                                           : g.node(object.node).name;
     // A copy's host side belongs to the other device's pool and stream (Note [Split runs]).
     Session& owner = session_of(values[v].device);
     hal::Stream& owner_stream = values[v].device == object.device ? stream : owner.default_stream();
-    HXRT_ASSIGN_OR_RETURN(memory::Allocation allocation,
-                          owner.pool().allocate(std::max<uint64_t>(bytes, 1), owner_stream, tag));
-    state.allocations[v] = allocation;
-    state.views[v] = allocation.view().subview(0, bytes);
+    Result<memory::Allocation> allocated = owner.pool().allocate(std::max<uint64_t>(bytes, 1), owner_stream, tag);
+    if (!allocated.ok()) return LaunchResult::failed(LaunchStep::kAllocateOutputs, std::move(allocated).take_status());
+    state.allocations[v] = *allocated;
+    state.views[v] = allocated->view().subview(0, bytes);
     if (values[v].role == ValueRole::kIntermediate) {
       state.live_bytes += bytes;
       stats_.peak_intermediate_bytes = std::max(stats_.peak_intermediate_bytes, state.live_bytes);
     }
-    if (state.profiling) record_pool_event(state, PoolEventKind::kAlloc, out, std::move(tag), bytes);
+    if (!state.observers.empty()) notify_pool_event(state, PoolEventKind::kAlloc, out, tag, bytes);
   }
+  return LaunchResult{};
+}
+
+Status Executor::bind_launch(size_t i, RunState& state) {
+  const graph::Graph& g = plan_->graph();
+  const ExecutionObject& object = plan_->objects()[i];
+  const std::vector<ValuePlan>& values = plan_->values();
   ops::KernelLaunch& launch = state.launches[i];
   launch = ops::KernelLaunch{};
-  launch.node = &node;
+  launch.node = &g.node(object.node);
   launch.params = object.params.get();
   for (graph::ValueId in : object.inputs) {
     if (in == graph::kNoValue) {
@@ -398,77 +408,75 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
       continue;
     }
     const auto v = static_cast<size_t>(in);
-    const bool host_side = object.device == kFallbackDevice && values[v].device < 0;  // input or initializer
-    launch.inputs.push_back(
-        ops::TensorRef{g.value(in).desc.dtype, state.shapes[v], host_side ? state.fallback_views[v] : state.views[v]});
+    const bool host_side = object.device != kMainDevice && values[v].device < 0;  // input or initializer
+    launch.inputs.push_back(ops::TensorRef{
+        g.value(in).desc.dtype, state.shapes[v],
+        host_side ? state.host_views[static_cast<size_t>(object.device)][v] : state.views[v]});
   }
   for (graph::ValueId out : object.outputs) {
     const auto v = static_cast<size_t>(out);
     launch.outputs.push_back(ops::TensorRef{g.value(out).desc.dtype, state.shapes[v], state.views[v]});
   }
-  stage = "computing the tiling of";
   HXRT_ASSIGN_OR_RETURN(launch.tiling, tiling_for(i, launch));
-  stage = "waiting for the inputs of";
-  for (int e : object.wait_events) HXRT_RETURN_IF_ERROR(stream.wait(*events_[static_cast<size_t>(e)]));
-  if (state.markers) {
-    stage = "recording the start of";
-    HXRT_RETURN_IF_ERROR(stream.record(*markers_[2 * i]));
+  return ok_status();
+}
+
+// Waits for cross-stream inputs, then the kernel between its markers, then the event other streams wait for.
+Executor::LaunchResult Executor::enqueue(size_t i, RunState& state, hal::Stream& stream) {
+  const ExecutionObject& object = plan_->objects()[i];
+  for (int e : object.wait_events) {
+    if (Status s = stream.wait(*events_[static_cast<size_t>(e)]); !s.ok()) {
+      return LaunchResult::failed(LaunchStep::kWaitInputs, std::move(s));
+    }
   }
-  stage = "launching";
-  HXRT_RETURN_IF_ERROR(object.kernel->launch(stream, launch));
+  if (state.markers) {
+    if (Status s = stream.record(*markers_[2 * i]); !s.ok()) return LaunchResult::failed(LaunchStep::kRecordStart, s);
+  }
+  if (Status s = object.kernel->launch(stream, state.launches[i]); !s.ok()) {
+    return LaunchResult::failed(LaunchStep::kKernel, std::move(s));
+  }
   state.launched = std::max(state.launched, i + 1);
   ++stats_.launches;
   if (state.markers) {
-    stage = "recording the end of";
-    HXRT_RETURN_IF_ERROR(stream.record(*markers_[2 * i + 1]));
+    if (Status s = stream.record(*markers_[2 * i + 1]); !s.ok()) return LaunchResult::failed(LaunchStep::kRecordEnd, s);
   }
   if (object.record_event >= 0) {
-    stage = "recording the completion event of";
-    HXRT_RETURN_IF_ERROR(stream.record(*events_[static_cast<size_t>(object.record_event)]));
+    if (Status s = stream.record(*events_[static_cast<size_t>(object.record_event)]); !s.ok()) {
+      return LaunchResult::failed(LaunchStep::kRecordCompletion, std::move(s));
+    }
   }
-  if (options.check_numerics) {
-    stage = "checking the outputs of";
-    HXRT_RETURN_IF_ERROR(check_outputs(i, state, options));
-  }
-  // Dependency counts: an intermediate returns to the pool once its last consumer is enqueued (stream-ordered;
-  // consumers on other streams are declared so the block waits for them too).
-  stage = "releasing the inputs of";
+  return LaunchResult{};
+}
+
+// Note [Release points]
+// The plan decides where each intermediate's block goes back to the pool: ExecutionObject::release_after lists
+// the intermediates whose last use (in plan order, following Reshape aliases to the root) is that launch. The free
+// is stream-ordered: a consumer on another stream than the block's declares its use first, so the block also waits
+// for it. Values that cross devices are held until the run has drained (Note [Split runs]); snapshot and continue
+// runs hold every intermediate until the run ends.
+Status Executor::release_inputs(size_t i, RunState& state, hal::Stream& stream) {
+  const ExecutionObject& object = plan_->objects()[i];
+  const std::vector<ValuePlan>& values = plan_->values();
   for (graph::ValueId in : object.inputs) {
     if (in == graph::kNoValue) continue;
     const auto v = static_cast<size_t>(in);
-    memory::Allocation& allocation = state.allocations[v];
+    const memory::Allocation& allocation = state.allocations[v];
     if (!allocation || values[v].role != ValueRole::kIntermediate || crosses_devices_[v]) continue;
-    memory::CachingAllocator& pool = pool_of(in);
     // The block belongs to the stream that allocated it: the root's producer for a Reshape alias.
     const graph::ValueId owner = values[v].alias_of != graph::kNoValue ? values[v].alias_of : in;
     if (values[static_cast<size_t>(owner)].producer_stream != object.stream) {
-      HXRT_RETURN_IF_ERROR(pool.record_use(allocation, stream));
-    }
-    if (--state.remaining[v] == 0 && !state.hold_intermediates) {
-      HXRT_RETURN_IF_ERROR(pool.free(allocation));
-      allocation = memory::Allocation();
-      state.live_bytes -= state.views[v].size;
-      if (state.profiling) {
-        record_pool_event(state, PoolEventKind::kFree, in, g.node(g.value(in).producer).name, state.views[v].size);
-      }
+      HXRT_RETURN_IF_ERROR(pool_of(in).record_use(allocation, stream));
     }
   }
-  if (state.profiling) {
-    LaunchRecord record = launch_record(i, state, stream);
-    record.enqueue_begin_ns = enqueue_begin;
-    record.enqueue_end_ns = hal::host_now_ns();
-    const memory::AllocatorStats pool_stats = session_.pool().stats();
-    state.profile.counters.push_back(CounterSample{record.enqueue_end_ns, pool_stats.allocated_bytes.current,
-                                                   pool_stats.reserved_bytes.current});
-    int64_t& index = state.record_of[i];
-    if (index < 0) {
-      index = static_cast<int64_t>(state.profile.launches.size());
-      state.profile.launches.push_back(std::move(record));
-      state.record_objects.push_back(i);
-    } else {
-      state.profile.launches[static_cast<size_t>(index)] = std::move(record);  // a relaunch replaces its record
-    }
-    if (object.record_event >= 0) state.event_producer[static_cast<size_t>(object.record_event)] = index;
+  if (state.hold_intermediates) return ok_status();
+  for (graph::ValueId value : object.release_after) {
+    const auto v = static_cast<size_t>(value);
+    memory::Allocation& allocation = state.allocations[v];
+    if (!allocation || crosses_devices_[v]) continue;  // arena slice, moved to a Reshape alias, or held
+    HXRT_RETURN_IF_ERROR(pool_of(value).free(allocation));
+    allocation = memory::Allocation();
+    state.live_bytes -= state.views[v].size;
+    if (!state.observers.empty()) notify_pool_event(state, PoolEventKind::kFree, value, pool_tag(value), state.views[v].size);
   }
   return ok_status();
 }
@@ -476,32 +484,35 @@ Status Executor::launch_object(size_t i, RunState& state, const RunOptions& opti
 Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& options) {
   const graph::Graph& g = plan_->graph();
   const std::vector<ExecutionObject>& objects = plan_->objects();
-  const std::vector<ValuePlan>& values = plan_->values();
   hal::Device& device = session_.device();
   failures_.clear();
   RunState state;
   HXRT_RETURN_IF_ERROR_CTX(bind(inputs, state), "binding the inputs of graph '{}'", g.name());
   state.views.resize(static_cast<size_t>(g.num_values()));
-  if (fallback_ != nullptr) state.fallback_views.resize(static_cast<size_t>(g.num_values()));
+  state.host_views.resize(sessions_.size());
+  for (size_t d = kFallbackDevice; d < sessions_.size(); ++d) state.host_views[d].resize(static_cast<size_t>(g.num_values()));
   state.allocations.resize(static_cast<size_t>(g.num_values()));
-  state.remaining.resize(static_cast<size_t>(g.num_values()));
-  for (size_t v = 0; v < values.size(); ++v) state.remaining[v] = values[v].consumers;
   state.launches.resize(objects.size());
   state.outcome.assign(objects.size(), Outcome::kPending);
   const bool continuing = options.failure_mode == FailureMode::kContinue;
-  // Observability (profiler.h, diagnostics.h): when none is asked for, each launch pays one branch.
-  state.profiling = options.profile || session_.profiler().enabled();
-  state.markers = state.profiling || options.locate_failures || !options.snapshot_dir.empty() ||
-                  options.check_numerics || continuing;
+  const bool profiling = options.profile || session_.profiler().enabled();
+  state.markers = profiling || options.locate_failures || !options.snapshot_dir.empty() || options.check_numerics ||
+                  continuing;
   state.hold_intermediates = !options.snapshot_dir.empty() || continuing;
   state.use_arena = !continuing;
   if (state.markers) HXRT_RETURN_IF_ERROR_CTX(ensure_markers(), "creating the profiling events of graph '{}'", g.name());
-  if (state.profiling) {
-    state.event_producer.assign(events_.size(), -1);
-    state.record_of.assign(objects.size(), -1);
-    state.profile.launches.reserve(objects.size());
-    state.record_objects.reserve(objects.size());
-    state.profile.counters.reserve(objects.size());
+  // Note [Launch observers]: only what the options ask for is attached.
+  if (options.check_numerics) {
+    state.numerics = std::make_unique<NumericsCheck>(*this, state, options.timeout);
+    state.observers.push_back(state.numerics.get());
+  }
+  if (!options.snapshot_dir.empty()) {
+    state.snapshot = std::make_unique<InputSnapshot>(*this, state, options);
+    state.observers.push_back(state.snapshot.get());
+  }
+  if (profiling) {
+    state.profiling = std::make_unique<Profiling>(*this, state);
+    state.observers.push_back(state.profiling.get());
   }
 
   // Frees what this run still holds, once the streams have drained.
@@ -509,16 +520,15 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     for (size_t v = 0; v < state.allocations.size(); ++v) {
       memory::Allocation& allocation = state.allocations[v];
       if (!allocation) continue;
-      pool_of(static_cast<graph::ValueId>(v)).free(allocation).ignore();
-      if (state.profiling) {
-        const auto id = static_cast<graph::ValueId>(v);
-        record_pool_event(state, PoolEventKind::kFree, id,
-                          values[v].role == ValueRole::kOutput ? fmt::format("output:{}", g.value(id).name)
-                                                               : g.node(g.value(id).producer).name,
-                          state.views[v].size);
-      }
+      const auto id = static_cast<graph::ValueId>(v);
+      pool_of(id).free(allocation).ignore();
+      if (!state.observers.empty()) notify_pool_event(state, PoolEventKind::kFree, id, pool_tag(id), state.views[v].size);
     }
-    if (state.profiling) finish_profile(state);
+    if (state.profiling) {
+      state.profiling->finish();
+      state.profiling.reset();
+      state.observers.clear();
+    }
     for (hal::Stream* stream : streams_) stream->synchronize(options.timeout).ignore();
     state.input_buffers.clear();
   };
@@ -533,12 +543,13 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   for (graph::ValueId id : g.inputs()) {
     if (auto bound = states_.find(id); bound != states_.end()) {
       state.views[static_cast<size_t>(id)] = bound->second.view;
-      if (fallback_ != nullptr && read_on_fallback_[static_cast<size_t>(id)]) {
+      for (size_t d = kFallbackDevice; d < sessions_.size(); ++d) {
+        if (!read_on_[d][static_cast<size_t>(id)]) continue;
         if (bound->second.view.host_address() == nullptr) {
           return fail(failed_precondition("state input '{}' is read by a node on the fallback device but lives in "
                                           "memory the host cannot address", g.value(id).name));
         }
-        state.fallback_views[static_cast<size_t>(id)] = bound->second.view;
+        state.host_views[d][static_cast<size_t>(id)] = bound->second.view;
       }
       continue;
     }
@@ -559,11 +570,12 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     }
     state.views[static_cast<size_t>(id)] = hal::BufferView(*buffer);
     state.input_buffers.push_back(std::move(buffer));
-    if (fallback_ != nullptr && read_on_fallback_[static_cast<size_t>(id)]) {
+    for (size_t d = kFallbackDevice; d < sessions_.size(); ++d) {
+      if (!read_on_[d][static_cast<size_t>(id)]) continue;
       Result<std::unique_ptr<hal::Buffer>> registered =
-          fallback_->device().register_host(const_cast<std::byte*>(tensor.bytes.data()), tensor.bytes.size());
+          sessions_[d]->device().register_host(const_cast<std::byte*>(tensor.bytes.data()), tensor.bytes.size());
       if (!registered.ok()) return fail(std::move(registered).take_status());
-      state.fallback_views[static_cast<size_t>(id)] = hal::BufferView(**registered);
+      state.host_views[d][static_cast<size_t>(id)] = hal::BufferView(**registered);
       state.input_buffers.push_back(std::move(registered).value());
     }
   }
@@ -575,7 +587,9 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     }
   }
   for (const auto& [id, view] : weights_) state.views[static_cast<size_t>(id)] = view;
-  for (const auto& [id, view] : fallback_weights_) state.fallback_views[static_cast<size_t>(id)] = view;
+  for (size_t d = kFallbackDevice; d < sessions_.size(); ++d) {
+    for (const auto& [id, view] : host_weights_[d]) state.host_views[d][static_cast<size_t>(id)] = view;
+  }
 
   if (continuing) {
     if (Status status = run_continuing(state, options); !status.ok()) {
@@ -585,14 +599,14 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     }
   } else {
     for (size_t i = 0; i < objects.size(); ++i) {
-      std::string_view stage;
-      if (Status status = launch_object(i, state, options, stage); !status.ok()) {
+      if (LaunchResult launched = launch_object(i, state); !launched.ok()) {
         // A stream that already failed rejects every later command: the culprit is an earlier launch on it (found
         // as at synchronize), not this node.
         const int stream = objects[i].stream;
-        Status diagnosed = streams_[static_cast<size_t>(stream)]->status().ok()
-                               ? diagnose(std::move(status), i, stage, state, options)
-                               : diagnose(std::move(status), kNoObject, "running", state, options, stream);
+        Status diagnosed =
+            streams_[static_cast<size_t>(stream)]->status().ok()
+                ? diagnose(std::move(launched.status), i, launch_step_name(launched.step), state, options)
+                : diagnose(std::move(launched.status), kNoObject, "running", state, options, stream);
         release();
         return diagnosed;
       }

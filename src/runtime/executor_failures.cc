@@ -1,8 +1,7 @@
-// Executor: what happens when a launch fails or writes NaN — draining and diagnosing (diagnostics.h), input
-// snapshots, check-numerics, and continue mode (Note [Continue mode]).
+// Executor: what happens when a launch fails — draining and diagnosing (diagnostics.h) and continue mode (Note
+// [Continue mode]). Input snapshots and check-numerics are observers (executor_observers.cc).
 #include <algorithm>
 #include <functional>
-#include <span>
 
 #include <fmt/ranges.h>
 
@@ -62,78 +61,11 @@ Status Executor::diagnose(Status status, size_t object, std::string_view stage, 
   }
   if (object != kNoObject && object == state.non_finite_object) report.non_finite = state.non_finite;
   report.error = status.to_string();
-  if (!options.snapshot_dir.empty() && object != kNoObject) snapshot_inputs(object, state, options, report);
+  if (object != kNoObject) {
+    for (LaunchObserver* observer : state.observers) observer->on_failure(object, report);
+  }
   failures_.assign(1, report);
   return std::move(status).with_context(report.to_string());
-}
-
-void Executor::snapshot_inputs(size_t object, RunState& state, const RunOptions& options, FailureReport& report) {
-  for (hal::Stream* stream : streams_) {
-    if (!stream->query().idle) {
-      report.snapshot_error = "a stream is still busy (timed out); inputs may be changing";
-      return;
-    }
-  }
-  const graph::Graph& g = plan_->graph();
-  std::vector<HostTensor> tensors;
-  for (graph::ValueId in : plan_->objects()[object].inputs) {
-    HostTensor tensor;
-    if (in != graph::kNoValue) {
-      const auto v = static_cast<size_t>(in);
-      tensor.dtype = g.value(in).desc.dtype;
-      tensor.shape = state.shapes[v];
-      const hal::BufferView& view = state.views[v];
-      if (view.buffer == nullptr && view.size > 0) {
-        report.snapshot_error = fmt::format("input '{}' has no memory yet", g.value(in).name);
-        return;
-      }
-      tensor.bytes.resize(view.size);
-      if (view.size > 0) {
-        Status copied = streams_[0]->copy_to_host(tensor.bytes.data(), view);
-        if (copied.ok()) copied = streams_[0]->synchronize(options.timeout);
-        if (!copied.ok()) {
-          report.snapshot_error = copied.to_string();
-          streams_[0]->reset().ignore();
-          return;
-        }
-      }
-    }
-    tensors.push_back(std::move(tensor));
-  }
-  Status written = write_failure_snapshot(options.snapshot_dir, tensors, options.snapshot_writer, report);
-  if (!written.ok()) report.snapshot_error = written.to_string();
-}
-
-Status Executor::check_outputs(size_t object, RunState& state, const RunOptions& options) {
-  const graph::Graph& g = plan_->graph();
-  const ExecutionObject& eo = plan_->objects()[object];
-  hal::Stream& stream = *streams_[static_cast<size_t>(eo.stream)];
-  HXRT_RETURN_IF_ERROR(stream.synchronize(options.timeout));
-  std::vector<std::byte> staging;
-  for (size_t k = 0; k < eo.outputs.size(); ++k) {
-    const graph::ValueId out = eo.outputs[k];
-    const auto v = static_cast<size_t>(out);
-    const DType dtype = g.value(out).desc.dtype;
-    const hal::BufferView& view = state.views[v];
-    if (!dtype_info(dtype).is_float || view.size == 0) continue;
-    std::span<const std::byte> bytes;
-    if (const void* host = view.host_address()) {
-      bytes = std::span<const std::byte>(static_cast<const std::byte*>(host), view.size);
-    } else {
-      staging.resize(view.size);
-      HXRT_RETURN_IF_ERROR(stream.copy_to_host(staging.data(), view));
-      HXRT_RETURN_IF_ERROR(stream.synchronize(options.timeout));
-      bytes = staging;
-    }
-    const NonFiniteCount count = scan_non_finite(dtype, bytes);
-    if (count.clean()) continue;
-    NonFiniteOutput bad{static_cast<int>(k), g.value(out).name, dtype, state.shapes[v], count};
-    Status status = data_loss("check-numerics: {}", bad.to_string());
-    state.non_finite = std::move(bad);
-    state.non_finite_object = object;
-    return status;
-  }
-  return ok_status();
 }
 
 // Note [Continue mode]
@@ -194,20 +126,19 @@ Status Executor::run_continuing(RunState& state, const RunOptions& options) {
       if (state.outcome[i] != Outcome::kPending || skip_if_input_failed(i)) continue;
       hal::Stream& stream = *streams_[static_cast<size_t>(objects[i].stream)];
       if (!stream.status().ok()) continue;  // found when the pass drains; relaunched in the next pass
-      std::string_view stage;
-      Status status = launch_object(i, state, options, stage);
-      if (status.ok()) {
+      LaunchResult launched = launch_object(i, state);
+      if (launched.ok()) {
         state.outcome[i] = Outcome::kEnqueued;
         enqueued.push_back(i);
       } else if (stream.status().ok()) {
-        add_failure(i, stage, std::move(status));
-      } else if (stage == "recording the end of") {
+        add_failure(i, launch_step_name(launched.step), std::move(launched.status));
+      } else if (launched.step == LaunchStep::kRecordEnd) {
         // Its kernel was enqueued and its stream failed before the end marker was: only the kernel ran after the
         // start marker, so the start marker decides (the end marker still holds an earlier run's state).
         started.push_back(i);
         state.outcome[i] = Outcome::kEnqueued;
-      } else if (stage == "recording the completion event of" || stage == "checking the outputs of" ||
-                 stage == "releasing the inputs of") {
+      } else if (launched.step == LaunchStep::kRecordCompletion || launched.step == LaunchStep::kCheckOutputs ||
+                 launched.step == LaunchStep::kReleaseInputs) {
         enqueued.push_back(i);  // both markers were enqueued: they say whether this launch failed
         state.outcome[i] = Outcome::kEnqueued;
       }  // else its stream failed before its kernel was enqueued: it stays pending
@@ -277,7 +208,7 @@ Status Executor::run_continuing(RunState& state, const RunOptions& options) {
     reports[static_cast<size_t>(it - sorted_objects.begin())].skipped.push_back(
         fmt::format("'{}' ({})", node.name, node.op_type));
   }
-  if (!options.snapshot_dir.empty()) snapshot_inputs(sorted_objects.front(), state, options, reports.front());
+  for (LaunchObserver* observer : state.observers) observer->on_failure(sorted_objects.front(), reports.front());
   failures_ = std::move(reports);
   Status combined(sorted_errors.front().code(),
                   fmt::format("{} of {} launches of graph '{}' failed and {} were skipped (continue mode)",

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "hxrt/kernels/builtin_registries.h"
 
@@ -327,6 +328,79 @@ TEST_F(ExecutorTest, StateInputsAreBoundOnceAndUsedInPlace) {
   EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument) << "n is 4 through the state";
   Result<TensorMap> twice = ex.run({{"x", HostTensor::f32(Shape{4}, {1, 2, 3, 4})}, {"state", HostTensor::f32(Shape{4}, {1, 2, 3, 4})}});
   EXPECT_NE(twice.status().message().find("bound as state"), std::string::npos) << twice.status().to_string();
+}
+
+// Note [Stable node ids]: fusion replaces fc1+bias1 and fc2+bias2; 'act' keeps its file id (2) in the plan, the
+// trace and the failure report, and each fused node gets a fresh id listing the ids it replaced.
+TEST_F(ExecutorTest, NodesKeepTheirGraphIdsThroughFusionInPlansTracesAndFailures) {
+  graph::Graph g = mlp(Dim::symbol("batch"));
+  ASSERT_EQ(g.node(*g.find_node("act")).stable_id, 2);
+  Result<std::unique_ptr<ExecutionPlan>> built = ExecutionPlan::build(std::move(g), session_->device().info(), context());
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  const std::shared_ptr<const ExecutionPlan> plan(std::move(built).value());
+  const graph::Graph& fused = plan->graph();
+  ASSERT_EQ(plan->fusion_groups().size(), 2u) << plan->describe();
+  Result<graph::NodeId> act = fused.find_node_by_stable_id(2);
+  ASSERT_TRUE(act.ok()) << plan->describe();
+  EXPECT_EQ(fused.node(*act).name, "act");
+  std::set<graph::NodeId> ids;
+  for (graph::NodeId id = 0; id < fused.num_nodes(); ++id) ids.insert(fused.node(id).stable_id);
+  EXPECT_EQ(ids.size(), 3u) << "stable ids are unique";
+  const std::vector<std::vector<graph::NodeId>> replaced{{0, 1}, {3, 4}};
+  for (size_t k = 0; k < 2; ++k) {
+    const ops::FusionGroup& group = plan->fusion_groups()[k];
+    EXPECT_EQ(group.original_ids, replaced[k]);
+    EXPECT_GE(group.fused_id, 5) << "a fused node never reuses an original id";
+    const graph::Node& node = fused.node(*fused.find_node_by_stable_id(group.fused_id));
+    EXPECT_EQ(node.fused_ids, replaced[k]);
+  }
+  EXPECT_NE(plan->describe().find("act (id 2,"), std::string::npos) << plan->describe();
+
+  // The trace names the file's ids, and a fused launch lists the ids it covers.
+  Result<std::unique_ptr<Executor>> executor = Executor::create(*session_, plan);
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  RunOptions profiled;
+  profiled.profile = true;
+  ASSERT_TRUE((*executor)->run({{"x", HostTensor::random_f32({2, 8}, rng_)}}, profiled).ok());
+  const std::vector<LaunchRecord> records = session_->profiler().records();
+  ASSERT_EQ(records.size(), 3u);
+  for (const LaunchRecord& r : records) {
+    if (r.node_name == "act") {
+      EXPECT_EQ(r.node_id, 2);
+    } else {
+      EXPECT_EQ(r.fused_ids, replaced[r.node_name == "fc1#fused" ? 0 : 1]) << r.node_name;
+    }
+  }
+  EXPECT_NE(session_->profiler().chrome_trace_json().find("\"fused_ids\":[3,4]"), std::string::npos);
+  for (const PoolEvent& event : session_->profiler().pool_events()) {
+    if (event.value == "h3") {
+      EXPECT_EQ(event.node_id, 2) << "the pool event names the producer's file id";
+    }
+  }
+
+  // A failure in 'act' reports id 2, not its index in the fused plan.
+  ops::KernelRegistry broken;
+  ASSERT_TRUE(kernels::register_cpu_kernels(broken).ok());
+  ops::KernelDef failing;
+  failing.op_type = "Relu";
+  failing.name = "BrokenRelu";
+  failing.kind = ops::KernelKind::kCustom;
+  failing.priority = 1000;
+  failing.launch = ops::cpu_launch("BrokenRelu", [](const ops::CpuComputeContext&) {
+    return internal_error("injected failure");
+  });
+  ASSERT_TRUE(broken.add(std::move(failing)).ok());
+  Result<std::unique_ptr<ExecutionPlan>> broken_plan = ExecutionPlan::build(
+      mlp(Dim::symbol("batch")), session_->device().info(), PlanContext{&schemas_, &broken, &fusions_});
+  ASSERT_TRUE(broken_plan.ok()) << broken_plan.status().to_string();
+  Result<std::unique_ptr<Executor>> failing_executor =
+      Executor::create(*session_, std::shared_ptr<const ExecutionPlan>(std::move(broken_plan).value()));
+  ASSERT_TRUE(failing_executor.ok());
+  Result<TensorMap> out = (*failing_executor)->run({{"x", HostTensor::random_f32({2, 8}, rng_)}});
+  ASSERT_FALSE(out.ok());
+  ASSERT_NE((*failing_executor)->last_failure(), nullptr);
+  EXPECT_EQ((*failing_executor)->last_failure()->node_id, 2);
+  EXPECT_NE(out.status().to_string().find("node 'act' (id 2, Relu)"), std::string::npos) << out.status().to_string();
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ TEST_F(ProfilerTest, RecordsMatchThePlanWithDeviceTimesOnTheHostClock) {
     const graph::Node& node = plan.graph().node(object.node);
     EXPECT_EQ(r.run, 1u);
     EXPECT_EQ(r.graph, "branches");
-    EXPECT_EQ(r.node_id, object.node);
+    EXPECT_EQ(r.node_id, node.stable_id) << "the graph-file id (Note [Stable node ids])";
     EXPECT_EQ(r.node_name, node.name);
     EXPECT_EQ(r.op_type, node.op_type);
     EXPECT_EQ(r.kernel, object.kernel->name);
@@ -342,7 +342,7 @@ TEST_F(ProfilerTest, PoolEventsTagEveryAllocationWithItsNodeOnTheProfilerClock) 
     EXPECT_GE(e.ts_ns, first_enqueue) << "pool events are on the host clock of the launch records";
     const graph::Value& value = g.value(g.find_value(e.value).value());
     ASSERT_NE(value.producer, graph::kNoNode) << e.value;
-    EXPECT_EQ(e.node_id, value.producer) << "the same node id as the launch that produced it";
+    EXPECT_EQ(e.node_id, g.node(value.producer).stable_id) << "the same node id as the launch that produced it";
     const std::string& producer = g.node(value.producer).name;
     EXPECT_TRUE(e.tag == producer || e.tag == "output:" + e.value) << e.tag;
     if (e.kind == PoolEventKind::kAlloc) {

@@ -3,6 +3,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hxrt/runtime/profiler.h"
 #include "profiler_json.h"
@@ -125,6 +126,7 @@ std::string launch_args(const LaunchRecord& r) {
     }
     args += ']';
   }
+  if (!r.fused_ids.empty()) args += fmt::format(",\"fused_ids\":[{}]", fmt::join(r.fused_ids, ","));
   args += ",\"stream\":";
   json::append_string(args, r.stream);
   args += ",\"tiling\":";

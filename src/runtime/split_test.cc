@@ -135,7 +135,7 @@ TEST_F(SplitTest, NodesWithoutADeviceKernelGoToTheFallbackWithCopiesOnEveryCross
     EXPECT_EQ(plan.stream_device(object.stream), object.device) << plan.graph().node(object.node).name;
   }
   const std::string text = plan.describe();
-  EXPECT_NE(text.find("cube (test.Cube) stream"), std::string::npos) << text;
+  EXPECT_NE(text.find("cube (id 1, test.Cube) stream"), std::string::npos) << text;
   EXPECT_NE(text.find("kernel CubeCpu v1 (custom) on fallback cpu device"), std::string::npos) << text;
   EXPECT_NE(text.find("heterogeneous split: 1 node(s) on fallback cpu device 'cpu (test)'"), std::string::npos) << text;
   EXPECT_NE(text.find("2 copy node(s) moving 512 bytes per run"), std::string::npos) << text;
@@ -251,6 +251,37 @@ TEST_F(SplitRunTest, ASplitPlanNeedsTheFallbackSession) {
   EXPECT_NE(missing.status().to_string().find("pass a fallback session"), std::string::npos);
   Result<std::unique_ptr<Executor>> wrong = Executor::create(*opencl_, shared, opencl_.get());
   EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+}
+
+// Devices are an indexed list: a plan names its devices by index and the executor takes one session per index.
+TEST_F(SplitRunTest, TheExecutorTakesOneSessionPerDeviceIndexOfThePlan) {
+  const hal::DeviceInfo& cpu = cpu_->device().info();
+  PlanOptions options;
+  options.fallback_device = &cpu;
+  Result<std::unique_ptr<ExecutionPlan>> plan =
+      ExecutionPlan::build(graph(Dim(3)), opencl_->device().info(), context(), options);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  std::shared_ptr<const ExecutionPlan> shared(std::move(plan).value());
+  ASSERT_EQ(shared->num_devices(), 2);
+  EXPECT_EQ(shared->device_info(kMainDevice).kind, opencl_->device().info().kind);
+  EXPECT_EQ(shared->device_info(kFallbackDevice).kind, cpu.kind);
+  for (const ExecutionObject& object : shared->objects()) {
+    EXPECT_GE(object.device, 0);
+    EXPECT_LT(object.device, shared->num_devices());
+  }
+  const std::vector<Session*> too_few{opencl_.get()};
+  EXPECT_EQ(Executor::create(too_few, shared).status().code(), StatusCode::kInvalidArgument);
+  const std::vector<Session*> sessions{opencl_.get(), cpu_.get()};
+  Result<std::unique_ptr<Executor>> listed = Executor::create(sessions, shared);
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  Result<std::unique_ptr<Executor>> paired = Executor::create(*opencl_, shared, cpu_.get());
+  ASSERT_TRUE(paired.ok()) << paired.status().to_string();
+  const HostTensor x = HostTensor::random_f32({3, 16}, rng_);
+  Result<TensorMap> a = (*listed)->run({{"x", x}});
+  Result<TensorMap> b = (*paired)->run({{"x", x}});
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(a->at("y").bytes, b->at("y").bytes) << "the list and the pair are one executor";
 }
 
 }  // namespace

@@ -3,8 +3,15 @@
 // A Graph is a DAG. Values are tensors (graph inputs, initializers = weights, node outputs) identified by dense
 // integer ids and unique names; nodes are op applications identified by dense ids and unique names. Each node
 // carries its op type, domain and opset version, typed attributes, an optional kernel hint left by a compiler,
-// and — once fusion ran — a fusion id and the names of the original nodes it replaced. Node ids are the one id of a
-// node across planner, profiler, allocator tags and error reports.
+// and — once fusion ran — a fusion id and the names and ids of the original nodes it replaced.
+//
+// Note [Stable node ids]
+// A node has two ids. Node::id is its dense index in this Graph (what NodeId arguments mean); passes that rewrite
+// the graph (fusion's compact()) renumber it. Node::stable_id is the id a user sees: the node's index in the graph
+// as it was built or loaded from a file (add_node order), kept through fusion, compaction and planning. A node a
+// pass creates (a fused node, a copy of the heterogeneous split) gets a fresh stable id, never one that an original
+// node held, and a fused node lists the stable ids it replaced. Traces, allocator events, failure reports and
+// `hxrt inspect` name nodes by stable id, so one id points at the same node in the graph file and in every report.
 //
 // Weights (initializers) are WeightData: a pointer and size plus a keep-alive handle, so a reader can leave them
 // in a memory-mapped file (zero copy) and the graph keeps the mapping alive.
@@ -62,7 +69,8 @@ struct Value {
 inline constexpr int kLatestVersion = 0;
 
 struct Node {
-  NodeId id = kNoNode;
+  NodeId id = kNoNode;              // dense index in this Graph; renumbered by compact()
+  NodeId stable_id = kNoNode;       // Note [Stable node ids]: the graph-file id, kept through fusion and planning
   std::string name;
   std::string op_type;              // "MatMul"
   std::string domain;               // "" = the default (ONNX-compatible) domain; "hxrt", "hxrt.fused", custom
@@ -73,6 +81,7 @@ struct Node {
   std::string kernel_hint;          // implementation a compiler asked for ("" = none)
   int32_t fusion_id = -1;           // >= 0 when this node is a fused instance
   std::vector<std::string> fused_from;  // names of the original nodes it replaces
+  std::vector<NodeId> fused_ids;        // their stable ids, in the same order
 };
 
 class Graph {
@@ -113,6 +122,10 @@ class Graph {
   bool has_node(NodeId id) const;
   Result<ValueId> find_value(std::string_view name) const;
   Result<NodeId> find_node(std::string_view name) const;
+  // The live node whose stable id is `stable_id` (Note [Stable node ids]); NotFound otherwise. Linear in nodes.
+  Result<NodeId> find_node_by_stable_id(NodeId stable_id) const;
+  // The stable id the next added node gets: one past every stable id this graph has given out.
+  NodeId next_stable_id() const { return next_stable_id_; }
   const std::vector<ValueId>& inputs() const { return inputs_; }
   const std::vector<ValueId>& outputs() const { return outputs_; }
   const std::vector<ValueId>& initializers() const { return initializers_; }
@@ -147,6 +160,7 @@ class Graph {
   std::vector<ValueId> initializers_;
   std::unordered_map<std::string, ValueId> value_by_name_;
   std::unordered_map<std::string, NodeId> node_by_name_;
+  NodeId next_stable_id_ = 0;
 };
 
 }  // namespace hxrt::graph

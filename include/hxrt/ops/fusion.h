@@ -3,8 +3,9 @@
 // A pattern matches a chain anchored at a node (Conv → BatchNormalization → Relu, MatMul → Add → Gelu, RMSNorm →
 // Mul, Silu → Mul). A match is accepted only when every intermediate value has exactly one consumer and is not a
 // graph output, so nothing else needs the tensors the fused kernel never writes. The fused node (domain
-// `hxrt.fused`) takes over the last node's outputs, gets a fusion id, and lists the names of the nodes it replaced,
-// so profiles and errors map back to the original graph. Fused ops are ordinary ops with schemas and kernels of
+// `hxrt.fused`) takes over the last node's outputs, gets a fusion id and a fresh stable id, and lists the names and
+// stable ids of the nodes it replaced, so profiles and errors map back to the original graph; nodes outside a match
+// keep their stable ids (Note [Stable node ids] in graph/graph.h). Fused ops are ordinary ops with schemas and kernels of
 // kind kFused.
 //
 // Thread-safety: FusionRegistry is thread-compatible: fill it, then share it read-only.
@@ -38,7 +39,9 @@ struct FusionGroup {
   int32_t fusion_id = -1;
   std::string pattern;
   std::string fused_node;
+  graph::NodeId fused_id = graph::kNoNode;  // stable id of the fused node
   std::vector<std::string> original_nodes;
+  std::vector<graph::NodeId> original_ids;  // their stable ids, in chain order
 };
 
 class FusionRegistry {

@@ -102,6 +102,7 @@ struct FailureReport {
   int kernel_version = 1;
   int32_t fusion_id = -1;
   std::vector<std::string> fused_nodes;
+  std::vector<int32_t> fused_ids;  // stable ids of fused_nodes
   std::string stream;
   std::string attributes;  // the node's attributes
   std::string params;      // the kernel's parsed parameters

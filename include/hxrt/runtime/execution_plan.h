@@ -7,9 +7,11 @@
 //   cross-stream edges → plan memory → one ExecutionObject per node.
 // Heterogeneous split (PlanOptions::fallback_device): nodes without a kernel for the device run on the fallback
 // device, with copies inserted; streams belong to one device each; a split plan uses the pool, not the arena.
+// Devices are an indexed list: the plan places every node, stream and value on a device index 0..num_devices()-1,
+// 0 being the main device (kMainDevice) and 1.. the fallbacks; an Executor takes one session per index.
 // Memory: when every intermediate has a static shape, a liveness plan gives each intermediate a fixed offset in one
 // arena (values whose lifetimes are not ordered by the streams never share bytes); otherwise each intermediate
-// gets a dependency count and returns to the session's pool, in stream order, after its last consumer.
+// returns to the session's pool, in stream order, after its last consumer (ExecutionObject::release_after).
 //
 // Thread-safety: immutable after build(); share it between executors and threads freely.
 #pragma once
@@ -72,11 +74,15 @@ struct ExecutionObject {
   int stream = 0;                        // index among the plan's streams
   std::vector<int> wait_events;          // events to wait for before the launch (recorded on other streams)
   int record_event = -1;                 // event recorded after the launch, when another stream consumes it
-  std::vector<graph::ValueId> release_after;  // intermediates whose last consumer is this node
+  // Intermediates whose block returns to the pool after this launch: their last use in plan order (through Reshape
+  // aliases), or their producer when nothing reads them. The executor's only release points (Note [Release points]
+  // in executor.cc).
+  std::vector<graph::ValueId> release_after;
   int32_t fusion_id = -1;
-  int device = 0;                        // kMainDevice, or kFallbackDevice (heterogeneous split)
+  int device = 0;                        // index into the plan's devices (kMainDevice unless split)
 };
 
+// Device indices of a plan: the main device, and the first fallback (the one PlanOptions::fallback_device names).
 inline constexpr int kMainDevice = 0;
 inline constexpr int kFallbackDevice = 1;
 
@@ -84,13 +90,13 @@ enum class ValueRole : uint8_t { kInput, kInitializer, kIntermediate, kOutput };
 
 struct ValuePlan {
   ValueRole role = ValueRole::kIntermediate;
-  int consumers = 0;             // dependency count of an intermediate
+  int consumers = 0;             // reads by launches (a node reading twice counts twice)
   int producer_stream = -1;
   bool static_shape = false;
   uint64_t bytes = 0;            // static shapes only
   int64_t arena_offset = -1;     // arena plans only
-  // Where the bytes live: kMainDevice or kFallbackDevice for node outputs; -1 for inputs and initializers, which
-  // are placed on every device that consumes them.
+  // Where the bytes live: a device index for node outputs; -1 for inputs and initializers, which are placed on
+  // every device that consumes them.
   int device = -1;
   // The output of a Reshape that shares its input's memory (Note [Reshape aliasing]): the value whose bytes it
   // uses; kNoValue otherwise.
@@ -121,11 +127,15 @@ class ExecutionPlan {
                                                       const PlanContext& context, const PlanOptions& options = {});
 
   const graph::Graph& graph() const { return graph_; }
-  const hal::DeviceInfo& device() const { return device_; }
+  const hal::DeviceInfo& device() const { return devices_.front(); }
   // The fallback device of a split plan; null when every node runs on device().
-  const hal::DeviceInfo* fallback_device() const { return split_.fallback_nodes > 0 ? &fallback_ : nullptr; }
-  const hal::DeviceInfo& device_info(int device) const { return device == kFallbackDevice ? fallback_ : device_; }
-  // kMainDevice or kFallbackDevice, per stream index.
+  const hal::DeviceInfo* fallback_device() const {
+    return split_.fallback_nodes > 0 ? &devices_.at(kFallbackDevice) : nullptr;
+  }
+  // The devices the plan places work on: 1 (main only), or more for a split plan with nodes off the main device.
+  int num_devices() const { return split_.fallback_nodes > 0 ? static_cast<int>(devices_.size()) : 1; }
+  const hal::DeviceInfo& device_info(int device) const { return devices_.at(static_cast<size_t>(device)); }
+  // The device index of each stream.
   int stream_device(int stream) const { return stream_devices_.at(static_cast<size_t>(stream)); }
   const SplitSummary& split() const { return split_; }
   const std::vector<ExecutionObject>& objects() const { return objects_; }
@@ -142,20 +152,22 @@ class ExecutionPlan {
   std::string describe() const;
 
  private:
-  ExecutionPlan(graph::Graph graph, hal::DeviceInfo device) : graph_(std::move(graph)), device_(std::move(device)) {}
+  ExecutionPlan(graph::Graph graph, hal::DeviceInfo device) : graph_(std::move(graph)) {
+    devices_.push_back(std::move(device));
+  }
   Status place_nodes(const PlanContext& context, const PlanOptions& options);
   Status select_kernels(const PlanContext& context, const PlanOptions& options);
   void assign_streams(int max_streams);
   void plan_memory(bool allow_arena);
 
   graph::Graph graph_;
-  hal::DeviceInfo device_;
+  std::vector<hal::DeviceInfo> devices_;  // [kMainDevice] = the plan's device, then the fallbacks
   std::vector<ExecutionObject> objects_;
   std::vector<ValuePlan> values_;
   std::vector<ops::FusionGroup> fusion_groups_;
   std::vector<ops::DimCheck> dim_checks_;
-  hal::DeviceInfo fallback_;
-  std::vector<int> placement_;       // per node id: kMainDevice or kFallbackDevice
+  std::vector<int> placement_;       // per node id: the device index it runs on
+  std::vector<int> copy_target_;     // per node id: the device a split copy writes to; -1 for other nodes
   SplitSummary split_;
   std::vector<int> stream_devices_;  // per stream
   int num_streams_ = 1;

@@ -4,15 +4,17 @@
 // dim equalities), evaluates every value's shape, looks each kernel's tiling up in a cache keyed by (kernel,
 // shape bucket) — computing it on a miss, never re-planning — and launches every ExecutionObject on its stream
 // with event waits on cross-stream edges. Intermediates live in the plan's arena (static plans) or come from the
-// session pool and return to it, stream-ordered, when their dependency count reaches zero. Weights are uploaded
-// once per executor, or used in place (zero copy) where the device addresses host memory. Outputs are downloaded
-// and belong to the caller.
+// session pool and return to it, stream-ordered, after the launch the plan names (ExecutionObject::release_after).
+// Weights are uploaded once per executor, or used in place (zero copy) where the device addresses host memory.
+// Outputs are downloaded and belong to the caller.
 //
 // Observability (ARCHITECTURE.md, step 6): a profiled run (RunOptions::profile, or the session's profiler enabled)
 // brackets every launch with events and hands the session's Profiler one record per launch (profiler.h). A failed
 // run returns a Status naming the failing launch, its attributes, tiling, inputs and producers, and keeps the same
 // report as a value (diagnostics.h); it can also snapshot the failing node's inputs (RunOptions::snapshot_dir).
-// RunOptions::check_numerics fails the run at the first launch whose float output holds NaN or Inf.
+// RunOptions::check_numerics fails the run at the first launch whose float output holds NaN or Inf. Profiling,
+// check-numerics and snapshots are observers a run attaches around its launches (Note [Launch observers] in
+// src/runtime/launch_observer.h); a run without them pays one branch per launch for them.
 //
 // Failure modes (Note [Continue mode] in executor.cc): kStop (default) ends the run at the first failure. kContinue
 // keeps every launch that does not depend on a failure running: the streams are drained, launches that a failed
@@ -27,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -86,6 +89,10 @@ class Executor {
   // fallback nodes on its streams and holds their tensors in its pool (Note [Split runs] in executor.cc).
   static Result<std::unique_ptr<Executor>> create(Session& session, std::shared_ptr<const ExecutionPlan> plan,
                                                   Session* fallback = nullptr);
+  // The same with one session per device index of the plan (sessions[kMainDevice] runs the plan's device; the
+  // others, host-addressable, its fallbacks). Sessions past plan->num_devices() are not used and may be null.
+  static Result<std::unique_ptr<Executor>> create(std::span<Session* const> sessions,
+                                                  std::shared_ptr<const ExecutionPlan> plan);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -111,10 +118,15 @@ class Executor {
 
  private:
   struct RunState;
-  Executor(Session& session, std::shared_ptr<const ExecutionPlan> plan, Session* fallback)
-      : session_(session), fallback_(fallback), plan_(std::move(plan)) {}
-  // The session of kMainDevice or kFallbackDevice.
-  Session& session_of(int device) const { return device == kFallbackDevice ? *fallback_ : session_; }
+  struct LaunchResult;
+  // The observers a run attaches (Note [Launch observers] in launch_observer.h; executor_observers.cc).
+  class Profiling;
+  class NumericsCheck;
+  class InputSnapshot;
+  Executor(std::vector<Session*> sessions, std::shared_ptr<const ExecutionPlan> plan)
+      : session_(*sessions.front()), sessions_(std::move(sessions)), plan_(std::move(plan)) {}
+  // The session of a device index of the plan.
+  Session& session_of(int device) const { return *sessions_[static_cast<size_t>(device)]; }
   // The pool a value's bytes come from.
   memory::CachingAllocator& pool_of(graph::ValueId value) const {
     return session_of(plan_->values()[static_cast<size_t>(value)].device).pool();
@@ -123,36 +135,39 @@ class Executor {
   Status bind(const TensorMap& inputs, RunState& state);
   Result<const ops::Tiling*> tiling_for(size_t object, const ops::KernelLaunch& launch);
   Status ensure_markers();
-  LaunchRecord launch_record(size_t object, const RunState& state, const hal::Stream& stream) const;
-  // Enqueues object `object`: its outputs, tiling, waits, markers, kernel and completion event, the numerics check,
-  // then the release of its inputs and its profile record. On an error, `stage` says what it was doing.
-  Status launch_object(size_t object, RunState& state, const RunOptions& options, std::string_view& stage);
-  // check_numerics: waits for `object` and scans its float outputs; DataLoss (and state.non_finite) on NaN/Inf.
-  Status check_outputs(size_t object, RunState& state, const RunOptions& options);
-  void record_pool_event(RunState& state, PoolEventKind kind, graph::ValueId value, std::string tag, uint64_t bytes);
+  // Enqueues object `object` as the named steps of LaunchStep, telling the run's observers; a failure names its
+  // step. The steps:
+  LaunchResult launch_object(size_t object, RunState& state);
+  LaunchResult place_outputs(size_t object, RunState& state, hal::Stream& stream);
+  Status bind_launch(size_t object, RunState& state);  // the KernelLaunch and its tiling
+  LaunchResult enqueue(size_t object, RunState& state, hal::Stream& stream);
+  Status release_inputs(size_t object, RunState& state, hal::Stream& stream);
+  void notify_pool_event(RunState& state, PoolEventKind kind, graph::ValueId value, std::string_view tag,
+                         uint64_t bytes);
+  // The pool tag of a value's block: the producer node's name, or "output:<name>" for a graph output.
+  std::string pool_tag(graph::ValueId value) const;
   // Continue mode: the passes of Note [Continue mode]; returns the combined Status (OK when nothing failed).
   Status run_continuing(RunState& state, const RunOptions& options);
-  void finish_profile(RunState& state);
   // Drains the streams after a failure, builds the report for object `object` (or, when SIZE_MAX, pins the failure
-  // of the failed streams on a launch; `stream_hint` names the stream that reported it), snapshots the inputs when
-  // asked, resets failed streams and returns `status` with the report as context.
+  // of the failed streams on a launch; `stream_hint` names the stream that reported it), lets the observers add to
+  // it (the input snapshot), resets failed streams and returns `status` with the report as context.
   Status diagnose(Status status, size_t object, std::string_view stage, RunState& state, const RunOptions& options,
                   int stream_hint = -1);
   void drain_after_failure(const RunOptions& options);
-  void snapshot_inputs(size_t object, RunState& state, const RunOptions& options, FailureReport& report);
 
-  Session& session_;
-  Session* fallback_;  // split plans only
+  Session& session_;               // sessions_[kMainDevice]
+  std::vector<Session*> sessions_;  // per device index of the plan (one entry unless the plan is split)
   std::shared_ptr<const ExecutionPlan> plan_;
   std::vector<hal::Stream*> streams_;
   std::vector<hal::Event*> events_;
   std::vector<Session*> event_sessions_;                           // per event: the session that made it
   std::vector<std::unique_ptr<hal::Buffer>> weight_buffers_;       // uploaded or registered weights
   std::unordered_map<graph::ValueId, hal::BufferView> weights_;    // initializer → device memory
-  // Split plans: initializers registered on the fallback device, inputs and initializers the fallback nodes read,
-  // and values that cross devices (held until the run ends, Note [Split runs]).
-  std::unordered_map<graph::ValueId, hal::BufferView> fallback_weights_;
-  std::vector<bool> read_on_fallback_;
+  // Split plans, per device index (kMainDevice's entries unused): initializers registered on a fallback device,
+  // and which inputs and initializers its nodes read. Values that cross devices are held until the run ends
+  // (Note [Split runs]).
+  std::vector<std::unordered_map<graph::ValueId, hal::BufferView>> host_weights_;
+  std::vector<std::vector<bool>> read_on_;
   std::vector<bool> crosses_devices_;
   struct StateBinding {
     DType dtype;

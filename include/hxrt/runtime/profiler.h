@@ -46,13 +46,14 @@ inline constexpr int64_t kNoTimestamp = -1;
 struct LaunchRecord {
   uint64_t run = 0;  // the profiler's run number, from 1
   std::string graph;
-  int32_t node_id = -1;  // graph::NodeId in the plan's graph: the same id errors and pool tags use
+  int32_t node_id = -1;  // the node's stable id (graph-file id, Note [Stable node ids]): the id errors and pool events use
   std::string node_name;
   std::string op_type;
   std::string kernel;
   int kernel_version = 1;
   int32_t fusion_id = -1;                // >= 0 for a fused launch
   std::vector<std::string> fused_nodes;  // the original nodes a fused launch covers
+  std::vector<int32_t> fused_ids;        // their stable ids
   std::string stream;
   std::string tiling_key;                 // ops::Tiling::key()
   std::vector<std::string> input_shapes;  // "f32[2, 8]" per input; "-" for an omitted optional input
