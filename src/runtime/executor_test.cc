@@ -379,8 +379,9 @@ TEST_F(ExecutorTest, NodesKeepTheirGraphIdsThroughFusionInPlansTracesAndFailures
   }
 
   // A failure in 'act' reports id 2, not its index in the fused plan.
-  ops::KernelRegistry broken;
-  ASSERT_TRUE(kernels::register_cpu_kernels(broken).ok());
+  std::unique_ptr<ops::Registries> bundle =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false})).value();
+  ops::KernelRegistry& broken = bundle->kernels;
   ops::KernelDef failing;
   failing.op_type = "Relu";
   failing.name = "BrokenRelu";

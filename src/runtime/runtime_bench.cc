@@ -50,7 +50,7 @@ class Bench {
 
   void node(graph::Graph& g, const std::string& op, const std::vector<std::string>& inputs, const std::string& out,
             graph::AttributeMap attrs = {}, const std::string& domain = "") {
-    const int version = schemas_.find(op, domain, 0).value()->since_version;
+    const int version = registries_->schemas.find(op, domain, 0).value()->since_version;
     check(g.add_node("n." + out, op, inputs, std::vector<std::string>{out}, std::move(attrs), domain, version).status(),
           out);
   }
