@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks hxrt's layering from the #include lines of every source under src/, include/, tools/ and tests/.
+"""Checks hxrt's layering from the #include lines of every source under src/, include/, tools/ and tests/, and
+the documents cited by those files and by the CMake files (CMakeLists.txt, cmake/).
 
 Rules (docs/design/architecture.md, "Who may include whom"):
   layer      a file of layer L includes only headers of L and of the layers L links (the LAYER_DEPS table below, the
@@ -90,10 +91,11 @@ def resolve(rel, header):
 
 
 def source_files():
-    for top in SCAN_DIRS:
+    yield "CMakeLists.txt"
+    for top in SCAN_DIRS + ("cmake",):
         for directory, _, files in os.walk(os.path.join(ROOT, top)):
             for name in sorted(files):
-                if name.endswith(SOURCE_EXTENSIONS) or name == "CMakeLists.txt":
+                if name.endswith(SOURCE_EXTENSIONS) or name == "CMakeLists.txt" or name.endswith((".cmake", ".in")):
                     yield os.path.relpath(os.path.join(directory, name), ROOT)
 
 
@@ -164,7 +166,7 @@ def main():
     for rel in source_files():
         with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
-        found = [] if rel.endswith("CMakeLists.txt") else list(check_includes(rel, lines))
+        found = list(check_includes(rel, lines)) if rel.endswith(SOURCE_EXTENSIONS) else []
         found += list(check_docs(rel, lines, md_names))
         for number, rule, target, why in found:
             key = f"{rel}:{rule}:{target}"

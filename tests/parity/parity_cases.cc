@@ -31,10 +31,16 @@ int64_t onnx_type(DType dtype) {
   }
 }
 
-bool is_half(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
-bool is_int(DType dtype) { return !dtype_info(dtype).is_float && !dtype_info(dtype).is_quantized; }
+bool is_half(DType dtype) {
+  return dtype == DType::kF16 || dtype == DType::kBF16;
+}
+bool is_int(DType dtype) {
+  return !dtype_info(dtype).is_float && !dtype_info(dtype).is_quantized;
+}
 
-Shape shape_of(const Dims& dims) { return Shape::make(dims).value(); }
+Shape shape_of(const Dims& dims) {
+  return Shape::make(dims).value();
+}
 
 // A tensor of `dtype` from values (rounded to what the dtype holds).
 HostTensor tensor(DType dtype, const Dims& dims, const std::vector<double>& values) {
@@ -82,9 +88,15 @@ HostTensor random(std::mt19937& rng, DType dtype, const Dims& dims, double lo = 
   return tensor(dtype, dims, values);
 }
 
-Operand in(HostTensor value) { return Operand{std::move(value), false}; }
-Operand constant(HostTensor value) { return Operand{std::move(value), true}; }
-HostTensor ints(const Dims& values) { return HostTensor::i64(Shape{static_cast<int64_t>(values.size())}, values); }
+Operand in(HostTensor value) {
+  return Operand{std::move(value), false};
+}
+Operand constant(HostTensor value) {
+  return Operand{std::move(value), true};
+}
+HostTensor ints(const Dims& values) {
+  return HostTensor::i64(Shape{static_cast<int64_t>(values.size())}, values);
+}
 
 std::string label_of(const Case& c) {
   std::vector<std::string> parts;
@@ -104,11 +116,13 @@ Case make(std::vector<std::optional<Operand>> inputs, double tolerance, graph::A
   return c;
 }
 
-double float_tolerance(DType dtype) { return is_half(dtype) ? kHalfNmse : kF32Nmse; }
+double float_tolerance(DType dtype) {
+  return is_half(dtype) ? kHalfNmse : kF32Nmse;
+}
 
 std::vector<Case> binary_cases(std::mt19937& rng, bool divide) {
-  const std::pair<Dims, Dims> shapes[] = {{{7, 13}, {7, 13}}, {{3, 1, 13}, {7, 1}}, {{}, {31}}, {{1}, {1}},
-                                          {{2, 64}, {64}},    {{5, 67}, {5, 67}}};
+  const std::pair<Dims, Dims> shapes[] = {{{7, 13}, {7, 13}}, {{3, 1, 13}, {7, 1}}, {{}, {31}},
+                                          {{1}, {1}},         {{2, 64}, {64}},      {{5, 67}, {5, 67}}};
   std::vector<Case> cases;
   for (DType dtype : kAllPlain) {
     if (divide && is_int(dtype)) continue;  // integer Div truncates; no kernel defines it
@@ -127,7 +141,8 @@ std::vector<Case> unary_cases(std::mt19937& rng, const std::vector<graph::Attrib
   for (DType dtype : kFloats) {
     for (const graph::AttributeMap& attrs : variants) {
       for (const Dims& dims : shapes) {
-        cases.push_back(make({in(random(rng, dtype, dims, -4.0, 4.0))}, exact ? kExact : float_tolerance(dtype), attrs));
+        cases.push_back(
+            make({in(random(rng, dtype, dims, -4.0, 4.0))}, exact ? kExact : float_tolerance(dtype), attrs));
       }
     }
   }
@@ -163,7 +178,8 @@ std::vector<Case> cast_cases(std::mt19937& rng) {
 }
 
 std::vector<Case> softmax_cases(std::mt19937& rng) {
-  const std::pair<Dims, int64_t> shapes[] = {{{1, 1}, -1}, {{7, 13}, -1}, {{3, 5, 31}, -1}, {{13, 7}, 0}, {{3, 5, 31}, 1}};
+  const std::pair<Dims, int64_t> shapes[] = {
+      {{1, 1}, -1}, {{7, 13}, -1}, {{3, 5, 31}, -1}, {{13, 7}, 0}, {{3, 5, 31}, 1}};
   std::vector<Case> cases;
   for (DType dtype : kFloats) {
     for (const auto& [dims, axis] : shapes) {
@@ -176,17 +192,17 @@ std::vector<Case> softmax_cases(std::mt19937& rng) {
 std::vector<Case> layer_norm_cases(std::mt19937& rng) {
   std::vector<Case> cases;
   for (DType dtype : kFloats) {
-    cases.push_back(make({in(random(rng, dtype, {7, 31})), constant(random(rng, dtype, {31})),
-                          constant(random(rng, dtype, {31}))},
-                         float_tolerance(dtype)));
+    cases.push_back(
+        make({in(random(rng, dtype, {7, 31})), constant(random(rng, dtype, {31})), constant(random(rng, dtype, {31}))},
+             float_tolerance(dtype)));
     cases.push_back(make({in(random(rng, dtype, {1, 13})), constant(random(rng, dtype, {13})), std::nullopt},
                          float_tolerance(dtype)));
-    cases.push_back(make({in(random(rng, dtype, {2, 3, 64})), constant(random(rng, dtype, {64})),
-                          constant(random(rng, dtype, {64}))},
-                         float_tolerance(dtype), attrs({{"epsilon", 1e-3}})));
-    cases.push_back(make({in(random(rng, dtype, {2, 3, 5})), constant(random(rng, dtype, {3, 5})),
-                          constant(random(rng, dtype, {3, 5}))},
-                         float_tolerance(dtype), attrs({{"axis", int64_t{1}}})));
+    cases.push_back(make(
+        {in(random(rng, dtype, {2, 3, 64})), constant(random(rng, dtype, {64})), constant(random(rng, dtype, {64}))},
+        float_tolerance(dtype), attrs({{"epsilon", 1e-3}})));
+    cases.push_back(make(
+        {in(random(rng, dtype, {2, 3, 5})), constant(random(rng, dtype, {3, 5})), constant(random(rng, dtype, {3, 5}))},
+        float_tolerance(dtype), attrs({{"axis", int64_t{1}}})));
   }
   return cases;
 }
@@ -256,9 +272,8 @@ std::vector<Case> data_movement_cases(std::mt19937& rng, const std::string& op) 
       cases.push_back(make({x({13, 31}), constant(ints({1, 2})), constant(ints({12, 29})), constant(ints({0, 1})),
                             constant(ints({1, 3}))},
                            kExact));
-      cases.push_back(make({x({31}), constant(ints({29})), constant(ints({2})), constant(ints({0})),
-                            constant(ints({-3}))},
-                           kExact));
+      cases.push_back(make(
+          {x({31}), constant(ints({29})), constant(ints({2})), constant(ints({0})), constant(ints({-3}))}, kExact));
       cases.push_back(make({x({1, 7}), constant(ints({0})), constant(ints({1})), std::nullopt, std::nullopt}, kExact));
     }
   }
@@ -331,13 +346,12 @@ std::vector<Case> matmul_q_cases(std::mt19937& rng) {
   for (DType wtype : kWeights) {
     for (const auto& [x, n] : shapes) {
       const int64_t k = x.back();
-      HostTensor w = dtype_info(wtype).is_quantized ? quantized(rng, wtype, n, k)
-                                                    : random(rng, wtype, {n, k}, -0.2, 0.2);
+      HostTensor w =
+          dtype_info(wtype).is_quantized ? quantized(rng, wtype, n, k) : random(rng, wtype, {n, k}, -0.2, 0.2);
       const double tol = dtype_info(wtype).is_quantized ? kQuantNmse : float_tolerance(wtype);
       cases.push_back(make({in(random(rng, DType::kF32, x)), constant(w), std::nullopt}, tol));
-      cases.push_back(make({in(random(rng, DType::kF32, x)), constant(std::move(w)),
-                            constant(random(rng, DType::kF32, {n}))},
-                           tol));
+      cases.push_back(make(
+          {in(random(rng, DType::kF32, x)), constant(std::move(w)), constant(random(rng, DType::kF32, {n}))}, tol));
     }
   }
   return cases;
@@ -407,10 +421,10 @@ std::vector<Case> batch_norm_cases(std::mt19937& rng) {
   for (DType dtype : kFloats) {
     for (const Dims& dims : {Dims{2, 3, 5, 7}, Dims{1, 1, 1, 1}, Dims{1, 13, 31}}) {
       const int64_t c = dims[1];
-      cases.push_back(make({in(random(rng, dtype, dims)), constant(random(rng, dtype, {c}, 0.5, 1.5)),
-                            constant(random(rng, dtype, {c})), constant(random(rng, dtype, {c})),
-                            constant(random(rng, dtype, {c}, 0.5, 2.0))},
-                           float_tolerance(dtype)));
+      cases.push_back(make(
+          {in(random(rng, dtype, dims)), constant(random(rng, dtype, {c}, 0.5, 1.5)), constant(random(rng, dtype, {c})),
+           constant(random(rng, dtype, {c})), constant(random(rng, dtype, {c}, 0.5, 2.0))},
+          float_tolerance(dtype)));
     }
   }
   return cases;
@@ -421,9 +435,9 @@ std::vector<Case> matmul_bias_cases(std::mt19937& rng) {
   for (DType dtype : kFloats) {
     for (const char* activation : {"none", "gelu", "gelu_tanh"}) {
       for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{7, 13, 31}, {1, 1, 1}, {33, 65, 17}}) {
-        cases.push_back(make({in(random(rng, dtype, {m, k})), constant(random(rng, dtype, {k, n})),
-                              constant(random(rng, dtype, {n}))},
-                             float_tolerance(dtype), attrs({{"activation", activation}})));
+        cases.push_back(make(
+            {in(random(rng, dtype, {m, k})), constant(random(rng, dtype, {k, n})), constant(random(rng, dtype, {n}))},
+            float_tolerance(dtype), attrs({{"activation", activation}})));
       }
     }
   }
@@ -434,8 +448,8 @@ std::vector<Case> swiglu_cases(std::mt19937& rng) {
   std::vector<Case> cases;
   for (DType dtype : kFloats) {
     for (const Dims& dims : {Dims{1}, Dims{7, 31}, Dims{2, 3, 67}}) {
-      cases.push_back(make({in(random(rng, dtype, dims, -4, 4)), in(random(rng, dtype, dims, -4, 4))},
-                           float_tolerance(dtype)));
+      cases.push_back(
+          make({in(random(rng, dtype, dims, -4, 4)), in(random(rng, dtype, dims, -4, 4))}, float_tolerance(dtype)));
     }
   }
   return cases;
@@ -450,7 +464,8 @@ const std::map<std::pair<std::string, std::string>, Generator>& generators() {
       const bool divide = std::string(op) == "Div";
       (*g)[{op, ""}] = [divide](std::mt19937& rng) { return binary_cases(rng, divide); };
     }
-    for (const char* op : {"Sigmoid", "Tanh"}) (*g)[{op, ""}] = [](std::mt19937& rng) { return unary_cases(rng, {{}}, false); };
+    for (const char* op : {"Sigmoid", "Tanh"})
+      (*g)[{op, ""}] = [](std::mt19937& rng) { return unary_cases(rng, {{}}, false); };
     (*g)[{"Relu", ""}] = [](std::mt19937& rng) { return unary_cases(rng, {{}}, true); };
     (*g)[{"Silu", "hxrt"}] = [](std::mt19937& rng) { return unary_cases(rng, {{}}, false); };
     (*g)[{"Gelu", ""}] = [](std::mt19937& rng) {

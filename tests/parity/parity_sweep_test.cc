@@ -119,21 +119,21 @@ Result<Built> build_graph(const ops::KernelDef& def, int version, const Case& c)
     inputs.push_back(name);
   }
   for (size_t i = 0; i < c.num_outputs; ++i) b.outputs.push_back(fmt::format("y{}", i));
-  HXRT_RETURN_IF_ERROR(
-      b.graph.add_node("node", def.op_type, inputs, b.outputs, c.attrs, def.domain, version).status());
+  HXRT_RETURN_IF_ERROR(b.graph.add_node("node", def.op_type, inputs, b.outputs, c.attrs, def.domain, version).status());
   for (const std::string& output : b.outputs) HXRT_RETURN_IF_ERROR(b.graph.mark_output(output));
   return b;
 }
 
 struct Outcome {
-  bool ran = false;          // the forced kernel was selected and the case compared
-  std::string declined;      // why the kernel did not take the case (not an error)
-  std::string failure;       // why the case failed
+  bool ran = false;      // the forced kernel was selected and the case compared
+  std::string declined;  // why the kernel did not take the case (not an error)
+  std::string failure;   // why the case failed
 };
 
 std::string compare(std::string_view path, const std::vector<HostTensor>& got,
                     const std::vector<differential::RefTensor>& expected, double tolerance) {
-  if (got.size() != expected.size()) return fmt::format("{}: {} outputs, expected {}", path, got.size(), expected.size());
+  if (got.size() != expected.size())
+    return fmt::format("{}: {} outputs, expected {}", path, got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) {
     std::string detail;
     const double error = nmse(got[i], expected[i], &detail);
@@ -158,8 +158,7 @@ Outcome run_case(const ops::KernelDef& def, const Case& c, runtime::Session& ses
   options.fuse = false;
   options.selection.forced[def.op_type] = def.name;
   Result<std::unique_ptr<runtime::ExecutionPlan>> plan = runtime::ExecutionPlan::build(
-      built->graph.clone(), session.device().info(), runtime::PlanContext{&r.schemas, &r.kernels, &r.fusions},
-      options);
+      built->graph.clone(), session.device().info(), runtime::PlanContext{&r.schemas, &r.kernels, &r.fusions}, options);
   if (!plan.ok()) {
     outcome.declined = fmt::format("planning: {}", plan.status().message());
     return outcome;
