@@ -275,6 +275,17 @@ std::vector<Case> data_movement_cases(std::mt19937& rng, const std::string& op) 
       cases.push_back(make(
           {x({31}), constant(ints({29})), constant(ints({2})), constant(ints({0})), constant(ints({-3}))}, kExact));
       cases.push_back(make({x({1, 7}), constant(ints({0})), constant(ints({1})), std::nullopt, std::nullopt}, kExact));
+      // The same slices with i32 starts, ends, axes and steps.
+      auto ints32 = [](const Dims& values) {
+        return HostTensor::i32(Shape{static_cast<int64_t>(values.size())},
+                               std::vector<int32_t>(values.begin(), values.end()));
+      };
+      cases.push_back(make({x({13, 31}), constant(ints32({1, 2})), constant(ints32({12, 29})), constant(ints32({0, 1})),
+                            constant(ints32({1, 3}))},
+                           kExact));
+      cases.push_back(
+          make({x({31}), constant(ints32({29})), constant(ints32({2})), constant(ints32({0})), constant(ints32({-3}))},
+               kExact));
     }
   }
   return cases;
@@ -362,9 +373,10 @@ std::vector<Case> gather_rows_cases(std::mt19937& rng) {
   const DType kTables[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1};
   for (DType table_type : kTables) {
     for (const auto& [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{11, 64, 5}, {1, 32, 1}, {13, 96, 7}}) {
+      const DType index_type = n == 1 ? DType::kI64 : DType::kI32;
       HostTensor table = dtype_info(table_type).is_quantized ? quantized(rng, table_type, rows, cols)
                                                              : random(rng, table_type, {rows, cols});
-      Case c = make({constant(std::move(table)), in(random(rng, DType::kI32, {n}, 0, rows))}, kExact);
+      Case c = make({constant(std::move(table)), in(random(rng, index_type, {n}, 0, rows))}, kExact);
       // Rows of the dequantized table: the kernels dequantize the same way the host does (one f16 scale times an
       // integer, or a narrow float widened), so the copy is exact.
       c.reference = [](const Case& self) {

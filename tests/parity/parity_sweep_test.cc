@@ -11,8 +11,8 @@
 //     past the end, fails the case.
 //
 // A kernel the sweep has no generator for fails it, unless kExemptions below names it with the reason; and a
-// kernel must run at least one case for every dtype it accepts on its first input. So a new kernel cannot be
-// skipped silently: it gets a generator (parity_cases.cc) or an exemption someone has to justify.
+// kernel must run at least one case, and one for every dtype it declares on each of its inputs. So a new kernel cannot
+// be skipped silently: it gets a generator (parity_cases.cc) or an exemption someone has to justify.
 //
 // Environment: HXRT_PARITY_FILTER=substring runs only the kernels whose name contains it.
 #include <gtest/gtest.h>
@@ -254,7 +254,8 @@ SweepResult sweep(const ops::KernelRegistry& registry, runtime::Session& session
     }
     const auto kernel_start = std::chrono::steady_clock::now();
     std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(def->name) & 0xFFFFFFFF));
-    std::set<DType> first_input_dtypes;
+    std::vector<std::set<DType>> dtypes_run(def->input_dtypes.size());  // per input index
+    int ran = 0;
     std::vector<std::string> declines;
     for (const Case& c : generator->second(rng)) {
       if (!accepts(*def, c)) continue;
@@ -263,19 +264,25 @@ SweepResult sweep(const ops::KernelRegistry& registry, runtime::Session& session
         result.failures.push_back(fmt::format("{} case {}: {}", key, c.label, outcome.failure));
       } else if (outcome.ran) {
         ++result.cases;
-        if (!c.inputs.empty() && c.inputs[0]) first_input_dtypes.insert(c.inputs[0]->value.dtype);
+        ++ran;
+        for (size_t i = 0; i < c.inputs.size() && i < dtypes_run.size(); ++i) {
+          if (c.inputs[i]) dtypes_run[i].insert(c.inputs[i]->value.dtype);
+        }
       } else {
         ++result.declined;
         declines.push_back(fmt::format("{}: {}", c.label, outcome.declined));
       }
     }
     result.seconds[key] = std::chrono::duration<double>(std::chrono::steady_clock::now() - kernel_start).count();
-    std::vector<DType> accepted = def->input_dtypes.empty() ? std::vector<DType>{} : def->input_dtypes[0];
-    if (accepted.empty() && first_input_dtypes.empty()) accepted.push_back(DType::kF32);
-    for (DType dtype : accepted) {
-      if (first_input_dtypes.count(dtype) == 0) {
-        result.failures.push_back(fmt::format("{}: accepts {} on input 0 but no generated case ran with it{}", key,
-                                              dtype, declines.empty() ? "" : "; declined: " + declines.front()));
+    const std::string declined = declines.empty() ? "" : "; first declined case: " + declines.front();
+    if (ran == 0) result.failures.push_back(fmt::format("{}: no generated case ran{}", key, declined));
+    // Every dtype a kernel declares for an input must have been exercised there by at least one case.
+    for (size_t i = 0; i < def->input_dtypes.size(); ++i) {
+      for (DType dtype : def->input_dtypes[i]) {
+        if (dtypes_run[i].count(dtype) == 0) {
+          result.failures.push_back(
+              fmt::format("{}: accepts {} on input {} but no generated case ran with it{}", key, dtype, i, declined));
+        }
       }
     }
   }
