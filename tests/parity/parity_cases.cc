@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -398,6 +399,83 @@ std::vector<Case> gather_rows_cases(std::mt19937& rng) {
   return cases;
 }
 
+// Grouped-query attention over a paged cache: two sequences with histories already in the cache, and this launch's
+// tokens (written into their slots first, rounded to the cache dtype). The reference attends in double over the
+// cache after those writes; an f16 cache rounds the new keys and values (and the kernels take the products at f16
+// precision), well inside kHalfNmse.
+std::vector<Case> paged_attention_cases(std::mt19937& rng) {
+  std::vector<Case> cases;
+  for (DType cache_type : {DType::kF32, DType::kF16}) {
+    for (const auto& [heads, n_kv, head_dim] : {std::tuple<int64_t, int64_t, int64_t>{4, 2, 16}, {3, 1, 40}}) {
+      const int64_t n_layers = 2, n_blocks = 8, block_size = 4, max_blocks = 3, layer = 1;
+      const std::vector<int32_t> tables = {3, 1, 6, 0, 5, 2};  // (2 sequences, max_blocks)
+      const std::vector<int32_t> token_seq = {0, 0, 1}, positions = {5, 6, 2};
+      const int64_t tokens = static_cast<int64_t>(token_seq.size());
+      const Dims cache_dims = {n_layers, n_blocks, block_size, n_kv, head_dim};
+      Case c = make({in(random(rng, DType::kF32, {tokens, heads, head_dim})),
+                     in(random(rng, DType::kF32, {tokens, n_kv, head_dim})),
+                     in(random(rng, DType::kF32, {tokens, n_kv, head_dim})), in(random(rng, cache_type, cache_dims)),
+                     in(random(rng, cache_type, cache_dims)), in(HostTensor::i32(Shape{2, max_blocks}, tables)),
+                     in(HostTensor::i32(Shape{tokens}, token_seq)), in(HostTensor::i32(Shape{tokens}, positions))},
+                    float_tolerance(cache_type), attrs({{"layer", layer}}));
+      c.reference = [=](const Case& self) {
+        auto values = [&](size_t i) { return differential::ref_from_host(self.inputs[i]->value).data; };
+        const std::vector<double> q = values(0), k = values(1), v = values(2);
+        std::vector<double> kc = values(3), vc = values(4);
+        auto slot = [&](int64_t s, int64_t p) {
+          return tables[static_cast<size_t>(s * max_blocks + p / block_size)] * block_size + p % block_size;
+        };
+        auto at = [&](int64_t slot_index, int64_t g) {
+          return static_cast<size_t>(((layer * n_blocks * block_size + slot_index) * n_kv + g) * head_dim);
+        };
+        auto stored = [&](double x) {
+          return cache_type == DType::kF16 ? static_cast<double>(f16_to_f32(f32_to_f16(static_cast<float>(x)))) : x;
+        };
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int64_t g = 0; g < n_kv; ++g) {
+            const size_t base = at(slot(token_seq[static_cast<size_t>(t)], positions[static_cast<size_t>(t)]), g);
+            for (int64_t d = 0; d < head_dim; ++d) {
+              kc[base + static_cast<size_t>(d)] = stored(k[static_cast<size_t>((t * n_kv + g) * head_dim + d)]);
+              vc[base + static_cast<size_t>(d)] = stored(v[static_cast<size_t>((t * n_kv + g) * head_dim + d)]);
+            }
+          }
+        }
+        differential::RefTensor out;
+        out.dims = {tokens, heads, head_dim};
+        out.data.assign(static_cast<size_t>(tokens * heads * head_dim), 0.0);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+        for (int64_t t = 0; t < tokens; ++t) {
+          const int64_t s = token_seq[static_cast<size_t>(t)], p = positions[static_cast<size_t>(t)];
+          for (int64_t h = 0; h < heads; ++h) {
+            const int64_t g = h / (heads / n_kv);
+            std::vector<double> scores(static_cast<size_t>(p + 1));
+            double max_score = -INFINITY, sum = 0.0;
+            for (int64_t j = 0; j <= p; ++j) {
+              double acc = 0.0;
+              for (int64_t d = 0; d < head_dim; ++d) {
+                acc += q[static_cast<size_t>((t * heads + h) * head_dim + d)] *
+                       kc[at(slot(s, j), g) + static_cast<size_t>(d)];
+              }
+              scores[static_cast<size_t>(j)] = acc * scale;
+              max_score = std::max(max_score, acc * scale);
+            }
+            for (double& x : scores) sum += (x = std::exp(x - max_score));
+            for (int64_t j = 0; j <= p; ++j) {
+              for (int64_t d = 0; d < head_dim; ++d) {
+                out.data[static_cast<size_t>((t * heads + h) * head_dim + d)] +=
+                    scores[static_cast<size_t>(j)] / sum * vc[at(slot(s, j), g) + static_cast<size_t>(d)];
+              }
+            }
+          }
+        }
+        return std::vector<differential::RefTensor>{out};
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
 std::vector<Case> conv_cases(std::mt19937& rng, bool fused) {
   std::vector<Case> cases;
   struct Shape2d {
@@ -496,6 +574,7 @@ const std::map<std::pair<std::string, std::string>, Generator>& generators() {
     (*g)[{"Gemm", ""}] = gemm_cases;
     (*g)[{"MatMulQ", "hxrt"}] = matmul_q_cases;
     (*g)[{"GatherRows", "hxrt"}] = gather_rows_cases;
+    (*g)[{"PagedAttention", "hxrt"}] = paged_attention_cases;
     (*g)[{"Conv", ""}] = [](std::mt19937& rng) { return conv_cases(rng, false); };
     (*g)[{"BatchNormalization", ""}] = batch_norm_cases;
     (*g)[{"ConvBnRelu", "hxrt.fused"}] = [](std::mt19937& rng) { return conv_cases(rng, true); };

@@ -44,12 +44,6 @@ namespace {
 // Kernels the sweep does not generate inputs for, by "<device kind>:<kernel name>", each with why. Every entry
 // must name a registered kernel (a stale entry fails the sweep).
 const std::map<std::string, std::string, std::less<>> kExemptions = {
-    // PagedAttention reads and writes the paged K/V caches in place (graph state bound with Executor::bind_state),
-    // which a one-node graph of plain inputs cannot express; kernels/cpu/llm_ops_test.cc and
-    // kernels/opencl/llm_ops_test.cc check it against a double reference over paged scenarios, and the LLM golden
-    // tests check it end to end.
-    {"cpu:PagedAttentionF32", "in-place paged K/V cache state; see the comment above"},
-    {"opencl:PagedAttentionF32", "in-place paged K/V cache state; see the comment above"},
     // The copies the planner inserts on the edges of a heterogeneous split plan (a device and its host fallback):
     // they need a fallback session on the host side, which a one-node graph on one device does not have;
     // runtime/split_test.cc runs them in split plans against the unsplit results.
