@@ -547,6 +547,36 @@ std::vector<Case> swiglu_cases(std::mt19937& rng) {
 
 }  // namespace
 
+// Adds to each case of a fused op the unfused chain it stands for (the patterns of ops/fusion.h).
+Generator with_pattern(Generator generator, const std::string& fused_op) {
+  return [generator = std::move(generator), fused_op](std::mt19937& rng) {
+    std::vector<Case> cases = generator(rng);
+    for (Case& c : cases) {
+      using Node = Case::PatternNode;
+      if (fused_op == "SwiGLU") {
+        c.pattern = {Node{"Silu", "hxrt", 1, {"x0"}, {}, "t0"}, Node{"Mul", "", 14, {"t0", "x1"}, {}, "y0"}};
+      } else if (fused_op == "RMSNormMul") {
+        c.pattern = {Node{"RMSNorm", "hxrt", 1, {"x0"}, c.attrs, "t0"}, Node{"Mul", "", 14, {"t0", "x1"}, {}, "y0"}};
+      } else if (fused_op == "MatMulBias") {
+        const std::string activation = c.attrs.get_string("activation", "none").value();
+        c.pattern = {Node{"MatMul", "", 13, {"x0", "x1"}, {}, "t0"},
+                     Node{"Add", "", 14, {"t0", "x2"}, {}, activation == "none" ? "y0" : "t1"}};
+        if (activation != "none") {
+          c.pattern.push_back(
+              Node{"Gelu", "", 20, {"t1"}, attrs({{"approximate", activation == "gelu" ? "none" : "tanh"}}), "y0"});
+        }
+      } else if (fused_op == "ConvBnRelu") {
+        graph::AttributeMap conv = c.attrs;
+        conv.erase("relu");
+        c.pattern = {Node{"Conv", "", 11, {"x0", "x1", "x2"}, conv, "t0"},
+                     Node{"BatchNormalization", "", 15, {"t0", "x3", "x4", "x5", "x6"}, {}, "t1"},
+                     Node{"Relu", "", 14, {"t1"}, {}, "y0"}};
+      }
+    }
+    return cases;
+  };
+}
+
 const std::map<std::pair<std::string, std::string>, Generator>& generators() {
   static const auto* table = [] {
     auto* g = new std::map<std::pair<std::string, std::string>, Generator>();
@@ -577,10 +607,12 @@ const std::map<std::pair<std::string, std::string>, Generator>& generators() {
     (*g)[{"PagedAttention", "hxrt"}] = paged_attention_cases;
     (*g)[{"Conv", ""}] = [](std::mt19937& rng) { return conv_cases(rng, false); };
     (*g)[{"BatchNormalization", ""}] = batch_norm_cases;
-    (*g)[{"ConvBnRelu", "hxrt.fused"}] = [](std::mt19937& rng) { return conv_cases(rng, true); };
-    (*g)[{"MatMulBias", "hxrt.fused"}] = matmul_bias_cases;
-    (*g)[{"RMSNormMul", "hxrt.fused"}] = [](std::mt19937& rng) { return rms_norm_cases(rng, true); };
-    (*g)[{"SwiGLU", "hxrt.fused"}] = swiglu_cases;
+    (*g)[{"ConvBnRelu", "hxrt.fused"}] =
+        with_pattern([](std::mt19937& rng) { return conv_cases(rng, true); }, "ConvBnRelu");
+    (*g)[{"MatMulBias", "hxrt.fused"}] = with_pattern(matmul_bias_cases, "MatMulBias");
+    (*g)[{"RMSNormMul", "hxrt.fused"}] =
+        with_pattern([](std::mt19937& rng) { return rms_norm_cases(rng, true); }, "RMSNormMul");
+    (*g)[{"SwiGLU", "hxrt.fused"}] = with_pattern(swiglu_cases, "SwiGLU");
     return g;
   }();
   return *table;

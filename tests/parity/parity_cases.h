@@ -48,6 +48,17 @@ struct Case {
   std::vector<std::optional<Operand>> inputs;  // nullopt = an omitted optional input
   size_t num_outputs = 1;
   double tolerance = kF32Nmse;  // NMSE bound (Note [Parity tolerances])
+  // For fused ops: the chain of unfused nodes the fusion pass rewrites into this op, over the case's inputs (named
+  // "x0", "x1", ...) and ending in "y0". The sweep also plans it with fusion on and checks that the kernel under
+  // test runs the rewritten node.
+  struct PatternNode {
+    std::string op_type, domain;
+    int version = 1;
+    std::vector<std::string> inputs;
+    graph::AttributeMap attrs;
+    std::string output;
+  };
+  std::vector<PatternNode> pattern;
   // For ops the reference interpreter (tests/differential/reference.h) does not have: the expected outputs.
   std::function<std::vector<differential::RefTensor>(const Case&)> reference;
 };

@@ -6,6 +6,8 @@
 // Each case runs twice:
 //   - through the normal path: ExecutionPlan::build (schema check, shape inference, selection with the kernel
 //     forced through SelectionOptions::forced, attribute parsing) and Executor::run on a Session of the device;
+//   - for a fused op, also its unfused chain (Case::pattern) planned with fusion on, which must become one node
+//     run by the kernel under test;
 //   - through the kernel harness (kernels/testing/kernel_harness.h), which poisons every output with all-ones
 //     bytes (NaN for floats) and fences it with sentinel bytes, so an element a kernel does not write, or a write
 //     past the end, fails the case.
@@ -119,9 +121,10 @@ Result<Built> build_graph(const ops::KernelDef& def, int version, const Case& c)
 }
 
 struct Outcome {
-  bool ran = false;      // the forced kernel was selected and the case compared
-  std::string declined;  // why the kernel did not take the case (not an error)
-  std::string failure;   // why the case failed
+  bool ran = false;            // the forced kernel was selected and the case compared
+  std::string declined;        // why the kernel did not take the case (not an error)
+  std::string failure;         // why the case failed
+  bool fused_pattern = false;  // the unfused chain was fused into this kernel and compared
 };
 
 std::string compare(std::string_view path, const std::vector<HostTensor>& got,
@@ -136,6 +139,48 @@ std::string compare(std::string_view path, const std::vector<HostTensor>& got,
     }
   }
   return "";
+}
+
+// Plans the case's unfused pattern with fusion on and the fused kernel forced; "" or why it failed.
+std::string run_pattern(const ops::KernelDef& def, const Case& c, runtime::Session& session, const Registries& r,
+                        const Built& single, const std::vector<differential::RefTensor>& expected) {
+  graph::Graph graph("parity_pattern");
+  for (graph::ValueId id : single.graph.inputs()) {
+    const graph::Value& value = single.graph.value(id);
+    HXRT_CHECK(graph.add_input(value.name, value.desc).ok(), "pattern input");
+  }
+  for (graph::ValueId id : single.graph.initializers()) {
+    const graph::Value& value = single.graph.value(id);
+    const size_t index = static_cast<size_t>(std::stoi(value.name.substr(1)));
+    HXRT_CHECK(
+        graph.add_initializer(value.name, value.desc, graph::WeightData::copy_of(c.inputs[index]->value.bytes)).ok(),
+        "pattern initializer");
+  }
+  for (size_t i = 0; i < c.pattern.size(); ++i) {
+    const Case::PatternNode& node = c.pattern[i];
+    const Status added = graph
+                             .add_node(fmt::format("p{}", i), node.op_type, node.inputs,
+                                       std::vector<std::string>{node.output}, node.attrs, node.domain, node.version)
+                             .status();
+    if (!added.ok()) return "fused pattern: " + added.to_string();
+  }
+  if (Status marked = graph.mark_output("y0"); !marked.ok()) return "fused pattern: " + marked.to_string();
+  runtime::PlanOptions options;
+  options.max_streams = 1;
+  options.fuse = true;
+  options.selection.forced[def.op_type] = def.name;
+  Result<std::unique_ptr<runtime::ExecutionPlan>> plan = runtime::ExecutionPlan::build(
+      std::move(graph), session.device().info(), runtime::PlanContext{&r.schemas, &r.kernels, &r.fusions}, options);
+  if (!plan.ok()) return "fused pattern: planning: " + plan.status().to_string();
+  if ((*plan)->objects().size() != 1 || (*plan)->objects().front().kernel != &def) {
+    return "fused pattern: the fusion pass did not rewrite it into this kernel:\n" + (*plan)->describe();
+  }
+  Result<std::unique_ptr<runtime::Executor>> executor =
+      runtime::Executor::create(session, std::shared_ptr<const runtime::ExecutionPlan>(std::move(plan).value()));
+  if (!executor.ok()) return "fused pattern: executor: " + executor.status().to_string();
+  Result<runtime::TensorMap> outputs = (*executor)->run(single.feeds);
+  if (!outputs.ok()) return "fused pattern: run: " + outputs.status().to_string();
+  return compare("fused pattern", {outputs->at("y0")}, expected, c.tolerance);
 }
 
 Outcome run_case(const ops::KernelDef& def, const Case& c, runtime::Session& session, const Registries& r,
@@ -192,6 +237,13 @@ Outcome run_case(const ops::KernelDef& def, const Case& c, runtime::Session& ses
   outcome.failure = compare("plan/executor", got, expected, c.tolerance);
   if (!outcome.failure.empty()) return outcome;
 
+  // A fused op's unfused chain, rewritten by the fusion pass into the kernel under test.
+  if (!c.pattern.empty()) {
+    outcome.failure = run_pattern(def, c, session, r, *built, expected);
+    if (!outcome.failure.empty()) return outcome;
+    outcome.fused_pattern = true;
+  }
+
   // Poisoned, sentinel-fenced outputs.
   kernels::testing::OpCall call{.op_type = def.op_type, .domain = def.domain, .version = version, .attrs = c.attrs};
   for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -219,7 +271,7 @@ struct SweepResult {
   std::vector<std::string> failures;
   std::set<std::string> exemptions_used;
   std::map<std::string, double> seconds;  // per kernel
-  int kernels = 0, cases = 0, declined = 0;
+  int kernels = 0, cases = 0, declined = 0, fused_patterns = 0;
 };
 
 // Sweeps every kernel of `registry` for the session's device kind whose name contains `filter`.
@@ -259,6 +311,7 @@ SweepResult sweep(const ops::KernelRegistry& registry, runtime::Session& session
       } else if (outcome.ran) {
         ++result.cases;
         ++ran;
+        if (outcome.fused_pattern) ++result.fused_patterns;
         for (size_t i = 0; i < c.inputs.size() && i < dtypes_run.size(); ++i) {
           if (c.inputs[i]) dtypes_run[i].insert(c.inputs[i]->value.dtype);
         }
@@ -292,13 +345,19 @@ TEST_P(ParitySweep, EveryKernelMatchesTheReference) {
   const char* filter = std::getenv("HXRT_PARITY_FILTER");
   const SweepResult result = sweep(registries().kernels, **session, GetParam(), filter);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("parity sweep on %s: %d kernels, %d cases compared, %d declined by their kernel, %zu failures, %.1f s\n",
-              GetParam().c_str(), result.kernels, result.cases, result.declined, result.failures.size(), seconds);
+  std::printf(
+      "parity sweep on %s: %d kernels, %d cases compared (%d also as fused patterns), %d declined by their kernel, "
+      "%zu failures, %.1f s\n",
+      GetParam().c_str(), result.kernels, result.cases, result.fused_patterns, result.declined, result.failures.size(),
+      seconds);
   for (const auto& [key, kernel_seconds] : result.seconds) {
     if (kernel_seconds > 2.0) std::printf("  %s took %.1f s\n", key.c_str(), kernel_seconds);
   }
   EXPECT_GT(result.kernels, 0);
   EXPECT_GT(result.cases, result.kernels);
+  if (filter == nullptr) {
+    EXPECT_GT(result.fused_patterns, 0);
+  }
   for (const std::string& failure : result.failures) ADD_FAILURE() << failure;
   if (filter == nullptr) {
     const std::string prefix = std::string(hal::device_kind_name((*session)->device().info().kind)) + ":";
