@@ -1,4 +1,4 @@
-#include "hxrt/memory/block_allocator.h"
+#include "memory/block_allocator.h"
 
 #include <algorithm>
 #include <map>

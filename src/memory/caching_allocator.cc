@@ -54,6 +54,7 @@
 
 #include "hxrt/base/check.h"
 #include "hxrt/base/logging.h"
+#include "memory/block_allocator.h"
 
 namespace hxrt::memory {
 namespace {
@@ -138,14 +139,19 @@ CachingAllocator::CachingAllocator(hal::Device& device, const CachingAllocatorOp
       options_(options),
       alignment_(std::max<uint64_t>(options.alignment, device.info().min_alignment)),
       allocator_id_(next_allocator_id() << kAllocatorIdShift),
-      small_(BlockAllocatorOptions{alignment_, options.small_min_split_remainder}),
-      large_(BlockAllocatorOptions{alignment_, options.large_min_split_remainder}) {
+      small_(std::make_unique<BlockAllocator>(
+          BlockAllocatorOptions{alignment_, options.small_min_split_remainder})),
+      large_(std::make_unique<BlockAllocator>(
+          BlockAllocatorOptions{alignment_, options.large_min_split_remainder})) {
   HXRT_CHECK(is_power_of_two(alignment_), "allocation alignment {} is not a power of two", alignment_);
   HXRT_CHECK(options.small_size > 0 && options.small_size <= options.small_segment_size,
              "small_size {} must be in (0, small_segment_size {}]", options.small_size, options.small_segment_size);
   HXRT_CHECK(is_power_of_two(options.segment_granularity), "segment granularity {} is not a power of two",
              options.segment_granularity);
 }
+
+BlockAllocator& CachingAllocator::pool(Pool p) { return p == Pool::kSmall ? *small_ : *large_; }
+const BlockAllocator& CachingAllocator::pool(Pool p) const { return p == Pool::kSmall ? *small_ : *large_; }
 
 CachingAllocator::~CachingAllocator() {
   Result<LeakReport> report = release_all();
@@ -479,8 +485,8 @@ bool CachingAllocator::poll_fences() {
 
 void CachingAllocator::settle_completed() {
   auto covered = [this](const Block& b) { return b.epoch <= streams_[b.stream - 1]->completed; };
-  small_.settle_if(covered);
-  large_.settle_if(covered);
+  small_->settle_if(covered);
+  large_->settle_if(covered);
   for (size_t i = 0; i < deferred_.size();) {
     Deferred& d = deferred_[i];
     const bool ready = std::all_of(d.waits.begin(), d.waits.end(),
@@ -575,7 +581,7 @@ Result<LeakReport> CachingAllocator::release_all() {
     // Settling may take several rounds: a round can end with a failed fence whose stream is healthy again, and
     // the next round fences that stream afresh (Note [Stream-ordered reuse]).
     const auto deadline = deadline_after(options_.settle_timeout);
-    const auto settled = [this] { return small_.num_segments() + large_.num_segments() == 0 && deferred_.empty(); };
+    const auto settled = [this] { return small_->num_segments() + large_->num_segments() == 0 && deferred_.empty(); };
     for (;;) {
       const bool waited = wait_for_fences(lock, time_until(deadline));
       collect_cached_segments(0, &released);
@@ -592,7 +598,7 @@ Result<LeakReport> CachingAllocator::release_all() {
     } else {
       status = deadline_exceeded("release_all: {} in {} segment(s) still awaited queued device work after {} ms; {}",
                                  format_bytes(static_cast<uint64_t>(stats_.reserved_bytes.current)),
-                                 small_.num_segments() + large_.num_segments(),
+                                 small_->num_segments() + large_->num_segments(),
                                  std::chrono::duration_cast<std::chrono::milliseconds>(options_.settle_timeout).count(),
                                  report.to_string());
     }
@@ -626,8 +632,8 @@ std::vector<TagUsage> CachingAllocator::top_holders(size_t n) const {
 
 AllocatorStats CachingAllocator::stats_locked() const {
   AllocatorStats s = stats_;
-  s.free_bytes = small_.free_bytes() + large_.free_bytes();
-  s.largest_free_block = std::max(small_.largest_free_block(), large_.largest_free_block());
+  s.free_bytes = small_->free_bytes() + large_->free_bytes();
+  s.largest_free_block = std::max(small_->largest_free_block(), large_->largest_free_block());
   s.fragmentation = fragmentation_of(s.largest_free_block, s.free_bytes);
   return s;
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <numbers>
 
+#include "hxrt/base/check.h"
 #include "hxrt/base/float16.h"
 
 namespace hxrt::differential {
@@ -784,7 +785,12 @@ RefTensor ref_from_host(const HostTensor& tensor) {
   t.dtype = tensor.dtype;
   t.dims.assign(tensor.shape.dims().begin(), tensor.shape.dims().end());
   const bool is_int = !dtype_info(tensor.dtype).is_float && !dtype_info(tensor.dtype).is_quantized;
-  if (is_int) {
+  if (dtype_info(tensor.dtype).is_quantized) {
+    Result<std::vector<double>> values =
+        decode(tensor.dtype, tensor.bytes.data(), tensor.bytes.size(), tensor.shape.num_elements());
+    HXRT_CHECK(values.ok(), "{}", values.status().to_string());
+    t.data = std::move(values).value();
+  } else if (is_int) {
     for (int64_t v : tensor.to_i64()) t.data.push_back(static_cast<double>(v));
   } else {
     for (float v : tensor.to_f32()) t.data.push_back(v);

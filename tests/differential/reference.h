@@ -42,7 +42,7 @@ using RefValues = std::map<std::string, RefTensor, std::less<>>;
 using HostTensors = std::map<std::string, HostTensor, std::less<>>;
 Result<RefValues> evaluate_reference(const graph::Graph& graph, const HostTensors& inputs);
 
-// Converts a host tensor (any plain dtype) to its double values.
+// Converts a host tensor to its double values (quantized blocks dequantized; aborts on malformed bytes).
 RefTensor ref_from_host(const HostTensor& tensor);
 
 }  // namespace hxrt::differential

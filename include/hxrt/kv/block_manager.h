@@ -1,9 +1,9 @@
 // BlockManager: the bookkeeping of the paged KV cache — block pool, per-sequence block tables, prefix sharing by
 // hash chain, reference counts for sharing and copy-on-write, and LRU reuse of cached blocks.
 //
-// It knows nothing of devices or bytes (STYLE.md, "Bookkeeping apart from memory"): a block is an integer id in
-// [0, num_blocks), a slot is `block * block_size + offset`, and all metadata lives in arrays indexed by block id.
-// KvCache (kv_cache.h) owns one BlockManager next to the K and V buffers and performs the copies it asks for.
+// It knows nothing of devices or bytes (docs/design/architecture.md, "Bookkeeping apart from memory"): a block is an
+// integer id in [0, num_blocks), a slot is `block * block_size + offset`, and all metadata lives in arrays indexed by
+// block id. KvCache (kv_cache.h) owns one BlockManager next to the K and V buffers and performs the copies it asks for.
 //
 // Sequences are integer ids chosen by the caller. A sequence holds `length` tokens; its block table has
 // ceil(length / block_size) entries, and token i lives in slot table[i / block_size] * block_size + i % block_size.

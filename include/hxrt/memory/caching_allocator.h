@@ -51,9 +51,15 @@
 #include "hxrt/hal/event.h"
 #include "hxrt/hal/stream.h"
 #include "hxrt/hal/types.h"
-#include "hxrt/memory/block_allocator.h"
 
 namespace hxrt::memory {
+
+// The offset bookkeeping behind the pools (src/memory/block_allocator.h, private to this layer). The aliases
+// repeat that header's; the compiler rejects them if the two ever differ.
+class BlockAllocator;
+struct Block;
+using SegmentId = uint64_t;
+using BlockId = uint32_t;
 
 inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
@@ -236,8 +242,8 @@ class CachingAllocator {
 
   using Lock = std::unique_lock<std::mutex>;
 
-  BlockAllocator& pool(Pool p) { return p == Pool::kSmall ? small_ : large_; }
-  const BlockAllocator& pool(Pool p) const { return p == Pool::kSmall ? small_ : large_; }
+  BlockAllocator& pool(Pool p);
+  const BlockAllocator& pool(Pool p) const;
   uint64_t segment_size_for(uint64_t rounded) const;
 
   uint32_t stream_id(hal::Stream& stream);
@@ -269,8 +275,8 @@ class CachingAllocator {
   const uint64_t allocator_id_;  // pre-shifted into the top 16 bits of every allocation id
 
   mutable std::mutex mutex_;
-  BlockAllocator small_;
-  BlockAllocator large_;
+  std::unique_ptr<BlockAllocator> small_;  // never null
+  std::unique_ptr<BlockAllocator> large_;  // never null
   std::unordered_map<SegmentId, std::unique_ptr<hal::Buffer>> small_segments_;
   std::unordered_map<SegmentId, std::unique_ptr<hal::Buffer>> large_segments_;
   std::vector<std::unique_ptr<StreamState>> streams_;  // streams_[id - 1]; id 0 is kSettled

@@ -1,6 +1,6 @@
 // ExecutionPlan: a graph compiled for one device — built once, run many times with different input shapes.
 //
-// build() runs the planning pipeline (ARCHITECTURE.md, "The path of one request", step 4):
+// build() runs the planning pipeline (docs/design/architecture.md, "The path of one request", step 4):
 //   validate → infer shapes symbolically → fuse → select kernels (registry arbitration, explained; measured with a
 //   KernelTuner when one is given) → parse
 //   attributes into each kernel's parameters → assign streams to independent branches and add events on

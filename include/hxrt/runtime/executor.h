@@ -8,13 +8,14 @@
 // Weights are uploaded once per executor, or used in place (zero copy) where the device addresses host memory.
 // Outputs are downloaded and belong to the caller.
 //
-// Observability (ARCHITECTURE.md, step 6): a profiled run (RunOptions::profile, or the session's profiler enabled)
-// brackets every launch with events and hands the session's Profiler one record per launch (profiler.h). A failed
-// run returns a Status naming the failing launch, its attributes, tiling, inputs and producers, and keeps the same
-// report as a value (diagnostics.h); it can also snapshot the failing node's inputs (RunOptions::snapshot_dir).
-// RunOptions::check_numerics fails the run at the first launch whose float output holds NaN or Inf. Profiling,
-// check-numerics and snapshots are observers a run attaches around its launches (Note [Launch observers] in
-// src/runtime/launch_observer.h); a run without them pays one branch per launch for them.
+// Observability (docs/design/architecture.md, "The path of one request", step 6): a profiled run
+// (RunOptions::profile, or the session's profiler enabled) brackets every launch with events and hands the session's
+// Profiler one record per launch (profiler.h). A failed run returns a Status naming the failing launch, its
+// attributes, tiling, inputs and producers, and keeps the same report as a value (diagnostics.h); it can also
+// snapshot the failing node's inputs (RunOptions::snapshot_dir). RunOptions::check_numerics fails the run at the
+// first launch whose float output holds NaN or Inf. Profiling, check-numerics and snapshots are observers a run
+// attaches around its launches (Note [Launch observers] in src/runtime/launch_observer.h); a run without them pays
+// one branch per launch for them.
 //
 // Failure modes (Note [Continue mode] in executor.cc): kStop (default) ends the run at the first failure. kContinue
 // keeps every launch that does not depend on a failure running: the streams are drained, launches that a failed

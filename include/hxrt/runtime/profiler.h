@@ -1,9 +1,9 @@
 // Profiler: one record per kernel launch, on one clock, exported as Chrome trace-event JSON and a summary table.
 //
-// The Executor writes the records (ARCHITECTURE.md, "The path of one request", step 6). A run is profiled when
-// the session's profiler is enabled (Session::profiler().set_enabled(true), or SessionOptions::profile) or when
-// RunOptions::profile asks for it. Each launch of a profiled run is bracketed by two events recorded on its stream,
-// so its device interval is the time between the stream reaching the launch (after its waits) and finishing it,
+// The Executor writes the records (docs/design/architecture.md, "The path of one request", step 6). A run is profiled
+// when the session's profiler is enabled (Session::profiler().set_enabled(true), or SessionOptions::profile) or when
+// RunOptions::profile asks for it. Each launch of a profiled run is bracketed by two events recorded on its stream, so
+// its device interval is the time between the stream reaching the launch (after its waits) and finishing it,
 // read from hal::Event::timestamp_ns — the host steady clock, onto which devices with their own clock map their
 // timestamps, so host enqueue times and device times share one axis. After the run has drained, the executor
 // hands the profiler one RunProfile: per launch the node, op, kernel, fusion group, stream, tiling key, input

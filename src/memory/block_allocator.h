@@ -1,8 +1,8 @@
 // BlockAllocator: offset bookkeeping for sub-allocating segments (best fit, splitting, coalescing).
 //
-// It knows nothing of devices, buffers or streams (STYLE.md, "Bookkeeping apart from memory"): a segment is an
-// integer id with a size, a block is (segment, offset, size). The caching allocator (caching_allocator.h) keeps one
-// BlockAllocator per size class and maps segments to hal::Buffers.
+// It knows nothing of devices, buffers or streams (docs/design/architecture.md, "Bookkeeping apart from memory"): a
+// segment is an integer id with a size, a block is (segment, offset, size). The caching allocator (caching_allocator.h)
+// keeps one BlockAllocator per size class and maps segments to hal::Buffers.
 //
 // Every block carries:
 //  - a stream tag: an opaque uint64 stream id. For an allocated block it is the stream it was allocated on; for a
