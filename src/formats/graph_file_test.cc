@@ -80,7 +80,7 @@ Graph make_rich_graph() {
   every.set("lut", TensorValue{DType::kF32, Shape{2, 3}, lut});
   every.set("scalar", TensorValue{DType::kI64, Shape{}, std::vector<std::byte>(8, std::byte{7})});
   every.set("no_elems", TensorValue{DType::kF16, Shape{0}, {}});
-  EXPECT_TRUE(g.add_node("mm", "MatMul", Names{"x", "w_q41", ""}, Names{"h"}, every).ok());
+  EXPECT_TRUE(g.add_node("mm", "MatMul", Names{"x", "w_q41", ""}, Names{"h"}, every, "", 1).ok());
   EXPECT_TRUE(g.add_node("split", "Split", Names{"h"}, Names{"s0", "s1"}, {}, "", 13).ok());
   Result<NodeId> fused =
       g.add_node("norm+add", "RmsNormAdd", Names{"s0", "norm", "bias", "s1"}, Names{"y"}, {}, "hxrt.fused", 2);
@@ -88,8 +88,8 @@ Graph make_rich_graph() {
   g.mutable_node(*fused).kernel_hint = "cpu.rms_norm_add.avx512";
   g.mutable_node(*fused).fusion_id = 7;
   g.mutable_node(*fused).fused_from = {"norm", "add"};
-  EXPECT_TRUE(g.add_node("gather", "Gather", Names{"table", "pos"}, Names{"g"}).ok());
-  EXPECT_TRUE(g.add_node("q", "Dequant", Names{"w_q80", "empty"}, Names{"dq"}).ok());
+  EXPECT_TRUE(g.add_node("gather", "Gather", Names{"table", "pos"}, Names{"g"}, {}, "", 1).ok());
+  EXPECT_TRUE(g.add_node("q", "Dequant", Names{"w_q80", "empty"}, Names{"dq"}, {}, "", 1).ok());
   EXPECT_TRUE(g.mark_output("y").ok());
   EXPECT_TRUE(g.mark_output("g").ok());
   EXPECT_TRUE(g.mark_output("dq").ok());
@@ -380,8 +380,8 @@ TEST(GraphFile, LayoutMatchesTheSpecification) {
 TEST(GraphFile, GraphWithoutWeightsAndRemovedNodes) {
   Graph g("tiny");
   ASSERT_TRUE(g.add_input("x", TensorDesc{DType::kF32, SymShape{4}}).ok());
-  ASSERT_TRUE(g.add_node("dead", "Relu", Names{"x"}, Names{"d"}).ok());
-  ASSERT_TRUE(g.add_node("live", "Relu", Names{"x"}, Names{"y"}).ok());
+  ASSERT_TRUE(g.add_node("dead", "Relu", Names{"x"}, Names{"d"}, {}, "", 1).ok());
+  ASSERT_TRUE(g.add_node("live", "Relu", Names{"x"}, Names{"y"}, {}, "", 1).ok());
   ASSERT_TRUE(g.mark_output("y").ok());
   ASSERT_TRUE(g.remove_node(0).ok());
   Result<std::vector<std::byte>> bytes = serialize_graph(g);

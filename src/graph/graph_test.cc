@@ -76,7 +76,7 @@ TEST(Graph, BuildAndLinks) {
   EXPECT_EQ(g.find_value("zzz").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(g.find_node("zzz").status().code(), StatusCode::kNotFound);
   const std::string text = g.to_string();
-  EXPECT_NE(text.find("fc1 = MatMul-1(x, w1) -> h"), std::string::npos) << text;
+  EXPECT_NE(text.find("fc1 = MatMul-latest(x, w1) -> h"), std::string::npos) << text;  // add_node's default
   EXPECT_NE(text.find("input x: f32[n, 4]"), std::string::npos) << text;
 }
 

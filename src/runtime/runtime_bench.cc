@@ -50,9 +50,7 @@ class Bench {
 
   void node(graph::Graph& g, const std::string& op, const std::vector<std::string>& inputs, const std::string& out,
             graph::AttributeMap attrs = {}, const std::string& domain = "") {
-    const int version = registries_->schemas.find(op, domain, 0).value()->since_version;
-    check(g.add_node("n." + out, op, inputs, std::vector<std::string>{out}, std::move(attrs), domain, version).status(),
-          out);
+    check(g.add_node("n." + out, op, inputs, std::vector<std::string>{out}, std::move(attrs), domain).status(), out);
   }
   // A random f32 weight (never zero) scaled by `scale`.
   void weight(graph::Graph& g, const std::string& name, const Shape& shape, float scale = 1.0f) {
