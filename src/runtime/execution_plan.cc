@@ -87,9 +87,8 @@ Status ExecutionPlan::place_nodes(const PlanContext& context, const PlanOptions&
       if (!context.kernels->select(graph_, node, devices_[d], options.selection).ok()) continue;
       placement_[static_cast<size_t>(id)] = static_cast<int>(d);
       ++split_.fallback_nodes;
-      if (std::find(split_.fallback_ops.begin(), split_.fallback_ops.end(), node.op_type) == split_.fallback_ops.end()) {
-        split_.fallback_ops.push_back(node.op_type);
-      }
+      std::vector<std::string>& moved = split_.fallback_ops;
+      if (std::find(moved.begin(), moved.end(), node.op_type) == moved.end()) moved.push_back(node.op_type);
       break;
     }
   }
@@ -114,7 +113,7 @@ Status ExecutionPlan::place_nodes(const PlanContext& context, const PlanOptions&
         graph::ValueId& copy = copy_to[static_cast<size_t>(to)];
         if (copy == graph::kNoValue) {
           const graph::Value& v = graph_.value(value);
-          std::string name = fmt::format("{}@{}", v.name, hal::device_kind_name(devices_[static_cast<size_t>(to)].kind));
+          std::string name = fmt::format("{}@{}", v.name, hal::device_kind_name(device_info(to).kind));
           while (graph_.find_value(name).ok()) name += "_";
           const graph::TensorDesc desc = v.desc;
           const std::string source = v.name;
@@ -434,11 +433,12 @@ std::string ExecutionPlan::describe() const {
     for (graph::ValueId v : object.outputs) {
       outs.push_back(fmt::format("{}: {}", graph_.value(v).name, graph_.value(v).desc.to_string()));
     }
-    out += fmt::format("  [{}] {} (id {}, {}{}{}) stream {} kernel {} v{} ({}){}\n", i, node.name, node.stable_id, node.domain,
-                       node.domain.empty() ? "" : ".", node.op_type, object.stream, object.kernel->name,
+    out += fmt::format("  [{}] {} (id {}, {}{}{}) stream {} kernel {} v{} ({}){}\n", i, node.name, node.stable_id,
+                       node.domain, node.domain.empty() ? "" : ".", node.op_type, object.stream, object.kernel->name,
                        object.kernel->impl_version, ops::kernel_kind_name(object.kernel->kind),
                        object.device != kMainDevice
-                           ? fmt::format(" on fallback {} device", hal::device_kind_name(device_info(object.device).kind))
+                           ? fmt::format(" on fallback {} device",
+                                         hal::device_kind_name(device_info(object.device).kind))
                            : "");
     out += fmt::format("      in: {}\n      out: {}\n", fmt::join(ins, ", "), fmt::join(outs, ", "));
     if (!node.attrs.items().empty()) out += fmt::format("      attrs: {}\n", node.attrs.to_string());

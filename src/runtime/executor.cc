@@ -358,7 +358,8 @@ Executor::LaunchResult Executor::place_outputs(size_t i, RunState& state, hal::S
   const std::vector<ValuePlan>& values = plan_->values();
   for (graph::ValueId out : object.outputs) {
     const auto v = static_cast<size_t>(out);
-    Result<uint64_t> sized = storage_bytes(g.value(out).desc.dtype, static_cast<uint64_t>(state.shapes[v].num_elements()));
+    const auto elements = static_cast<uint64_t>(state.shapes[v].num_elements());
+    Result<uint64_t> sized = storage_bytes(g.value(out).desc.dtype, elements);
     if (!sized.ok()) return LaunchResult::failed(LaunchStep::kSizeOutputs, std::move(sized).take_status());
     const uint64_t bytes = *sized;
     if (state.use_arena && values[v].arena_offset >= 0) {

@@ -4,9 +4,9 @@
 // Mul, Silu → Mul). A match is accepted only when every intermediate value has exactly one consumer and is not a
 // graph output, so nothing else needs the tensors the fused kernel never writes. The fused node (domain
 // `hxrt.fused`) takes over the last node's outputs, gets a fusion id and a fresh stable id, and lists the names and
-// stable ids of the nodes it replaced, so profiles and errors map back to the original graph; nodes outside a match
-// keep their stable ids (Note [Stable node ids] in graph/graph.h). Fused ops are ordinary ops with schemas and kernels of
-// kind kFused.
+// stable ids of the nodes it replaced, so profiles and errors map back to the original graph; nodes outside a
+// match keep their stable ids (Note [Stable node ids] in graph/graph.h). Fused ops are ordinary ops with schemas and
+// kernels of kind kFused.
 //
 // Thread-safety: FusionRegistry is thread-compatible: fill it, then share it read-only.
 #pragma once

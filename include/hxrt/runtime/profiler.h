@@ -46,7 +46,7 @@ inline constexpr int64_t kNoTimestamp = -1;
 struct LaunchRecord {
   uint64_t run = 0;  // the profiler's run number, from 1
   std::string graph;
-  int32_t node_id = -1;  // the node's stable id (graph-file id, Note [Stable node ids]): the id errors and pool events use
+  int32_t node_id = -1;  // the stable id (graph-file id, Note [Stable node ids]) errors and pool events use too
   std::string node_name;
   std::string op_type;
   std::string kernel;
