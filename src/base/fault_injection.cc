@@ -18,6 +18,7 @@ struct State {
   std::atomic<uint64_t> injected{0};
   std::mutex mutex;
   std::set<ReachedLocation> locations;  // guarded by mutex
+  std::string last_injected;            // guarded by mutex
 };
 
 State& state() {
@@ -63,6 +64,10 @@ void arm(const Plan& plan) {
   s.sites.store(plan.sites);
   s.reached.store(0);
   s.injected.store(0);
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.last_injected.clear();
+  }
   detail::g_armed.store(true, std::memory_order_release);
 }
 
@@ -70,6 +75,12 @@ void disarm() { detail::g_armed.store(false, std::memory_order_release); }
 bool armed() { return detail::g_armed.load(std::memory_order_acquire); }
 uint64_t reached() { return state().reached.load(); }
 uint64_t injected() { return state().injected.load(); }
+
+std::string last_injected() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.last_injected;
+}
 
 std::vector<ReachedLocation> reached_locations() {
   State& s = state();
@@ -90,6 +101,10 @@ Status detail::check_armed(Site site, std::string_view what, const char* file, i
   if (k != fail_at && !(s.keep_failing.load() && k > fail_at)) return ok_status();
   s.injected.fetch_add(1);
   const std::string message = fmt::format("injected fault at {} #{} ({})", site_name(site), k, what);
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.last_injected = message;
+  }
   const bool memory = site == Site::kDeviceAlloc || site == Site::kHostPinnedAlloc || site == Site::kHostMappedAlloc;
   return Status(memory ? StatusCode::kOutOfMemory : StatusCode::kUnavailable, message);
 }

@@ -151,7 +151,9 @@ Status Session::synchronize(hal::Duration timeout) {
 
 Result<TeardownReport> Session::teardown_locked(bool closing) {
   TeardownReport report;
-  std::vector<hal::Stream*> streams{default_stream_.get()};
+  // No default stream when create() failed to make it (the destructor of that half-made session comes here).
+  std::vector<hal::Stream*> streams;
+  if (default_stream_) streams.push_back(default_stream_.get());
   for (const auto& [name, stream] : streams_) streams.push_back(stream.get());
 
   // 1-3: drain with one shared deadline; abort what is still busy; collect and clear sticky errors.
@@ -189,7 +191,9 @@ Result<TeardownReport> Session::teardown_locked(bool closing) {
   if (leaks.ok()) {
     report.leaked_blocks = std::move(leaks).value();
   } else {
-    for (size_t i = closing ? 0 : 1; i < streams.size(); ++i) pool_->forget_stream(*streams[i]);
+    for (hal::Stream* stream : streams) {
+      if (closing || stream != default_stream_.get()) pool_->forget_stream(*stream);
+    }
     if (first_error.ok()) {
       first_error = std::move(leaks).take_status().with_context(
           fmt::format("releasing the pool of session '{}'", options_.name));

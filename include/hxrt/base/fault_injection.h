@@ -53,6 +53,8 @@ bool armed();
 // Selected sites reached since arm(), and faults injected.
 uint64_t reached();
 uint64_t injected();
+// The message of the last fault injected since arm() ("" when none).
+std::string last_injected();
 
 // A code location that was reached while armed: the site's kind and where it is.
 struct ReachedLocation {
