@@ -487,6 +487,13 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   const std::vector<ExecutionObject>& objects = plan_->objects();
   hal::Device& device = session_.device();
   failures_.clear();
+  // Note [One deadline per run]: RunOptions::timeout bounds the whole run, not each of its waits; every wait takes
+  // what is left (time_left()), and a run that times out aborts its streams before it releases their memory.
+  run_deadline_ = std::chrono::steady_clock::time_point::max();
+  if (options.timeout != hal::kInfinite) {
+    const auto now = std::chrono::steady_clock::now();
+    if (options.timeout < std::chrono::steady_clock::time_point::max() - now) run_deadline_ = now + options.timeout;
+  }
   RunState state;
   HXRT_RETURN_IF_ERROR_CTX(bind(inputs, state), "binding the inputs of graph '{}'", g.name());
   state.views.resize(static_cast<size_t>(g.num_values()));
@@ -504,7 +511,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   if (state.markers) HXRT_RETURN_IF_ERROR_CTX(ensure_markers(), "creating the profiling events of graph '{}'", g.name());
   // Note [Launch observers]: only what the options ask for is attached.
   if (options.check_numerics) {
-    state.numerics = std::make_unique<NumericsCheck>(*this, state, options.timeout);
+    state.numerics = std::make_unique<NumericsCheck>(*this, state);
     state.observers.push_back(state.numerics.get());
   }
   if (!options.snapshot_dir.empty()) {
@@ -516,8 +523,10 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     state.observers.push_back(state.profiling.get());
   }
 
-  // Frees what this run still holds, once the streams have drained.
+  // Frees what this run still holds, once the streams are idle (quiesce: a timed-out run's queued launches still
+  // name this memory).
   auto release = [&] {
+    quiesce();
     for (size_t v = 0; v < state.allocations.size(); ++v) {
       memory::Allocation& allocation = state.allocations[v];
       if (!allocation) continue;
@@ -530,7 +539,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
       state.profiling.reset();
       state.observers.clear();
     }
-    for (hal::Stream* stream : streams_) stream->synchronize(options.timeout).ignore();
+    for (hal::Stream* stream : streams_) stream->synchronize(time_left()).ignore();
     state.input_buffers.clear();
   };
   auto fail = [&](Status status) -> Status {
@@ -613,7 +622,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
       }
     }
     for (size_t s = 0; s < streams_.size(); ++s) {
-      if (Status status = streams_[s]->synchronize(options.timeout); !status.ok()) {
+      if (Status status = streams_[s]->synchronize(time_left()); !status.ok()) {
         Status diagnosed = diagnose(std::move(status), kNoObject, "running", state, options, static_cast<int>(s));
         release();
         return diagnosed;
@@ -633,7 +642,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     }
     outputs.emplace(value.name, std::move(tensor));
   }
-  if (Status s = streams_[0]->synchronize(options.timeout); !s.ok()) return fail(std::move(s));
+  if (Status s = streams_[0]->synchronize(time_left()); !s.ok()) return fail(std::move(s));
   release();
   ++stats_.runs;
   return outputs;

@@ -10,19 +10,34 @@
 
 namespace hxrt::runtime {
 
-void Executor::drain_after_failure(const RunOptions& options) {
-  for (hal::Stream* stream : streams_) stream->synchronize(options.timeout).ignore();
+hal::Duration Executor::time_left() const {
+  if (run_deadline_ == std::chrono::steady_clock::time_point::max()) return hal::kInfinite;
+  return std::max(hal::Duration::zero(), std::chrono::duration_cast<hal::Duration>(
+                                             run_deadline_ - std::chrono::steady_clock::now()));
+}
+
+void Executor::quiesce() {
+  for (hal::Stream* stream : streams_) {
+    if (!stream->query().idle) stream->abort();
+  }
+  for (hal::Stream* stream : streams_) {
+    if (!stream->status().ok()) stream->reset().ignore();
+  }
+}
+
+void Executor::drain_after_failure(const RunOptions& /*options*/) {
+  for (hal::Stream* stream : streams_) stream->synchronize(time_left()).ignore();
   for (hal::Stream* stream : streams_) {
     if (!stream->status().ok()) stream->reset().ignore();
   }
 }
 
 Status Executor::diagnose(Status status, size_t object, std::string_view stage, RunState& state,
-                          const RunOptions& options, int stream_hint) {
+                          const RunOptions& /*options*/, int stream_hint) {
   // Drain first: the failure's effects (failed events, skipped commands) must be final before they are read.
   std::vector<Status> stream_errors;
   for (hal::Stream* stream : streams_) {
-    stream->synchronize(options.timeout).ignore();
+    stream->synchronize(time_left()).ignore();
     stream_errors.push_back(stream->status());
   }
   diagnostics::RunView view{plan_.get(), state.shapes, state.launches, state.launched, {}};
@@ -145,7 +160,7 @@ Status Executor::run_continuing(RunState& state, const RunOptions& options) {
     }
     std::vector<Status> stream_errors;
     for (hal::Stream* stream : streams_) {
-      Status synced = stream->synchronize(options.timeout);
+      Status synced = stream->synchronize(time_left());
       if (synced.code() == StatusCode::kDeadlineExceeded) {
         return diagnose(std::move(synced), kNoObject, "running", state, options);
       }

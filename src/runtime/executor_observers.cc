@@ -109,7 +109,7 @@ void Executor::Profiling::finish() {
 Status Executor::NumericsCheck::after_enqueue(size_t object, hal::Stream& stream) {
   const graph::Graph& g = executor_.plan_->graph();
   const ExecutionObject& eo = executor_.plan_->objects()[object];
-  HXRT_RETURN_IF_ERROR(stream.synchronize(timeout_));
+  HXRT_RETURN_IF_ERROR(stream.synchronize(executor_.time_left()));
   for (size_t k = 0; k < eo.outputs.size(); ++k) {
     const graph::ValueId out = eo.outputs[k];
     const auto v = static_cast<size_t>(out);
@@ -122,7 +122,7 @@ Status Executor::NumericsCheck::after_enqueue(size_t object, hal::Stream& stream
     } else {
       staging_.resize(view.size);
       HXRT_RETURN_IF_ERROR(stream.copy_to_host(staging_.data(), view));
-      HXRT_RETURN_IF_ERROR(stream.synchronize(timeout_));
+      HXRT_RETURN_IF_ERROR(stream.synchronize(executor_.time_left()));
       bytes = staging_;
     }
     const NonFiniteCount count = scan_non_finite(dtype, bytes);
@@ -162,7 +162,7 @@ void Executor::InputSnapshot::on_failure(size_t object, FailureReport& report) {
       tensor.bytes.resize(view.size);
       if (view.size > 0) {
         Status copied = reader.copy_to_host(tensor.bytes.data(), view);
-        if (copied.ok()) copied = reader.synchronize(options_.timeout);
+        if (copied.ok()) copied = reader.synchronize(executor_.time_left());
         if (!copied.ok()) {
           report.snapshot_error = copied.to_string();
           reader.reset().ignore();

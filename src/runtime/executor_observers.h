@@ -41,14 +41,12 @@ class Executor::Profiling final : public LaunchObserver {
 // on NaN/Inf.
 class Executor::NumericsCheck final : public LaunchObserver {
  public:
-  NumericsCheck(Executor& executor, RunState& state, hal::Duration timeout)
-      : executor_(executor), state_(state), timeout_(timeout) {}
+  NumericsCheck(Executor& executor, RunState& state) : executor_(executor), state_(state) {}
   Status after_enqueue(size_t object, hal::Stream& stream) override;
 
  private:
   Executor& executor_;
   RunState& state_;
-  hal::Duration timeout_;
   std::vector<std::byte> staging_;
 };
 

@@ -218,6 +218,40 @@ TEST_F(ExecutorTest, ReshapesOfSingleConsumerIntermediatesShareTheirInputsMemory
   }
 }
 
+TEST_F(ExecutorTest, ARunThatTimesOutReturnsDeadlineExceededAndReleasesNothingStillInUse) {
+  // Eight chained 1024x1024 MatMuls: far more work than a 1 ms timeout allows. The run must return
+  // DeadlineExceeded without freeing memory that queued launches still use (this crashed: the queued launches ran
+  // on freed run state), and the executor must run the graph correctly afterwards.
+  graph::Graph g("chain");
+  ASSERT_TRUE(g.add_input("x", {DType::kF32, {1024, 1024}}).ok());
+  std::mt19937 rng(7);
+  const HostTensor w = HostTensor::random_f32({1024, 1024}, rng, -0.03f, 0.03f);
+  ASSERT_TRUE(g.add_initializer("w", {DType::kF32, {1024, 1024}}, weight_of(w)).ok());
+  std::string previous = "x";
+  for (int i = 0; i < 8; ++i) {
+    const std::string out = i == 7 ? "y" : fmt::format("h{}", i);
+    add_node(g, fmt::format("mm{}", i), "MatMul", {previous, "w"}, out);
+    previous = out;
+  }
+  ASSERT_TRUE(g.mark_output("y").ok());
+  PlanOptions options;
+  options.static_memory_plan = false;  // intermediates from the pool: freeing them early is what went wrong
+  Result<std::unique_ptr<Executor>> executor = compile(std::move(g), options);
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  const HostTensor x = HostTensor::random_f32({1024, 1024}, rng);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Result<TensorMap> timed_out = (*executor)->run({{"x", x}}, RunOptions{.timeout = std::chrono::milliseconds(1)});
+    ASSERT_FALSE(timed_out.ok());
+    EXPECT_EQ(timed_out.status().code(), StatusCode::kDeadlineExceeded) << timed_out.status().to_string();
+  }
+  Result<TensorMap> first = (*executor)->run({{"x", x}});
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  Result<TensorMap> second = (*executor)->run({{"x", x}});
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(first->at("y"), second->at("y"));
+  EXPECT_EQ(session_->pool().stats().active_blocks.current, 0) << "every run, timed out or not, returned its blocks";
+}
+
 TEST_F(ExecutorTest, BadBindingsNameTheInputAndAxis) {
   Result<std::unique_ptr<Executor>> executor = compile(mlp(Dim::symbol("batch")));
   ASSERT_TRUE(executor.ok());

@@ -26,6 +26,7 @@
 // Thread-safety: thread-compatible: one run at a time per executor (create one executor per concurrent caller).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -155,7 +156,13 @@ class Executor {
   Status diagnose(Status status, size_t object, std::string_view stage, RunState& state, const RunOptions& options,
                   int stream_hint = -1);
   void drain_after_failure(const RunOptions& options);
+  // Note [One deadline per run]: what is left of the running run's RunOptions::timeout (kInfinite without one).
+  hal::Duration time_left() const;
+  // Makes every stream idle before the run's memory is released: streams still busy (a run that timed out) are
+  // aborted, and every failed or aborted stream is reset, which waits for the command it is running to end.
+  void quiesce();
 
+  std::chrono::steady_clock::time_point run_deadline_ = std::chrono::steady_clock::time_point::max();
   Session& session_;               // sessions_[kMainDevice]
   std::vector<Session*> sessions_;  // per device index of the plan (one entry unless the plan is split)
   std::shared_ptr<const ExecutionPlan> plan_;
