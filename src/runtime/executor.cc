@@ -523,10 +523,9 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     state.observers.push_back(state.profiling.get());
   }
 
-  // Frees what this run still holds, once the streams are idle (quiesce: a timed-out run's queued launches still
-  // name this memory).
+  // Frees what this run still holds, once the streams have drained. After a failure, quiesce() first: a run that
+  // timed out still has launches queued that name this memory.
   auto release = [&] {
-    quiesce();
     for (size_t v = 0; v < state.allocations.size(); ++v) {
       memory::Allocation& allocation = state.allocations[v];
       if (!allocation) continue;
@@ -544,6 +543,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   };
   auto fail = [&](Status status) -> Status {
     drain_after_failure(options);
+    quiesce();
     release();
     return status;
   };
@@ -604,6 +604,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   if (continuing) {
     if (Status status = run_continuing(state, options); !status.ok()) {
       drain_after_failure(options);
+      quiesce();
       release();
       return status;
     }
@@ -617,6 +618,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
             streams_[static_cast<size_t>(stream)]->status().ok()
                 ? diagnose(std::move(launched.status), i, launch_step_name(launched.step), state, options)
                 : diagnose(std::move(launched.status), kNoObject, "running", state, options, stream);
+        quiesce();
         release();
         return diagnosed;
       }
@@ -624,6 +626,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     for (size_t s = 0; s < streams_.size(); ++s) {
       if (Status status = streams_[s]->synchronize(time_left()); !status.ok()) {
         Status diagnosed = diagnose(std::move(status), kNoObject, "running", state, options, static_cast<int>(s));
+        quiesce();
         release();
         return diagnosed;
       }

@@ -17,8 +17,12 @@ hal::Duration Executor::time_left() const {
 }
 
 void Executor::quiesce() {
-  for (hal::Stream* stream : streams_) {
-    if (!stream->query().idle) stream->abort();
+  // Only a run whose deadline passed leaves streams busy with its own launches; streams shared with another
+  // executor's run are never aborted otherwise.
+  if (time_left() == hal::Duration::zero()) {
+    for (hal::Stream* stream : streams_) {
+      if (!stream->query().idle) stream->abort();
+    }
   }
   for (hal::Stream* stream : streams_) {
     if (!stream->status().ok()) stream->reset().ignore();

@@ -158,8 +158,8 @@ class Executor {
   void drain_after_failure(const RunOptions& options);
   // Note [One deadline per run]: what is left of the running run's RunOptions::timeout (kInfinite without one).
   hal::Duration time_left() const;
-  // Makes every stream idle before the run's memory is released: streams still busy (a run that timed out) are
-  // aborted, and every failed or aborted stream is reset, which waits for the command it is running to end.
+  // After a failure, before the run's memory is released: when the run's deadline has passed, streams still busy
+  // are aborted; every failed or aborted stream is reset, which waits for the command it is running to end.
   void quiesce();
 
   std::chrono::steady_clock::time_point run_deadline_ = std::chrono::steady_clock::time_point::max();
