@@ -389,22 +389,25 @@ namespace {
 constexpr int64_t kCheapGrain = 32768;
 constexpr int64_t kTranscendentalGrain = 4096;
 
-class BinaryParams final : public ops::KernelParams {
+class BinaryParams final : public ops::TypedParams<BinaryParams> {
  public:
+  static constexpr std::string_view kName = "cpu::BinaryParams";
   explicit BinaryParams(BinaryOp binary_op) : op(binary_op) {}
   std::string to_string() const override { return fmt::format("op={}", binary_op_name(op)); }
   BinaryOp op;
 };
 
-class UnaryParams final : public ops::KernelParams {
+class UnaryParams final : public ops::TypedParams<UnaryParams> {
  public:
+  static constexpr std::string_view kName = "cpu::UnaryParams";
   explicit UnaryParams(UnaryOp unary_op) : op(unary_op) {}
   std::string to_string() const override { return fmt::format("op={}", unary_op_name(op)); }
   UnaryOp op;
 };
 
-class CastParams final : public ops::KernelParams {
+class CastParams final : public ops::TypedParams<CastParams> {
  public:
+  static constexpr std::string_view kName = "cpu::CastParams";
   explicit CastParams(int64_t to_code) : to(to_code) {}
   std::string to_string() const override { return fmt::format("to={}", to); }
   int64_t to;  // ONNX TensorProto code; the output dtype carries the same information at run time

@@ -25,7 +25,8 @@
 namespace hxrt::kernels::cpu {
 namespace {
 
-struct PagedAttentionParams final : ops::KernelParams {
+struct PagedAttentionParams final : ops::TypedParams<PagedAttentionParams> {
+  static constexpr std::string_view kName = "cpu::PagedAttentionParams";
   PagedAttentionParams(int64_t cache_layer, float attention_scale) : layer(cache_layer), scale(attention_scale) {}
   std::string to_string() const override { return fmt::format("layer={},scale={}", layer, scale); }
   int64_t layer;

@@ -152,7 +152,8 @@ int type_code(DType dtype) {
   }
 }
 
-struct CastParams final : ops::KernelParams {
+struct CastParams final : ops::TypedParams<CastParams> {
+  static constexpr std::string_view kName = "opencl::CastParams";
   explicit CastParams(int64_t to_code) : to(to_code) {}
   std::string to_string() const override { return fmt::format("to={}", to); }
   int64_t to;  // ONNX TensorProto code; the output dtype carries the same information at run time

@@ -101,7 +101,8 @@ __kernel void swiglu(__global const uchar* g_buf, ulong g_off, __global const uc
 enum class BinaryOp : int { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3 };
 enum class UnaryOp : int { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSigmoid = 3, kTanh = 4, kSilu = 5 };
 
-struct OpCodeParams final : ops::KernelParams {
+struct OpCodeParams final : ops::TypedParams<OpCodeParams> {
+  static constexpr std::string_view kName = "opencl::OpCodeParams";
   OpCodeParams(std::string_view op_name, int op_code) : name(op_name), code(op_code) {}
   std::string to_string() const override { return fmt::format("op={}", name); }
   std::string name;
@@ -176,7 +177,7 @@ ops::KernelDef binary_kernel(std::shared_ptr<const JitProgram> program, std::str
     const int64_t n = y.num_elements();
     if (n == 0) return ok_status();
     HXRT_ASSIGN_OR_RETURN(const Broadcast broadcast, merge_broadcast(launch.inputs[0].shape, launch.inputs[1].shape, y.shape));
-    const auto& params = static_cast<const OpCodeParams&>(*launch.params);
+    const auto& params = launch.params_as<OpCodeParams>();
     const std::string options = fmt::format("-D BINARY_OP={}{}", params.code, tiling_defines(*launch.tiling, {"same_shape"}));
     std::vector<hal::KernelArg> args;
     add_tensor_arg(args, launch.inputs[0]);
@@ -195,7 +196,7 @@ Status launch_unary(hal::Stream& stream, const JitProgram& program, const ops::K
   HXRT_RETURN_IF_ERROR(require_f32(launch));
   const int64_t n = launch.outputs[0].num_elements();
   if (n == 0) return ok_status();
-  const auto& params = static_cast<const OpCodeParams&>(*launch.params);
+  const auto& params = launch.params_as<OpCodeParams>();
   std::vector<hal::KernelArg> args;
   add_tensor_arg(args, launch.inputs[0]);
   add_tensor_arg(args, launch.outputs[0]);

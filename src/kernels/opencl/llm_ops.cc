@@ -304,7 +304,8 @@ bool cpu_attention_fma() {
 #endif
 }
 
-struct PagedAttentionParams final : ops::KernelParams {
+struct PagedAttentionParams final : ops::TypedParams<PagedAttentionParams> {
+  static constexpr std::string_view kName = "opencl::PagedAttentionParams";
   PagedAttentionParams(int64_t cache_layer, float attention_scale) : layer(cache_layer), scale(attention_scale) {}
   std::string to_string() const override { return fmt::format("layer={},scale={}", layer, scale); }
   int64_t layer;
@@ -363,7 +364,7 @@ ops::KernelDef paged_attention_kernel(std::shared_ptr<const JitProgram> program)
     return tiling;
   };
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
-    const auto& params = static_cast<const PagedAttentionParams&>(*launch.params);
+    const auto& params = launch.params_as<PagedAttentionParams>();
     HXRT_ASSIGN_OR_RETURN(const AttentionGeometry g, attention_geometry(launch.inputs));
     if (params.layer >= g.n_layers) {
       return invalid_argument("PagedAttention: layer {} is outside the cache's {} layers", params.layer, g.n_layers);
