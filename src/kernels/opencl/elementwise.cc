@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/elementwise.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -88,6 +89,14 @@ __kernel void unary(__global const uchar* x_buf, ulong x_off, __global uchar* y_
   const int i = get_global_id(0);
   if (i >= n) return;
   HX_AT(float, y_buf, y_off)[i] = unary_op(HX_AT(const float, x_buf, x_off)[i]);
+}
+
+__kernel void leaky_relu(__global const uchar* x_buf, ulong x_off, __global uchar* y_buf, ulong y_off, int n,
+                         float alpha) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const float v = HX_AT(const float, x_buf, x_off)[i];
+  HX_AT(float, y_buf, y_off)[i] = v < 0.0f ? alpha * v : v;
 }
 
 __kernel void swiglu(__global const uchar* g_buf, ulong g_off, __global const uchar* u_buf, ulong u_off,
@@ -212,14 +221,8 @@ ops::KernelDef unary_kernel(std::shared_ptr<const JitProgram> program, std::stri
   def.input_dtypes = {{DType::kF32}};
   if (op == UnaryOp::kGeluErf) {
     def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-      // A Result kept whole: GCC 12 reports a false -Wmaybe-uninitialized for a string unpacked by the macro.
-      Result<std::string> approximate = node.attrs.get_string("approximate", "none");
-      if (!approximate.ok()) return approximate.status();
-      if (*approximate != "none" && *approximate != "tanh") {
-        return invalid_argument("node '{}' (Gelu): attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"",
-                                node.name, *approximate);
-      }
-      const bool tanh = *approximate == "tanh";
+      HXRT_ASSIGN_OR_RETURN(const ops::GeluApproximation approximation, ops::parse_gelu_approximation(node));
+      const bool tanh = approximation == ops::GeluApproximation::kTanh;
       return std::unique_ptr<ops::KernelParams>(std::make_unique<OpCodeParams>(
           tanh ? "GeluTanh" : "Gelu", static_cast<int>(tanh ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf)));
     };
@@ -229,6 +232,27 @@ ops::KernelDef unary_kernel(std::shared_ptr<const JitProgram> program, std::stri
   def.tiling = elementwise_tiling;
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {
     return launch_unary(stream, *program, launch);
+  };
+  return def;
+}
+
+ops::KernelDef leaky_relu_kernel(std::shared_ptr<const JitProgram> program) {
+  ops::KernelDef def = opencl_def("LeakyRelu", "", 16, "LeakyReluF32", "f32 x < 0 ? alpha·x : x, one work-item each");
+  def.input_dtypes = {{DType::kF32}};
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_leaky_relu_params(node));
+  };
+  def.tiling = elementwise_tiling;
+  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
+    HXRT_RETURN_IF_ERROR(require_f32(launch));
+    const int64_t n = launch.outputs[0].num_elements();
+    if (n == 0) return ok_status();
+    std::vector<hal::KernelArg> args;
+    add_tensor_arg(args, launch.inputs[0]);
+    add_tensor_arg(args, launch.outputs[0]);
+    args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(n)));
+    args.push_back(hal::KernelArg::scalar(launch.params_as<ops::LeakyReluParams>().alpha));
+    return launch_kernel(stream, *program, "leaky_relu", "", launch.tiling->launch, args);
   };
   return def;
 }
@@ -267,6 +291,7 @@ Status register_elementwise(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(program, "Mul", BinaryOp::kMul)));
   HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(program, "Div", BinaryOp::kDiv)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Relu", "", 14, UnaryOp::kRelu)));
+  HXRT_RETURN_IF_ERROR(registry.add(leaky_relu_kernel(program)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Gelu", "", 20, UnaryOp::kGeluErf)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Sigmoid", "", 13, UnaryOp::kSigmoid)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Tanh", "", 13, UnaryOp::kTanh)));

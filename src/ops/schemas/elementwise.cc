@@ -1,4 +1,5 @@
-// Schemas of the elementwise ops (docs/ops.md, "Elementwise"): Add Sub Mul Div Relu Gelu Sigmoid Tanh Silu Cast.
+// Schemas of the elementwise ops (docs/ops.md, "Elementwise"): Add Sub Mul Div Relu LeakyRelu Gelu Sigmoid Tanh Silu
+// Cast. Attributes are parsed by hxrt/ops/params/elementwise.h, as the kernels parse them.
 
 #include <optional>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/elementwise.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::ops::schemas {
@@ -58,12 +60,12 @@ Status infer_same_as_input(InferenceContext& ctx) {
 }
 
 Status infer_gelu(InferenceContext& ctx) {
-  Result<std::string> approximate = ctx.attrs().get_string("approximate", "none");
-  if (!approximate.ok()) return ctx.error(approximate.status().message());
-  if (approximate.value() != "none" && approximate.value() != "tanh") {
-    return ctx.error(
-        fmt::format("attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"", approximate.value()));
-  }
+  HXRT_RETURN_IF_ERROR(parse_gelu_approximation(ctx.node()).status());
+  return infer_same_as_input(ctx);
+}
+
+Status infer_leaky_relu(InferenceContext& ctx) {
+  HXRT_RETURN_IF_ERROR(parse_leaky_relu_params(ctx.node()).status());
   return infer_same_as_input(ctx);
 }
 
@@ -114,6 +116,10 @@ Status register_elementwise(OpSchemaRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(binary_schema("Mul", "C = A * B with numpy broadcasting")));
   HXRT_RETURN_IF_ERROR(registry.add(binary_schema("Div", "C = A / B with numpy broadcasting")));
   HXRT_RETURN_IF_ERROR(registry.add(unary_schema("Relu", "", 14, "Y = max(X, 0)")));
+  OpSchema leaky_relu = unary_schema("LeakyRelu", "", 16, "Y = X for X >= 0, alpha * X for X < 0");
+  leaky_relu.attrs = {{.name = "alpha", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(0.01)}};
+  leaky_relu.infer = infer_leaky_relu;
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(leaky_relu)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_schema("Sigmoid", "", 13, "Y = 1 / (1 + exp(-X))")));
   HXRT_RETURN_IF_ERROR(registry.add(unary_schema("Tanh", "", 13, "Y = tanh(X)")));
   HXRT_RETURN_IF_ERROR(registry.add(unary_schema("Silu", "hxrt", 1, "Y = X * sigmoid(X)")));
