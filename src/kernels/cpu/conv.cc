@@ -210,7 +210,7 @@ Status register_conv(ops::KernelRegistry& registry) {
   conv.priority = 10;
   conv.description = "2-D NCHW convolution: im2col per output-column block + OpenBLAS sgemm, bias in the epilogue";
   conv.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
-    return ops::boxed(ops::parse_conv_params(node.attrs));
+    return ops::boxed(ops::parse_conv_params(node));
   };
   conv.tiling = [](const ops::TilingQuery& query) {
     return conv_tiling(query.params_as<ops::ConvParams>(), query);

@@ -410,14 +410,6 @@ class UnaryParams final : public ops::TypedParams<UnaryParams> {
   UnaryOp op;
 };
 
-class CastParams final : public ops::TypedParams<CastParams> {
- public:
-  static constexpr std::string_view kName = "cpu::CastParams";
-  explicit CastParams(int64_t to_code) : to(to_code) {}
-  std::string to_string() const override { return fmt::format("to={}", to); }
-  int64_t to;  // ONNX TensorProto code; the output dtype carries the same information at run time
-};
-
 int64_t output_elements(const ops::TilingQuery& q) {
   return q.outputs.empty() ? 0 : q.outputs[0].num_elements();
 }
@@ -574,9 +566,8 @@ ops::KernelDef cast_kernel() {
       {DType::kF32, DType::kF16, DType::kBF16, DType::kI8, DType::kU8, DType::kI32, DType::kI64, DType::kBool}};
   def.name = "Cast";
   def.description = "converts between f32 f16 bf16 i8 u8 i32 i64 bool";
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t to, node.attrs.get_int("to"));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<CastParams>(to));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_cast_params(node));
   };
   def.tiling = [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
     return chunk_tiling("grain", kCheapGrain, output_elements(q));

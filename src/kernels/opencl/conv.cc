@@ -205,7 +205,7 @@ ops::KernelDef conv_kernel(std::shared_ptr<const JitProgram> program, bool fused
   if (fused) def.kind = ops::KernelKind::kFused;
   def.parse_attrs = [fused](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
     if (fused) return ops::boxed(ops::parse_conv_bn_relu_params(node));
-    return ops::boxed(ops::parse_conv_params(node.attrs));
+    return ops::boxed(ops::parse_conv_params(node));
   };
   def.tiling = [fused](const ops::TilingQuery& query) -> Result<ops::Tiling> {
     if (query.inputs.size() < 2) return invalid_argument("Conv tiling needs X and W");

@@ -121,7 +121,8 @@ struct OpCodeParams final : ops::TypedParams<OpCodeParams> {
 using Int4 = std::array<int32_t, 4>;
 
 // A numpy broadcast merged into at most kMaxMergedRank dims, outermost first (leading dims padded with 1).
-struct Broadcast {
+struct Broadcast final : ops::TypedGeometry<Broadcast> {
+  static constexpr std::string_view kName = "opencl::Broadcast";
   Int4 dims{1, 1, 1, 1};
   Int4 a_strides{0, 0, 0, 0};
   Int4 b_strides{0, 0, 0, 0};
@@ -156,6 +157,7 @@ Result<ops::Tiling> elementwise_tiling(const ops::TilingQuery& query) {
     HXRT_ASSIGN_OR_RETURN(const Broadcast broadcast,
                           merge_broadcast(query.inputs[0].shape, query.inputs[1].shape, query.outputs[0].shape));
     tiling.values.emplace_back("same_shape", broadcast.same_shape ? 1 : 0);
+    tiling.geometry = std::make_shared<Broadcast>(broadcast);
   }
   return tiling;
 }
@@ -185,7 +187,7 @@ ops::KernelDef binary_kernel(std::shared_ptr<const JitProgram> program, std::str
     const ops::TensorRef& y = launch.outputs[0];
     const int64_t n = y.num_elements();
     if (n == 0) return ok_status();
-    HXRT_ASSIGN_OR_RETURN(const Broadcast broadcast, merge_broadcast(launch.inputs[0].shape, launch.inputs[1].shape, y.shape));
+    const auto& broadcast = launch.tiling->geometry_as<Broadcast>();
     const auto& params = launch.params_as<OpCodeParams>();
     const std::string options = fmt::format("-D BINARY_OP={}{}", params.code, tiling_defines(*launch.tiling, {"same_shape"}));
     std::vector<hal::KernelArg> args;

@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/llm.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -304,14 +305,6 @@ bool cpu_attention_fma() {
 #endif
 }
 
-struct PagedAttentionParams final : ops::TypedParams<PagedAttentionParams> {
-  static constexpr std::string_view kName = "opencl::PagedAttentionParams";
-  PagedAttentionParams(int64_t cache_layer, float attention_scale) : layer(cache_layer), scale(attention_scale) {}
-  std::string to_string() const override { return fmt::format("layer={},scale={}", layer, scale); }
-  int64_t layer;
-  float scale;  // 0: 1/sqrt(head_dim)
-};
-
 // Dims of one PagedAttention launch (shapes in llm.cc's schema).
 struct AttentionGeometry {
   int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_kv = 0;
@@ -347,11 +340,8 @@ ops::KernelDef paged_attention_kernel(std::shared_ptr<const JitProgram> program)
                                   "cache, batch invariant");
   def.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}, {DType::kF16, DType::kF32},
                       {DType::kF16, DType::kF32}, {DType::kI32}, {DType::kI32}, {DType::kI32}};
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t layer, node.attrs.get_int("layer"));
-    HXRT_ASSIGN_OR_RETURN(const double scale, node.attrs.get_float("scale", 0.0));
-    if (layer < 0) return invalid_argument("node '{}' (PagedAttention): attribute 'layer' = {} must be >= 0", node.name, layer);
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<PagedAttentionParams>(layer, static_cast<float>(scale)));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_paged_attention_params(node));
   };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
     HXRT_ASSIGN_OR_RETURN(const AttentionGeometry g, attention_geometry(query.inputs));
@@ -364,7 +354,7 @@ ops::KernelDef paged_attention_kernel(std::shared_ptr<const JitProgram> program)
     return tiling;
   };
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
-    const auto& params = launch.params_as<PagedAttentionParams>();
+    const auto& params = launch.params_as<ops::PagedAttentionParams>();
     HXRT_ASSIGN_OR_RETURN(const AttentionGeometry g, attention_geometry(launch.inputs));
     if (params.layer >= g.n_layers) {
       return invalid_argument("PagedAttention: layer {} is outside the cache's {} layers", params.layer, g.n_layers);

@@ -12,30 +12,37 @@ std::string ConvParams::to_string() const {
                      fmt::join(pads, ", "), fmt::join(dilations, ", "), group, auto_pad);
 }
 
-Result<ConvParams> parse_conv_params(const graph::AttributeMap& attrs) {
+Result<std::vector<int64_t>> parse_conv_ints(const graph::Node& node, std::string_view name, std::vector<int64_t> fallback,
+                                       size_t length, int64_t minimum) {
+  Result<std::vector<int64_t>> values = node.attrs.get_ints(name, std::move(fallback));
+  if (!values.ok()) return attr_read_error(node, name, values.status());
+  if (values->size() != length) {
+    return attr_error(node, name, fmt::format("needs {} values for a 2-D Conv, got [{}]", length, fmt::join(*values, ", ")));
+  }
+  for (int64_t v : *values) {
+    if (v < minimum) {
+      return attr_error(node, name, fmt::format("values must be >= {}, got [{}]", minimum, fmt::join(*values, ", ")));
+    }
+  }
+  return values;
+}
+
+Result<ConvParams> parse_conv_params(const graph::Node& node) {
   ConvParams out;
-  HXRT_ASSIGN_OR_RETURN(out.strides, attrs.get_ints("strides", {1, 1}));
-  HXRT_ASSIGN_OR_RETURN(out.pads, attrs.get_ints("pads", {0, 0, 0, 0}));
-  HXRT_ASSIGN_OR_RETURN(out.dilations, attrs.get_ints("dilations", {1, 1}));
-  HXRT_ASSIGN_OR_RETURN(out.group, attrs.get_int("group", 1));
-  HXRT_ASSIGN_OR_RETURN(out.auto_pad, attrs.get_string("auto_pad", "NOTSET"));
-  if (out.strides.size() != 2 || out.dilations.size() != 2 || out.pads.size() != 4) {
-    return invalid_argument("Conv is 2-D: strides and dilations need 2 values and pads 4, got {}", out.to_string());
+  HXRT_ASSIGN_OR_RETURN(out.strides, parse_conv_ints(node, "strides", {1, 1}, 2, 1));
+  HXRT_ASSIGN_OR_RETURN(out.pads, parse_conv_ints(node, "pads", {0, 0, 0, 0}, 4, 0));
+  HXRT_ASSIGN_OR_RETURN(out.dilations, parse_conv_ints(node, "dilations", {1, 1}, 2, 1));
+  Result<int64_t> group = node.attrs.get_int("group", 1);
+  if (!group.ok()) return attr_read_error(node, "group", group.status());
+  if (*group < 1) return attr_error(node, "group", fmt::format("must be >= 1, got {}", *group));
+  out.group = *group;
+  Result<std::string> auto_pad = node.attrs.get_string("auto_pad", "NOTSET");
+  if (!auto_pad.ok()) return attr_read_error(node, "auto_pad", auto_pad.status());
+  if (*auto_pad != "NOTSET" && *auto_pad != "SAME_UPPER" && *auto_pad != "SAME_LOWER" && *auto_pad != "VALID") {
+    return attr_error(node, "auto_pad",
+                      fmt::format("must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '{}'", *auto_pad));
   }
-  for (int64_t v : out.strides) {
-    if (v < 1) return invalid_argument("Conv strides must be >= 1, got {}", out.to_string());
-  }
-  for (int64_t v : out.dilations) {
-    if (v < 1) return invalid_argument("Conv dilations must be >= 1, got {}", out.to_string());
-  }
-  for (int64_t v : out.pads) {
-    if (v < 0) return invalid_argument("Conv pads must be >= 0, got {}", out.to_string());
-  }
-  if (out.group < 1) return invalid_argument("Conv group must be >= 1, got {}", out.group);
-  if (out.auto_pad != "NOTSET" && out.auto_pad != "SAME_UPPER" && out.auto_pad != "SAME_LOWER" &&
-      out.auto_pad != "VALID") {
-    return invalid_argument("Conv auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '{}'", out.auto_pad);
-  }
+  out.auto_pad = *auto_pad;
   return out;
 }
 
@@ -93,10 +100,11 @@ std::string ConvBnReluParams::to_string() const {
 
 Result<ConvBnReluParams> parse_conv_bn_relu_params(const graph::Node& node) {
   ConvBnReluParams params;
-  HXRT_ASSIGN_OR_RETURN(params.conv, parse_conv_params(node.attrs));
+  HXRT_ASSIGN_OR_RETURN(params.conv, parse_conv_params(node));
   HXRT_ASSIGN_OR_RETURN(params.epsilon, parse_epsilon(node));
   Result<int64_t> relu = node.attrs.get_int("relu", 1);
   if (!relu.ok()) return attr_read_error(node, "relu", relu.status());
+  if (*relu != 0 && *relu != 1) return attr_error(node, "relu", fmt::format("must be 0 or 1, got {}", *relu));
   params.relu = *relu != 0;
   return params;
 }

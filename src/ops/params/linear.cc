@@ -93,7 +93,7 @@ Result<Activation> activation_from_name(std::string_view name) {
   if (name == "none") return Activation::kNone;
   if (name == "gelu") return Activation::kGelu;
   if (name == "gelu_tanh") return Activation::kGeluTanh;
-  return invalid_argument("activation must be \"none\", \"gelu\" or \"gelu_tanh\", got \"{}\"", name);
+  return invalid_argument("must be \"none\", \"gelu\" or \"gelu_tanh\", got \"{}\"", name);
 }
 
 std::string_view activation_name(Activation activation) {
@@ -112,7 +112,7 @@ Result<MatMulBiasParams> parse_matmul_bias_params(const graph::Node& node) {
   Result<std::string> name = node.attrs.get_string("activation", "none");
   if (!name.ok()) return attr_read_error(node, "activation", name.status());
   Result<Activation> activation = activation_from_name(*name);
-  if (!activation.ok()) return attr_read_error(node, "activation", activation.status());
+  if (!activation.ok()) return attr_error(node, "activation", activation.status().message());
   MatMulBiasParams params;
   params.activation = *activation;
   return params;

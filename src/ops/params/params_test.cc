@@ -68,7 +68,7 @@ TEST(ParamsTest, DefaultsWhenAttributesAreAbsent) {
   EXPECT_EQ(rope.mode, RopeMode::kNormal);
   EXPECT_EQ(parse_leaky_relu_params(node("LeakyRelu")).value().alpha, 0.01f);
   EXPECT_EQ(parse_epsilon_params(node("RMSNorm", "hxrt")).value().epsilon, 1e-5f);
-  const ConvParams conv = parse_conv_params(graph::AttributeMap{}).value();
+  const ConvParams conv = parse_conv_params(node("Conv")).value();
   EXPECT_EQ(conv.to_string(), "strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1, auto_pad=NOTSET");
 }
 

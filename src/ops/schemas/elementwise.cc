@@ -28,21 +28,6 @@ const std::vector<DType>& cast_types() {
   return types;
 }
 
-// ONNX TensorProto.DataType codes Cast accepts for `to`.
-std::optional<DType> dtype_from_onnx_code(int64_t code) {
-  switch (code) {
-    case 1: return DType::kF32;
-    case 2: return DType::kU8;
-    case 3: return DType::kI8;
-    case 6: return DType::kI32;
-    case 7: return DType::kI64;
-    case 9: return DType::kBool;
-    case 10: return DType::kF16;
-    case 16: return DType::kBF16;
-    default: return std::nullopt;
-  }
-}
-
 Status infer_binary(InferenceContext& ctx) {
   const graph::TensorDesc& a = ctx.input(0);
   const graph::TensorDesc& b = ctx.input(1);
@@ -70,16 +55,8 @@ Status infer_leaky_relu(InferenceContext& ctx) {
 }
 
 Status infer_cast(InferenceContext& ctx) {
-  Result<int64_t> to = ctx.attrs().get_int("to");
-  if (!to.ok()) return ctx.error(fmt::format("attribute 'to': {}", to.status().message()));
-  const std::optional<DType> dtype = dtype_from_onnx_code(to.value());
-  if (!dtype) {
-    return ctx.error(fmt::format(
-        "attribute 'to' = {} is not a supported TensorProto type (1 f32, 2 u8, 3 i8, 6 i32, 7 i64, 9 bool, 10 f16, "
-        "16 bf16)",
-        to.value()));
-  }
-  ctx.set_output(0, graph::TensorDesc{*dtype, ctx.input(0).shape});
+  HXRT_ASSIGN_OR_RETURN(const CastParams cast, parse_cast_params(ctx.node()));
+  ctx.set_output(0, graph::TensorDesc{cast.dtype, ctx.input(0).shape});
   return ok_status();
 }
 

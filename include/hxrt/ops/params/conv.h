@@ -27,8 +27,13 @@ struct ConvParams final : TypedParams<ConvParams> {
   std::string auto_pad = "NOTSET";  // NOTSET, SAME_UPPER, SAME_LOWER, VALID
   std::string to_string() const override;
 };
-// Reads and validates the attributes (lengths, positive strides/dilations/group, non-negative pads, auto_pad value).
-Result<ConvParams> parse_conv_params(const graph::AttributeMap& attrs);
+// Reads and validates the attributes (lengths, positive strides/dilations/group, non-negative pads, auto_pad value);
+// errors name the node and the attribute. kernel_shape is not read: kernels take the kernel size from W (the schema
+// cross-checks the two).
+Result<ConvParams> parse_conv_params(const graph::Node& node);
+// Int-list attribute `name` of a 2-D Conv (default `fallback`): exactly `length` values, each >= `minimum`.
+Result<std::vector<int64_t>> parse_conv_ints(const graph::Node& node, std::string_view name,
+                                             std::vector<int64_t> fallback, size_t length, int64_t minimum);
 
 // ConvBnRelu (hxrt.fused): Conv's attributes, the folded BatchNormalization's epsilon and the relu flag.
 struct ConvBnReluParams final : TypedParams<ConvBnReluParams> {
