@@ -69,8 +69,7 @@ class Typed : public Base {
 template <typename T>
 const T& checked_as(const TypedObject* object, std::string_view what) {
   HXRT_CHECK(object != nullptr, "{}: expected {}, got none", what, T::kName);
-  HXRT_CHECK(object->type_id() == typed_object_id<T>(), "{}: expected {}, got {}", what, T::kName,
-             object->type_name());
+  HXRT_CHECK(object->type_id() == typed_object_id<T>(), "{}: expected {}, got {}", what, T::kName, object->type_name());
   return static_cast<const T&>(*object);
 }
 

@@ -212,9 +212,7 @@ Status register_conv(ops::KernelRegistry& registry) {
   conv.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_conv_params(node));
   };
-  conv.tiling = [](const ops::TilingQuery& query) {
-    return conv_tiling(query.params_as<ops::ConvParams>(), query);
-  };
+  conv.tiling = [](const ops::TilingQuery& query) { return conv_tiling(query.params_as<ops::ConvParams>(), query); };
   conv.launch = ops::cpu_launch("Conv", conv_compute);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(conv)));
 

@@ -70,7 +70,8 @@ Status require_f32(const ops::TensorRef& t, std::string_view name) {
 // ConvBnRelu: inputs X, W, B (optional), scale, bias, mean, var.
 Status conv_bn_relu_compute(const ops::CpuComputeContext& ctx) {
   const auto& params = ctx.params<ops::ConvBnReluParams>();
-  HXRT_ASSIGN_OR_RETURN(const Conv2dGeometry g, ops::conv2d_geometry(params.conv, ctx.input(0).shape, ctx.input(1).shape));
+  HXRT_ASSIGN_OR_RETURN(const Conv2dGeometry g,
+                        ops::conv2d_geometry(params.conv, ctx.input(0).shape, ctx.input(1).shape));
   static constexpr std::string_view kNames[] = {"X", "W", "B", "scale", "bias", "mean", "var"};
   for (size_t i = 0; i < 7; ++i) {
     if (i == 2 && !ctx.has_input(2)) continue;

@@ -198,7 +198,8 @@ Status compute_softmax(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
   if (y.num_elements() == 0) return ok_status();
-  HXRT_ASSIGN_OR_RETURN(const ops::SoftmaxGeometry g, ops::softmax_geometry(x.shape, ctx.params<ops::AxisParams>().axis));
+  HXRT_ASSIGN_OR_RETURN(const ops::SoftmaxGeometry g,
+                        ops::softmax_geometry(x.shape, ctx.params<ops::AxisParams>().axis));
   const int64_t outer = g.outer;
   const int64_t axis_len = g.axis_len;
   const int64_t inner = g.inner;
@@ -359,7 +360,9 @@ Status register_normalization(ops::KernelRegistry& registry) {
 
   ops::KernelDef rope = make_def("RoPE", "hxrt", 1, 1, "f32 rotary embedding, normal or neox pairs, i32/i64 positions");
   rope.input_dtypes.push_back({DType::kI32, DType::kI64});
-  rope.parse_attrs = [](const graph::Graph&, const graph::Node& node) { return ops::boxed(ops::parse_rope_params(node)); };
+  rope.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_rope_params(node));
+  };
   rope.launch = ops::cpu_launch(rope.name, compute_rope);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(rope)));
   return ok_status();

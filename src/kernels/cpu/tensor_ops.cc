@@ -218,7 +218,8 @@ Status compute_gather(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& data = ctx.input(0);
   const ops::TensorRef& indices = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
-  HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(ctx.params<ops::AxisParams>().axis, data.shape.rank(), "Gather"));
+  HXRT_ASSIGN_OR_RETURN(const int axis,
+                        ops::normalize_axis(ctx.params<ops::AxisParams>().axis, data.shape.rank(), "Gather"));
   const int64_t outer = ops::dims_product(data.shape, 0, axis);
   const int64_t axis_dim = data.shape.dims()[static_cast<size_t>(axis)];
   const int64_t inner = ops::dims_product(data.shape, axis + 1, data.shape.rank());

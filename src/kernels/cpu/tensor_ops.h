@@ -74,5 +74,4 @@ void gather_rows(const std::byte* src, const int64_t* idx, int64_t n_indices, in
 void concat_rows(const std::byte* src, size_t src_row_bytes, std::byte* dst, size_t dst_row_bytes, size_t dst_offset,
                  int64_t outer_begin, int64_t outer_end);
 
-
 }  // namespace hxrt::kernels::cpu

@@ -178,8 +178,7 @@ Status conv_launch(hal::Stream& stream, const JitProgram& program, const ops::Ke
   args.push_back(hal::KernelArg::scalar(int4(g.kh, g.kw, g.stride_h, g.stride_w)));
   args.push_back(hal::KernelArg::scalar(int4(g.pad_top, g.pad_left, g.dilation_h, g.dilation_w)));
   args.push_back(hal::KernelArg::scalar(epsilon));
-  const int epilogue =
-      (has_bias ? kEpilogueBias : 0) | (fused ? kEpilogueBatchNorm : 0) | (relu ? kEpilogueRelu : 0);
+  const int epilogue = (has_bias ? kEpilogueBias : 0) | (fused ? kEpilogueBatchNorm : 0) | (relu ? kEpilogueRelu : 0);
   args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(epilogue)));
   return launch_kernel(stream, program, "conv2d", "", launch.tiling->launch, args);
 }
@@ -203,7 +202,8 @@ ops::KernelDef conv_kernel(std::shared_ptr<const JitProgram> program, bool fused
   def.input_dtypes.assign(fused ? 7 : 3, {DType::kF32});
   def.priority = 10;
   if (fused) def.kind = ops::KernelKind::kFused;
-  def.parse_attrs = [fused](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
+  def.parse_attrs = [fused](const graph::Graph&,
+                            const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
     if (fused) return ops::boxed(ops::parse_conv_bn_relu_params(node));
     return ops::boxed(ops::parse_conv_params(node));
   };

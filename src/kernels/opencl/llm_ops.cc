@@ -306,7 +306,8 @@ bool cpu_attention_fma() {
 }
 
 // Dims of one PagedAttention launch (shapes in llm.cc's schema).
-struct AttentionGeometry {
+struct AttentionGeometry final : ops::TypedGeometry<AttentionGeometry> {
+  static constexpr std::string_view kName = "opencl::AttentionGeometry";
   int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_kv = 0;
   int64_t n_layers = 0, n_blocks = 0, block_size = 0, n_seqs = 0, max_blocks = 0;
 };
@@ -351,11 +352,12 @@ ops::KernelDef paged_attention_kernel(std::shared_ptr<const JitProgram> program)
     tiling.values = {{"wg", kAttendGroup},
                      {"max_ctx", next_power_of_two(std::max(kMinContext, g.max_blocks * g.block_size))},
                      {"head_dim", g.head_dim}};
+    tiling.geometry = std::make_shared<AttentionGeometry>(g);
     return tiling;
   };
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
     const auto& params = launch.params_as<ops::PagedAttentionParams>();
-    HXRT_ASSIGN_OR_RETURN(const AttentionGeometry g, attention_geometry(launch.inputs));
+    const auto& g = launch.tiling->geometry_as<AttentionGeometry>();
     if (params.layer >= g.n_layers) {
       return invalid_argument("PagedAttention: layer {} is outside the cache's {} layers", params.layer, g.n_layers);
     }

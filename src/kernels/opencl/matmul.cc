@@ -267,9 +267,11 @@ Status register_linear(ops::KernelRegistry& registry) {
   };
   HXRT_RETURN_IF_ERROR(registry.add(std::move(matmul)));
 
-  ops::KernelDef gemm =
-      gemm_def(program, GemmOp::kGemm, "Gemm", "", 13, 3, "the tiled matmul with transposes as strides, alpha/beta and a broadcast C");
-  gemm.parse_attrs = [](const graph::Graph&, const graph::Node& node) { return ops::boxed(ops::parse_gemm_params(node)); };
+  ops::KernelDef gemm = gemm_def(program, GemmOp::kGemm, "Gemm", "", 13, 3,
+                                 "the tiled matmul with transposes as strides, alpha/beta and a broadcast C");
+  gemm.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_gemm_params(node));
+  };
   HXRT_RETURN_IF_ERROR(registry.add(std::move(gemm)));
 
   ops::KernelDef bias = gemm_def(program, GemmOp::kMatMulBias, "MatMulBias", "hxrt.fused", 1, 3,

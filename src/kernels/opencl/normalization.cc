@@ -301,8 +301,9 @@ ops::KernelDef layer_norm_kernel(std::shared_ptr<const JitProgram> program) {
     return ops::boxed(ops::parse_layer_norm_params(node));
   };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    HXRT_ASSIGN_OR_RETURN(const ops::LayerNormGeometry g,
-                          ops::layer_norm_geometry(query.inputs[0].shape, query.params_as<ops::LayerNormParams>().axis));
+    HXRT_ASSIGN_OR_RETURN(
+        const ops::LayerNormGeometry g,
+        ops::layer_norm_geometry(query.inputs[0].shape, query.params_as<ops::LayerNormParams>().axis));
     HXRT_RETURN_IF_ERROR(check_int32(g.rows, "rows"));
     HXRT_RETURN_IF_ERROR(check_int32(g.d, "row length"));
     const int64_t group = row_group(g.d);
@@ -344,13 +345,17 @@ ops::KernelDef layer_norm_kernel(std::shared_ptr<const JitProgram> program) {
   return def;
 }
 
-int64_t rope_items(const ops::RopeGeometry& g) { return g.rows * ((g.head_dim + 1) / 2); }
+int64_t rope_items(const ops::RopeGeometry& g) {
+  return g.rows * ((g.head_dim + 1) / 2);
+}
 
 ops::KernelDef rope_kernel(std::shared_ptr<const JitProgram> program) {
   ops::KernelDef def = opencl_def("RoPE", "hxrt", 1, "RoPEF32",
                                   "one work-item per (row, pair) over all heads, angle in double; normal or neox, i32/i64 positions");
   def.input_dtypes = {{DType::kF32}, {DType::kI32, DType::kI64}};
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) { return ops::boxed(ops::parse_rope_params(node)); };
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_rope_params(node));
+  };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
     HXRT_ASSIGN_OR_RETURN(const ops::RopeGeometry g, ops::rope_geometry(query.params_as<ops::RopeParams>(),
                                                                         query.inputs[0].shape, query.inputs[1].shape));
@@ -375,8 +380,8 @@ ops::KernelDef rope_kernel(std::shared_ptr<const JitProgram> program) {
       args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(v)));
     }
     args.push_back(hal::KernelArg::scalar(params.theta));
-    const std::string options =
-        fmt::format("-D NEOX={} -D POS_I64={}", params.mode == ops::RopeMode::kNeox ? 1 : 0, positions.dtype == DType::kI64 ? 1 : 0);
+    const std::string options = fmt::format("-D NEOX={} -D POS_I64={}", params.mode == ops::RopeMode::kNeox ? 1 : 0,
+                                            positions.dtype == DType::kI64 ? 1 : 0);
     return launch_kernel(stream, *program, "rope", options, launch.tiling->launch, args);
   };
   return def;

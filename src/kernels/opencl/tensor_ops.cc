@@ -69,20 +69,18 @@ __kernel void gather(__global const uchar* d_buf, ulong d_off, __global const uc
 }
 )CLC";
 
-struct GatherGeometry {
+struct GatherGeometry final : ops::TypedGeometry<GatherGeometry> {
+  static constexpr std::string_view kName = "opencl::GatherGeometry";
   int64_t outer = 1, axis_dim = 0, n_indices = 0;
   uint64_t row_bytes = 0;
   int64_t units() const { return outer * n_indices; }
 };
 
 Result<GatherGeometry> gather_geometry(int64_t axis_attr, const ops::TensorRef& data, const ops::TensorRef& indices) {
-  const int rank = data.shape.rank();
-  if (axis_attr < -rank || axis_attr >= rank) return invalid_argument("Gather: axis {} out of range for rank {}", axis_attr, rank);
-  const int axis = static_cast<int>(axis_attr < 0 ? axis_attr + rank : axis_attr);
+  HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(axis_attr, data.shape.rank(), "Gather"));
   GatherGeometry g;
-  int64_t inner = 1;
-  for (int d = 0; d < axis; ++d) g.outer *= data.shape.dim(d);
-  for (int d = axis + 1; d < rank; ++d) inner *= data.shape.dim(d);
+  g.outer = ops::dims_product(data.shape, 0, axis);
+  const int64_t inner = ops::dims_product(data.shape, axis + 1, data.shape.rank());
   g.axis_dim = data.shape.dim(axis);
   g.n_indices = indices.num_elements();
   HXRT_ASSIGN_OR_RETURN(g.row_bytes, storage_bytes(data.dtype, static_cast<uint64_t>(inner)));
@@ -106,20 +104,20 @@ ops::KernelDef gather_kernel(std::shared_ptr<const JitProgram> program) {
     return ops::boxed(ops::parse_axis_params(node, 0));
   };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    HXRT_ASSIGN_OR_RETURN(const GatherGeometry g, gather_geometry(query.params_as<ops::AxisParams>().axis,
-                                                                  query.inputs[0], query.inputs[1]));
+    HXRT_ASSIGN_OR_RETURN(const GatherGeometry g,
+                          gather_geometry(query.params_as<ops::AxisParams>().axis, query.inputs[0], query.inputs[1]));
     const uint64_t word = word_bytes(g.row_bytes, 0, 0);  // views are aligned in practice; launch() re-checks
     ops::Tiling tiling;
     tiling.launch = launch_1d(g.units() * static_cast<int64_t>(g.row_bytes / word), kGroup);
     tiling.values = {{"wg", kGroup}, {"word_bytes", static_cast<int64_t>(word)}};
+    tiling.geometry = std::make_shared<GatherGeometry>(g);
     return tiling;
   };
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
     const ops::TensorRef& data = launch.inputs[0];
     const ops::TensorRef& indices = launch.inputs[1];
     const ops::TensorRef& y = launch.outputs[0];
-    HXRT_ASSIGN_OR_RETURN(const GatherGeometry g,
-                          gather_geometry(launch.params_as<ops::AxisParams>().axis, data, indices));
+    const auto& g = launch.tiling->geometry_as<GatherGeometry>();
     if (g.units() == 0 || g.row_bytes == 0) return ok_status();
     const uint64_t word = word_bytes(g.row_bytes, data.view.offset, y.view.offset);
     const int64_t words_per_row = static_cast<int64_t>(g.row_bytes / word);
@@ -380,8 +378,7 @@ ops::KernelDef slice_kernel(std::shared_ptr<const JitProgram> program) {
 Status launch_concat(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch) {
   const ops::TensorRef& y = launch.outputs[0];
   const int rank = y.shape.rank();
-  HXRT_ASSIGN_OR_RETURN(const int axis,
-                        ops::normalize_axis(launch.params_as<ops::AxisParams>().axis, rank, "Concat"));
+  HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(launch.params_as<ops::AxisParams>().axis, rank, "Concat"));
   HXRT_ASSIGN_OR_RETURN(const size_t eb, copy_element_bytes(y.dtype, "Concat"));
   int64_t outer = 1;
   int64_t inner = 1;

@@ -27,7 +27,9 @@ int64_t dims_product(const Shape& shape, int begin, int end) {
   return p;
 }
 
-std::string AxisParams::to_string() const { return fmt::format("axis={}", axis); }
+std::string AxisParams::to_string() const {
+  return fmt::format("axis={}", axis);
+}
 
 Result<AxisParams> parse_axis_params(const graph::Node& node, int64_t fallback, bool required) {
   Result<int64_t> axis = required ? node.attrs.get_int("axis") : node.attrs.get_int("axis", fallback);
@@ -37,7 +39,9 @@ Result<AxisParams> parse_axis_params(const graph::Node& node, int64_t fallback, 
   return params;
 }
 
-std::string EpsilonParams::to_string() const { return fmt::format("epsilon={}", epsilon); }
+std::string EpsilonParams::to_string() const {
+  return fmt::format("epsilon={}", epsilon);
+}
 
 Result<float> parse_epsilon(const graph::Node& node) {
   Result<double> eps = node.attrs.get_float("epsilon", 1e-5);

@@ -12,12 +12,13 @@ std::string ConvParams::to_string() const {
                      fmt::join(pads, ", "), fmt::join(dilations, ", "), group, auto_pad);
 }
 
-Result<std::vector<int64_t>> parse_conv_ints(const graph::Node& node, std::string_view name, std::vector<int64_t> fallback,
-                                       size_t length, int64_t minimum) {
+Result<std::vector<int64_t>> parse_conv_ints(const graph::Node& node, std::string_view name,
+                                             std::vector<int64_t> fallback, size_t length, int64_t minimum) {
   Result<std::vector<int64_t>> values = node.attrs.get_ints(name, std::move(fallback));
   if (!values.ok()) return attr_read_error(node, name, values.status());
   if (values->size() != length) {
-    return attr_error(node, name, fmt::format("needs {} values for a 2-D Conv, got [{}]", length, fmt::join(*values, ", ")));
+    return attr_error(node, name,
+                      fmt::format("needs {} values for a 2-D Conv, got [{}]", length, fmt::join(*values, ", ")));
   }
   for (int64_t v : *values) {
     if (v < minimum) {
@@ -48,8 +49,8 @@ Result<ConvParams> parse_conv_params(const graph::Node& node) {
 
 Result<Conv2dGeometry> conv2d_geometry(const ConvParams& attrs, const Shape& x, const Shape& w) {
   if (x.rank() != 4 || w.rank() != 4) {
-    return invalid_argument("Conv is 2-D NCHW: X must be [N, C, H, W] and W [M, C/group, kH, kW], got X {} and W {}",
-                            x, w);
+    return invalid_argument("Conv is 2-D NCHW: X must be [N, C, H, W] and W [M, C/group, kH, kW], got X {} and W {}", x,
+                            w);
   }
   Conv2dGeometry g;
   g.n = x.dim(0);

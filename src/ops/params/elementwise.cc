@@ -15,7 +15,9 @@ Result<GeluApproximation> parse_gelu_approximation(const graph::Node& node) {
   return attr_error(node, "approximate", fmt::format("must be \"none\" or \"tanh\", got \"{}\"", *approximate));
 }
 
-std::string LeakyReluParams::to_string() const { return fmt::format("alpha={}", alpha); }
+std::string LeakyReluParams::to_string() const {
+  return fmt::format("alpha={}", alpha);
+}
 
 Result<LeakyReluParams> parse_leaky_relu_params(const graph::Node& node) {
   Result<double> alpha = node.attrs.get_float("alpha", 0.01);
@@ -41,7 +43,9 @@ std::optional<DType> dtype_from_onnx_code(int64_t code) {
   }
 }
 
-std::string CastParams::to_string() const { return fmt::format("to={}", to); }
+std::string CastParams::to_string() const {
+  return fmt::format("to={}", to);
+}
 
 Result<CastParams> parse_cast_params(const graph::Node& node) {
   Result<int64_t> to = node.attrs.get_int("to");

@@ -105,7 +105,9 @@ std::string_view activation_name(Activation activation) {
   return "";
 }
 
-std::string MatMulBiasParams::to_string() const { return fmt::format("activation={}", activation_name(activation)); }
+std::string MatMulBiasParams::to_string() const {
+  return fmt::format("activation={}", activation_name(activation));
+}
 
 Result<MatMulBiasParams> parse_matmul_bias_params(const graph::Node& node) {
   // A Result kept whole: GCC 12 reports a false -Wmaybe-uninitialized for a string unpacked by the macro.

@@ -4,7 +4,9 @@
 
 namespace hxrt::ops {
 
-std::string PagedAttentionParams::to_string() const { return fmt::format("layer={},scale={}", layer, scale); }
+std::string PagedAttentionParams::to_string() const {
+  return fmt::format("layer={},scale={}", layer, scale);
+}
 
 Result<PagedAttentionParams> parse_paged_attention_params(const graph::Node& node) {
   Result<int64_t> layer = node.attrs.get_int("layer");

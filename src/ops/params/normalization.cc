@@ -13,7 +13,9 @@ Result<SoftmaxGeometry> softmax_geometry(const Shape& x, int64_t axis) {
   return g;
 }
 
-std::string LayerNormParams::to_string() const { return fmt::format("axis={},epsilon={}", axis, epsilon); }
+std::string LayerNormParams::to_string() const {
+  return fmt::format("axis={},epsilon={}", axis, epsilon);
+}
 
 Result<LayerNormParams> parse_layer_norm_params(const graph::Node& node) {
   LayerNormParams params;
@@ -32,7 +34,9 @@ Result<LayerNormGeometry> layer_norm_geometry(const Shape& x, int64_t axis) {
   return g;
 }
 
-std::string_view rope_mode_name(RopeMode mode) { return mode == RopeMode::kNeox ? "neox" : "normal"; }
+std::string_view rope_mode_name(RopeMode mode) {
+  return mode == RopeMode::kNeox ? "neox" : "normal";
+}
 
 std::string RopeParams::to_string() const {
   return fmt::format("theta={},rotary_dims={},mode={}", theta, rotary_dims, rope_mode_name(mode));

@@ -71,8 +71,7 @@ Result<std::vector<int64_t>> constant_ints(const graph::Graph& graph, const grap
                                            std::string_view name) {
   const graph::Value& value = graph.value(node.inputs[i]);
   if (!value.is_initializer || value.weight.data == nullptr) {
-    return invalid_argument("node '{}' (Slice): input '{}' must be a constant (an initializer)", node.name,
-                            name);
+    return invalid_argument("node '{}' (Slice): input '{}' must be a constant (an initializer)", node.name, name);
   }
   const DType dtype = value.desc.dtype;
   const size_t width = dtype == DType::kI64 ? 8 : dtype == DType::kI32 ? 4 : 0;

@@ -58,15 +58,16 @@ Result<graph::SymShape> infer_conv2d_shape(InferenceContext& ctx) {
   const int64_t kh = w.dim(2).value();
   const int64_t kw = w.dim(3).value();
   if (ctx.attrs().has("kernel_shape")) {
-    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> kernel_shape, parse_conv_ints(ctx.node(), "kernel_shape", {}, 2, 1));
+    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> kernel_shape,
+                          parse_conv_ints(ctx.node(), "kernel_shape", {}, 2, 1));
     if (kernel_shape[0] != kh || kernel_shape[1] != kw) {
       return ctx.error(fmt::format("attribute 'kernel_shape' [{}] differs from 'W' {}", fmt::join(kernel_shape, ", "),
                                    w.to_string()));
     }
   }
-  HXRT_RETURN_IF_ERROR(ctx.require_equal(
-      x.dim(1), w.dim(1) * graph::Dim(conv.group),
-      fmt::format("channels C of 'X' {} and C/group·group of 'W' {} (group {})", x.to_string(), w.to_string(), conv.group)));
+  HXRT_RETURN_IF_ERROR(ctx.require_equal(x.dim(1), w.dim(1) * graph::Dim(conv.group),
+                                         fmt::format("channels C of 'X' {} and C/group·group of 'W' {} (group {})",
+                                                     x.to_string(), w.to_string(), conv.group)));
   if (w.dim(0).is_static() && w.dim(0).value() % conv.group != 0) {
     return ctx.error(fmt::format("'W' {} has M={} output channels, not a multiple of group {}", w.to_string(),
                                  w.dim(0).value(), conv.group));

@@ -31,7 +31,9 @@ Result<int> axis_attr(InferenceContext& ctx, std::string_view name, int64_t fall
   return static_cast<int>(axis.value() < 0 ? axis.value() + rank : axis.value());
 }
 
-Status epsilon_attr(InferenceContext& ctx) { return ops::parse_epsilon(ctx.node()).status(); }
+Status epsilon_attr(InferenceContext& ctx) {
+  return ops::parse_epsilon(ctx.node()).status();
+}
 
 Status infer_softmax(InferenceContext& ctx) {
   const graph::TensorDesc& x = ctx.input(0);
@@ -98,7 +100,8 @@ Status infer_rope(InferenceContext& ctx) {
   const graph::Dim& head_dim = x.shape.dim(-1);
   if (head_dim.is_static()) {
     if (rope.rotary_dims > head_dim.value()) {
-      return ctx.error(fmt::format("attribute 'rotary_dims' = {} exceeds head_dim {}", rope.rotary_dims, head_dim.value()));
+      return ctx.error(
+          fmt::format("attribute 'rotary_dims' = {} exceeds head_dim {}", rope.rotary_dims, head_dim.value()));
     }
     if (rope.rotary_dims == 0 && head_dim.value() % 2 != 0) {
       return ctx.error(fmt::format("head_dim {} must be even when rotary_dims is 0", head_dim.value()));

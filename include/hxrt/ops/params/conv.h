@@ -54,7 +54,7 @@ struct Conv2dGeometry final : TypedGeometry<Conv2dGeometry> {
   int64_t group = 1;
   int64_t stride_h = 1, stride_w = 1;
   int64_t dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0;   // the bottom/right pads only shape oh/ow
+  int64_t pad_top = 0, pad_left = 0;  // the bottom/right pads only shape oh/ow
   Shape output_shape() const { return Shape{n, m, oh, ow}; }
 };
 // InvalidArgument naming the shapes when X/W are not 4-D, channels do not match the group, or the output is empty.

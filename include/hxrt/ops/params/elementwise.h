@@ -25,7 +25,7 @@ Result<GeluApproximation> parse_gelu_approximation(const graph::Node& node);
 // y = x for x >= 0, alpha · x for x < 0.
 struct LeakyReluParams final : TypedParams<LeakyReluParams> {
   static constexpr std::string_view kName = "LeakyReluParams";
-  float alpha = 0.01f;  // finite
+  float alpha = 0.01f;                     // finite
   std::string to_string() const override;  // "alpha=0.01"
 };
 // Attribute alpha: a float (an int converts), default 0.01; InvalidArgument naming the node unless finite.

@@ -15,8 +15,8 @@ namespace hxrt::ops {
 
 struct PagedAttentionParams final : TypedParams<PagedAttentionParams> {
   static constexpr std::string_view kName = "PagedAttentionParams";
-  int64_t layer = 0;    // the cache layer this node reads and writes, >= 0 (required)
-  float scale = 0.0f;  // 0: 1/sqrt(head_dim)
+  int64_t layer = 0;                       // the cache layer this node reads and writes, >= 0 (required)
+  float scale = 0.0f;                      // 0: 1/sqrt(head_dim)
   std::string to_string() const override;  // "layer=3,scale=0"
 };
 // InvalidArgument naming the node when 'layer' is absent or negative. The schema also checks 'layer' against the

@@ -51,7 +51,7 @@ std::string_view rope_mode_name(RopeMode mode);
 
 struct RopeParams final : TypedParams<RopeParams> {
   static constexpr std::string_view kName = "RopeParams";
-  float theta = 10000.0f;  // > 0
+  float theta = 10000.0f;   // > 0
   int64_t rotary_dims = 0;  // even, >= 0; 0 = head_dim
   RopeMode mode = RopeMode::kNormal;
   std::string to_string() const override;
