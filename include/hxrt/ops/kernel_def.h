@@ -16,9 +16,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "hxrt/base/check.h"
 #include "hxrt/base/dtype.h"
 #include "hxrt/base/shape.h"
 #include "hxrt/base/status.h"
@@ -36,13 +38,61 @@ std::string_view kernel_kind_name(KernelKind kind);
 
 inline constexpr int kMaxOpVersion = INT_MAX;
 
-// A kernel's parsed attributes. Kernels derive their own struct; to_string() is shown by `hxrt inspect` and in
-// error reports.
-class KernelParams {
+// Objects that know their dynamic type, so that readers downcast them checked: a type derives from
+// Typed<Self, Base> and declares `static constexpr std::string_view kName`; checked_as<T>() aborts naming both
+// types when the object is not a T. KernelParams and KernelGeometry are the two kinds.
+class TypedObject {
  public:
-  virtual ~KernelParams() = default;
+  virtual ~TypedObject() = default;
+  // Identity of the most-derived type (typed_object_id<T>()); null for an object that declares no type.
+  virtual const void* type_id() const { return nullptr; }
+  virtual std::string_view type_name() const { return "(untyped)"; }
+};
+
+// One address per type: the identity that checked_as<T>() compares.
+template <typename T>
+inline constexpr char typed_object_tag = 0;
+template <typename T>
+constexpr const void* typed_object_id() {
+  return &typed_object_tag<T>;
+}
+
+template <typename Self, typename Base>
+class Typed : public Base {
+ public:
+  const void* type_id() const final { return typed_object_id<Self>(); }
+  std::string_view type_name() const final { return Self::kName; }
+};
+
+// `object` viewed as a T; `what` names the role in the message. Programmer error (HXRT_CHECK, naming both types)
+// when it is null or of another type.
+template <typename T>
+const T& checked_as(const TypedObject* object, std::string_view what) {
+  HXRT_CHECK(object != nullptr, "{}: expected {}, got none", what, T::kName);
+  HXRT_CHECK(object->type_id() == typed_object_id<T>(), "{}: expected {}, got {}", what, T::kName, object->type_name());
+  return static_cast<const T&>(*object);
+}
+
+// A kernel's parsed attributes. to_string() is shown by `hxrt inspect` and in error reports. The built-in ops'
+// params live in include/hxrt/ops/params/, one header per op family, shared by the schemas and every backend; a
+// params struct derives from TypedParams<Self> and is read through params_as<T>() (KernelLaunch, TilingQuery,
+// CpuComputeContext).
+class KernelParams : public TypedObject {
+ public:
   virtual std::string to_string() const { return ""; }
 };
+template <typename Self>
+using TypedParams = Typed<Self, KernelParams>;
+template <typename T>
+const T& params_as(const KernelParams* params) {
+  return checked_as<T>(params, "kernel params");
+}
+
+// What a tiling function derived from params and concrete shapes (loop bounds, strides, merged dims) and launch
+// needs again: computed once per tiling (cached per kernel, shapes and params) and carried in Tiling::geometry.
+class KernelGeometry : public TypedObject {};
+template <typename Self>
+using TypedGeometry = Typed<Self, KernelGeometry>;
 
 // A tensor as a kernel sees it at run time: concrete dtype and shape, and its memory (row-major, contiguous).
 struct TensorRef {
@@ -62,6 +112,12 @@ struct TensorRef {
 struct Tiling {
   hal::LaunchConfig launch;
   std::vector<std::pair<std::string, int64_t>> values;  // {"tile_m", 64}, {"block_dim", 8}, ...
+  // Optional geometry for launch (immutable, shared by copies of this Tiling); read with geometry_as<T>().
+  std::shared_ptr<const KernelGeometry> geometry;
+  template <typename T>
+  const T& geometry_as() const {
+    return checked_as<T>(geometry.get(), "tiling geometry");
+  }
   int64_t get(std::string_view name, int64_t fallback = 0) const;
   // "block_dim=8,tile_m=64" — stable, used as the tiling cache and trace key.
   std::string key() const;
@@ -73,6 +129,10 @@ struct TilingQuery {
   std::span<const TensorRef> inputs;
   std::span<const TensorRef> outputs;
   const hal::DeviceInfo* device = nullptr;
+  template <typename T>
+  const T& params_as() const {
+    return ops::params_as<T>(params);
+  }
 };
 
 // What launch() receives. Inputs are in node input order (an omitted optional input has an empty view and
@@ -83,6 +143,10 @@ struct KernelLaunch {
   const Tiling* tiling = nullptr;
   std::vector<TensorRef> inputs;
   std::vector<TensorRef> outputs;
+  template <typename T>
+  const T& params_as() const {
+    return ops::params_as<T>(params);
+  }
 };
 
 using SupportsFn = std::function<bool(const graph::Graph&, const graph::Node&, std::string* why_not)>;
@@ -120,9 +184,10 @@ class CpuComputeContext {
   const TensorRef& output(size_t i) const { return launch_.outputs.at(i); }
   size_t num_inputs() const { return launch_.inputs.size(); }
   bool has_input(size_t i) const { return i < launch_.inputs.size() && launch_.inputs[i].view.buffer != nullptr; }
+  // Checked as params_as<P>().
   template <typename P>
   const P& params() const {
-    return static_cast<const P&>(*launch_.params);
+    return ops::params_as<P>(launch_.params);
   }
   const Tiling& tiling() const { return *launch_.tiling; }
   ThreadPool& pool() const { return pool_; }

@@ -12,86 +12,6 @@
 
 namespace hxrt::kernels::cpu {
 
-std::string ConvAttrs::to_string() const {
-  return fmt::format("strides=[{}], pads=[{}], dilations=[{}], group={}, auto_pad={}", fmt::join(strides, ", "),
-                     fmt::join(pads, ", "), fmt::join(dilations, ", "), group, auto_pad);
-}
-
-Result<ConvAttrs> parse_conv_attrs(const graph::AttributeMap& attrs) {
-  ConvAttrs out;
-  HXRT_ASSIGN_OR_RETURN(out.strides, attrs.get_ints("strides", {1, 1}));
-  HXRT_ASSIGN_OR_RETURN(out.pads, attrs.get_ints("pads", {0, 0, 0, 0}));
-  HXRT_ASSIGN_OR_RETURN(out.dilations, attrs.get_ints("dilations", {1, 1}));
-  HXRT_ASSIGN_OR_RETURN(out.group, attrs.get_int("group", 1));
-  HXRT_ASSIGN_OR_RETURN(out.auto_pad, attrs.get_string("auto_pad", "NOTSET"));
-  if (out.strides.size() != 2 || out.dilations.size() != 2 || out.pads.size() != 4) {
-    return invalid_argument("Conv is 2-D: strides and dilations need 2 values and pads 4, got {}", out.to_string());
-  }
-  for (int64_t v : out.strides) {
-    if (v < 1) return invalid_argument("Conv strides must be >= 1, got {}", out.to_string());
-  }
-  for (int64_t v : out.dilations) {
-    if (v < 1) return invalid_argument("Conv dilations must be >= 1, got {}", out.to_string());
-  }
-  for (int64_t v : out.pads) {
-    if (v < 0) return invalid_argument("Conv pads must be >= 0, got {}", out.to_string());
-  }
-  if (out.group < 1) return invalid_argument("Conv group must be >= 1, got {}", out.group);
-  if (out.auto_pad != "NOTSET" && out.auto_pad != "SAME_UPPER" && out.auto_pad != "SAME_LOWER" &&
-      out.auto_pad != "VALID") {
-    return invalid_argument("Conv auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '{}'", out.auto_pad);
-  }
-  return out;
-}
-
-Result<Conv2dGeometry> conv2d_geometry(const ConvAttrs& attrs, const Shape& x, const Shape& w) {
-  if (x.rank() != 4 || w.rank() != 4) {
-    return invalid_argument("Conv is 2-D NCHW: X must be [N, C, H, W] and W [M, C/group, kH, kW], got X {} and W {}",
-                            x, w);
-  }
-  Conv2dGeometry g;
-  g.n = x.dim(0);
-  g.c = x.dim(1);
-  g.h = x.dim(2);
-  g.w = x.dim(3);
-  g.m = w.dim(0);
-  g.kh = w.dim(2);
-  g.kw = w.dim(3);
-  g.group = attrs.group;
-  g.stride_h = attrs.strides[0];
-  g.stride_w = attrs.strides[1];
-  g.dilation_h = attrs.dilations[0];
-  g.dilation_w = attrs.dilations[1];
-  if (g.c % g.group != 0 || g.m % g.group != 0 || w.dim(1) * g.group != g.c) {
-    return invalid_argument("Conv channels: X {} has C={}, W {} has M={} and C/group={} with group={}", x, g.c, w, g.m,
-                            w.dim(1), g.group);
-  }
-  const int64_t eff_kh = g.dilation_h * (g.kh - 1) + 1;
-  const int64_t eff_kw = g.dilation_w * (g.kw - 1) + 1;
-  if (attrs.auto_pad == "SAME_UPPER" || attrs.auto_pad == "SAME_LOWER") {
-    g.oh = (g.h + g.stride_h - 1) / g.stride_h;
-    g.ow = (g.w + g.stride_w - 1) / g.stride_w;
-    const int64_t total_h = std::max<int64_t>(0, (g.oh - 1) * g.stride_h + eff_kh - g.h);
-    const int64_t total_w = std::max<int64_t>(0, (g.ow - 1) * g.stride_w + eff_kw - g.w);
-    const bool upper = attrs.auto_pad == "SAME_UPPER";  // the extra pad goes at the end
-    g.pad_top = upper ? total_h / 2 : total_h - total_h / 2;
-    g.pad_left = upper ? total_w / 2 : total_w - total_w / 2;
-  } else {
-    const bool valid = attrs.auto_pad == "VALID";
-    g.pad_top = valid ? 0 : attrs.pads[0];
-    g.pad_left = valid ? 0 : attrs.pads[1];
-    const int64_t span_h = g.h + g.pad_top + (valid ? 0 : attrs.pads[2]) - eff_kh;
-    const int64_t span_w = g.w + g.pad_left + (valid ? 0 : attrs.pads[3]) - eff_kw;
-    if (span_h < 0 || span_w < 0) {
-      return invalid_argument("Conv kernel {}x{} (dilated {}x{}) is larger than the padded input of X {}", g.kh, g.kw,
-                              eff_kh, eff_kw, x);
-    }
-    g.oh = span_h / g.stride_h + 1;
-    g.ow = span_w / g.stride_w + 1;
-  }
-  return g;
-}
-
 namespace {
 
 // Unfolds the patches of output positions [p0, p0 + cols) of one group's input xg [cg, h, w] into
@@ -200,9 +120,10 @@ void batchnorm_apply(int64_t n, int64_t channels, int64_t inner, const float* x,
   }
 }
 
-Result<ops::Tiling> conv_tiling(const ConvAttrs& attrs, const ops::TilingQuery& query) {
+Result<ops::Tiling> conv_tiling(const ops::ConvParams& params, const ops::TilingQuery& query) {
   if (query.inputs.size() < 2) return invalid_argument("Conv tiling needs X and W");
-  HXRT_ASSIGN_OR_RETURN(const Conv2dGeometry g, conv2d_geometry(attrs, query.inputs[0].shape, query.inputs[1].shape));
+  HXRT_ASSIGN_OR_RETURN(const Conv2dGeometry g,
+                        ops::conv2d_geometry(params, query.inputs[0].shape, query.inputs[1].shape));
   const int64_t units = query.device != nullptr && query.device->compute_units > 0 ? query.device->compute_units : 1;
   const int64_t ohw = std::max<int64_t>(1, g.oh * g.ow);
   const int64_t ckk = std::max<int64_t>(1, g.c / g.group * g.kh * g.kw);
@@ -223,11 +144,6 @@ Result<ops::Tiling> conv_tiling(const ConvAttrs& attrs, const ops::TilingQuery& 
 // Kernels
 namespace {
 
-struct ConvParams final : ops::KernelParams {
-  ConvAttrs attrs;
-  std::string to_string() const override { return attrs.to_string(); }
-};
-
 Status check_f32_input(const ops::CpuComputeContext& ctx, size_t i, std::string_view name) {
   const ops::TensorRef& t = ctx.input(i);
   if (t.dtype != DType::kF32) return invalid_argument("input '{}' must be f32, got {}", name, t.dtype);
@@ -235,10 +151,10 @@ Status check_f32_input(const ops::CpuComputeContext& ctx, size_t i, std::string_
 }
 
 Status conv_compute(const ops::CpuComputeContext& ctx) {
-  const auto& params = ctx.params<ConvParams>();
+  const auto& params = ctx.params<ops::ConvParams>();
   HXRT_RETURN_IF_ERROR(check_f32_input(ctx, 0, "X"));
   HXRT_RETURN_IF_ERROR(check_f32_input(ctx, 1, "W"));
-  HXRT_ASSIGN_OR_RETURN(const Conv2dGeometry g, conv2d_geometry(params.attrs, ctx.input(0).shape, ctx.input(1).shape));
+  HXRT_ASSIGN_OR_RETURN(const Conv2dGeometry g, ops::conv2d_geometry(params, ctx.input(0).shape, ctx.input(1).shape));
   const ops::TensorRef& y = ctx.output(0);
   if (y.dtype != DType::kF32 || !(y.shape == g.output_shape())) {
     return invalid_argument("Conv output is {} {}, expected f32 {}", y.dtype, y.shape, g.output_shape());
@@ -256,13 +172,8 @@ Status conv_compute(const ops::CpuComputeContext& ctx) {
   return ok_status();
 }
 
-struct BatchNormParams final : ops::KernelParams {
-  float epsilon = 1e-5f;
-  std::string to_string() const override { return fmt::format("epsilon={}", epsilon); }
-};
-
 Status batchnorm_compute(const ops::CpuComputeContext& ctx) {
-  const auto& params = ctx.params<BatchNormParams>();
+  const auto& params = ctx.params<ops::EpsilonParams>();
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
   static constexpr std::string_view kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
@@ -298,15 +209,10 @@ Status register_conv(ops::KernelRegistry& registry) {
   conv.name = "Conv";
   conv.priority = 10;
   conv.description = "2-D NCHW convolution: im2col per output-column block + OpenBLAS sgemm, bias in the epilogue";
-  conv.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    auto params = std::make_unique<ConvParams>();
-    HXRT_ASSIGN_OR_RETURN(params->attrs, parse_conv_attrs(node.attrs));
-    return std::unique_ptr<ops::KernelParams>(std::move(params));
+  conv.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_conv_params(node));
   };
-  conv.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    if (query.params == nullptr) return invalid_argument("Conv tiling needs its params");
-    return conv_tiling(static_cast<const ConvParams&>(*query.params).attrs, query);
-  };
+  conv.tiling = [](const ops::TilingQuery& query) { return conv_tiling(query.params_as<ops::ConvParams>(), query); };
   conv.launch = ops::cpu_launch("Conv", conv_compute);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(conv)));
 
@@ -317,11 +223,8 @@ Status register_conv(ops::KernelRegistry& registry) {
   bn.name = "BatchNormalization";
   bn.priority = 10;
   bn.description = "inference BatchNormalization folded to one scale and shift per channel";
-  bn.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    auto params = std::make_unique<BatchNormParams>();
-    HXRT_ASSIGN_OR_RETURN(const double epsilon, node.attrs.get_float("epsilon", 1e-5));
-    params->epsilon = static_cast<float>(epsilon);
-    return std::unique_ptr<ops::KernelParams>(std::move(params));
+  bn.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_epsilon_params(node));
   };
   bn.launch = ops::cpu_launch("BatchNormalization", batchnorm_compute);
   return registry.add(std::move(bn));

@@ -18,34 +18,12 @@
 #include "hxrt/base/thread_pool.h"
 #include "hxrt/graph/attribute.h"
 #include "hxrt/ops/kernel_def.h"
+#include "hxrt/ops/params/conv.h"
 
 namespace hxrt::kernels::cpu {
 
-// ONNX Conv attributes (2-D).
-struct ConvAttrs {
-  std::vector<int64_t> strides{1, 1};
-  std::vector<int64_t> pads{0, 0, 0, 0};  // top, left, bottom, right
-  std::vector<int64_t> dilations{1, 1};
-  int64_t group = 1;
-  std::string auto_pad = "NOTSET";  // NOTSET, SAME_UPPER, SAME_LOWER, VALID
-  std::string to_string() const;
-};
-// Reads and validates the attributes (lengths, positive strides/dilations/group, non-negative pads, auto_pad value).
-Result<ConvAttrs> parse_conv_attrs(const graph::AttributeMap& attrs);
-
-// Concrete geometry of one convolution.
-struct Conv2dGeometry {
-  int64_t n = 0, c = 0, h = 0, w = 0;  // input  [n, c, h, w]
-  int64_t m = 0, kh = 0, kw = 0;       // filter [m, c / group, kh, kw]
-  int64_t oh = 0, ow = 0;              // output [n, m, oh, ow]
-  int64_t group = 1;
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0;   // the bottom/right pads only shape oh/ow
-  Shape output_shape() const { return Shape{n, m, oh, ow}; }
-};
-// InvalidArgument naming the shapes when X/W are not 4-D, channels do not match the group, or the output is empty.
-Result<Conv2dGeometry> conv2d_geometry(const ConvAttrs& attrs, const Shape& x, const Shape& w);
+// Conv's params and geometry are the op's (hxrt/ops/params/conv.h).
+using ops::Conv2dGeometry;
 
 // Applied per output channel after the convolution: y = (conv + bias[c]) · scale[c] + shift[c], then max(y, 0)
 // when relu. Null pointers skip their term.
@@ -70,6 +48,6 @@ void batchnorm_apply(int64_t n, int64_t channels, int64_t inner, const float* x,
                      const float* folded_shift, float* y, ThreadPool* pool);
 
 // Tiling shared with ConvBnRelu: output positions per task.
-Result<ops::Tiling> conv_tiling(const ConvAttrs& attrs, const ops::TilingQuery& query);
+Result<ops::Tiling> conv_tiling(const ops::ConvParams& params, const ops::TilingQuery& query);
 
 }  // namespace hxrt::kernels::cpu

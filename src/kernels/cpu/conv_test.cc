@@ -150,7 +150,7 @@ TEST(ConvOpTest, SchemaRejectsChannelMismatchAndBadAttributes) {
 }
 
 TEST(ConvGeometryTest, SamePaddingSplitsLikeOnnx) {
-  ConvAttrs attrs;
+  ops::ConvParams attrs;
   attrs.strides = {1, 1};
   attrs.auto_pad = "SAME_UPPER";
   auto upper = conv2d_geometry(attrs, Shape{1, 1, 6, 6}, Shape{1, 1, 4, 4});

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "hxrt/base/float16.h"
+#include "hxrt/ops/params/elementwise.h"
 #include "kernels/cpu/registration.h"
 
 namespace hxrt::kernels::cpu {
@@ -243,6 +244,10 @@ void gelu(const float* x, float* y, int64_t n, bool tanh_approximation) {
   unary(tanh_approximation ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf, x, y, n);
 }
 
+void leaky_relu(const float* x, float* y, int64_t n, float alpha) {
+  map_blocked(x, y, n, [alpha](float v) { return v < 0.0f ? alpha * v : v; });
+}
+
 // ---- Cast -------------------------------------------------------------------------------------------------------
 
 namespace {
@@ -389,25 +394,20 @@ namespace {
 constexpr int64_t kCheapGrain = 32768;
 constexpr int64_t kTranscendentalGrain = 4096;
 
-class BinaryParams final : public ops::KernelParams {
+class BinaryParams final : public ops::TypedParams<BinaryParams> {
  public:
+  static constexpr std::string_view kName = "cpu::BinaryParams";
   explicit BinaryParams(BinaryOp binary_op) : op(binary_op) {}
   std::string to_string() const override { return fmt::format("op={}", binary_op_name(op)); }
   BinaryOp op;
 };
 
-class UnaryParams final : public ops::KernelParams {
+class UnaryParams final : public ops::TypedParams<UnaryParams> {
  public:
+  static constexpr std::string_view kName = "cpu::UnaryParams";
   explicit UnaryParams(UnaryOp unary_op) : op(unary_op) {}
   std::string to_string() const override { return fmt::format("op={}", unary_op_name(op)); }
   UnaryOp op;
-};
-
-class CastParams final : public ops::KernelParams {
- public:
-  explicit CastParams(int64_t to_code) : to(to_code) {}
-  std::string to_string() const override { return fmt::format("to={}", to); }
-  int64_t to;  // ONNX TensorProto code; the output dtype carries the same information at run time
 };
 
 int64_t output_elements(const ops::TilingQuery& q) {
@@ -513,15 +513,9 @@ ops::KernelDef unary_kernel(std::string op_type, std::string domain, int since_v
   const int64_t grain = op == UnaryOp::kRelu ? kCheapGrain : kTranscendentalGrain;
   if (op == UnaryOp::kGeluErf) {
     def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-      Result<std::string> approximate = node.attrs.get_string("approximate", "none");
-      if (!approximate.ok()) return approximate.status();
-      const bool tanh = approximate.value() == "tanh";
-      if (!tanh && approximate.value() != "none") {
-        return invalid_argument("node '{}' (Gelu): attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"",
-                                node.name, approximate.value());
-      }
-      return std::unique_ptr<ops::KernelParams>(
-          std::make_unique<UnaryParams>(tanh ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf));
+      HXRT_ASSIGN_OR_RETURN(const ops::GeluApproximation approximation, ops::parse_gelu_approximation(node));
+      return std::unique_ptr<ops::KernelParams>(std::make_unique<UnaryParams>(
+          approximation == ops::GeluApproximation::kTanh ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf));
     };
   } else {
     def.parse_attrs = [op](const graph::Graph&, const graph::Node&) -> Result<std::unique_ptr<ops::KernelParams>> {
@@ -535,6 +529,35 @@ ops::KernelDef unary_kernel(std::string op_type, std::string domain, int since_v
   return def;
 }
 
+Status compute_leaky_relu(const ops::CpuComputeContext& ctx) {
+  const float alpha = ctx.params<ops::LeakyReluParams>().alpha;
+  const int64_t n = ctx.output(0).num_elements();
+  if (n == 0) return ok_status();
+  const float* x = ctx.input(0).data<const float>();
+  float* y = ctx.output(0).data<float>();
+  const int64_t grain = tiling_grain(ctx.tiling(), "grain", kCheapGrain);
+  ctx.pool().parallel_for(n, grain,
+                          [&](int64_t begin, int64_t end) { leaky_relu(x + begin, y + begin, end - begin, alpha); });
+  return ok_status();
+}
+
+ops::KernelDef leaky_relu_kernel() {
+  ops::KernelDef def;
+  def.op_type = "LeakyRelu";
+  def.since_version = 16;
+  def.input_dtypes = {{DType::kF32}};
+  def.name = "LeakyReluF32";
+  def.description = "f32 x < 0 ? alpha·x : x";
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_leaky_relu_params(node));
+  };
+  def.tiling = [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
+    return chunk_tiling("grain", kCheapGrain, output_elements(q));
+  };
+  def.launch = ops::cpu_launch(def.name, compute_leaky_relu);
+  return def;
+}
+
 ops::KernelDef cast_kernel() {
   ops::KernelDef def;
   def.op_type = "Cast";
@@ -543,9 +566,8 @@ ops::KernelDef cast_kernel() {
       {DType::kF32, DType::kF16, DType::kBF16, DType::kI8, DType::kU8, DType::kI32, DType::kI64, DType::kBool}};
   def.name = "Cast";
   def.description = "converts between f32 f16 bf16 i8 u8 i32 i64 bool";
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t to, node.attrs.get_int("to"));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<CastParams>(to));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_cast_params(node));
   };
   def.tiling = [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
     return chunk_tiling("grain", kCheapGrain, output_elements(q));
@@ -561,6 +583,7 @@ Status register_elementwise(ops::KernelRegistry& registry) {
     HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(op)));
   }
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel("Relu", "", 14, UnaryOp::kRelu)));
+  HXRT_RETURN_IF_ERROR(registry.add(leaky_relu_kernel()));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel("Gelu", "", 20, UnaryOp::kGeluErf)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel("Sigmoid", "", 13, UnaryOp::kSigmoid)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel("Tanh", "", 13, UnaryOp::kTanh)));

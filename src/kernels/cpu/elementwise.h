@@ -1,4 +1,5 @@
-// CPU elementwise math: broadcast binary ops (Add Sub Mul Div), activations (Relu Gelu Sigmoid Tanh Silu) and Cast.
+// CPU elementwise math: broadcast binary ops (Add Sub Mul Div), activations (Relu LeakyRelu Gelu Sigmoid Tanh Silu)
+// and Cast.
 //
 // The functions work on plain pointers and counts so that fused kernels and tests can call them directly; the
 // kernels registered by register_elementwise() (registration.h) split these calls over the device's thread pool.
@@ -96,6 +97,8 @@ void binary_broadcast_rows(BinaryOp op, const BroadcastPlan& plan, const float* 
 void unary(UnaryOp op, const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
 void gelu(const float* x, float* y, int64_t n, bool tanh_approximation);
+// y[i] = x[i] for x[i] >= 0, alpha · x[i] otherwise (LeakyRelu), for i < n.
+void leaky_relu(const float* x, float* y, int64_t n, float alpha);
 
 // Dtypes Cast converts between: f32 f16 bf16 i8 u8 i32 i64 bool.
 bool is_cast_dtype(DType dtype);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -183,6 +184,45 @@ TEST(ElementwiseTest, ActivationsAgainstReference) {
           << c.op_type << " " << c.attrs.to_string() << " " << shape.to_string();
     }
   }
+}
+
+TEST(ElementwiseTest, LeakyReluAgainstReference) {
+  std::mt19937 rng(17);
+  struct AlphaCase {
+    std::optional<graph::Attribute> alpha;  // absent: the default 0.01
+    double value;
+  };
+  const std::vector<AlphaCase> alphas = {{std::nullopt, 0.01},
+                                         {graph::Attribute(0.2), 0.2},
+                                         {graph::Attribute(-1.5), -1.5},
+                                         {graph::Attribute(int64_t{3}), 3.0}};  // an int attribute converts
+  for (const AlphaCase& a : alphas) {
+    for (const Shape& shape : {Shape{1}, Shape{17}, Shape{3, 129}, Shape{5, 7, 9}, Shape{70001}}) {
+      const auto x = random_values(shape.num_elements(), rng, 0.01f, 5.0f, true);
+      OpCall call{.op_type = "LeakyRelu"};
+      if (a.alpha) call.attrs.set("alpha", *a.alpha);
+      call.inputs = {HostTensor::f32(shape, x)};
+      auto result = run_op(call);
+      ASSERT_TRUE(result.ok()) << result.status().to_string();
+      EXPECT_EQ(result->kernel, "LeakyReluF32");
+      EXPECT_EQ(result->outputs[0].shape, shape);
+      const double alpha = static_cast<float>(a.value);  // the kernel multiplies by alpha rounded to f32
+      std::vector<double> expected;
+      for (float v : x) expected.push_back(v < 0 ? alpha * v : v);
+      EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), expected), 1e-7)
+          << "alpha " << a.value << " " << shape.to_string();
+    }
+  }
+}
+
+TEST(ElementwiseTest, LeakyReluRejectsANonFiniteAlpha) {
+  OpCall call{.op_type = "LeakyRelu"};
+  call.attrs.set("alpha", std::numeric_limits<double>::infinity());
+  call.inputs = {HostTensor::f32(Shape{2}, {1.0f, -1.0f})};
+  auto result = run_op(call);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().to_string().find("'alpha'"), std::string::npos) << result.status().to_string();
 }
 
 TEST(ElementwiseTest, ScalarHelpersMatchReference) {

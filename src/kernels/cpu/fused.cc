@@ -13,13 +13,6 @@
 
 namespace hxrt::kernels::cpu {
 
-Result<Activation> activation_from_name(std::string_view name) {
-  if (name == "none") return Activation::kNone;
-  if (name == "gelu") return Activation::kGelu;
-  if (name == "gelu_tanh") return Activation::kGeluTanh;
-  return invalid_argument("activation must be \"none\", \"gelu\" or \"gelu_tanh\", got \"{}\"", name);
-}
-
 void bias_activation(float* c, int64_t rows, int64_t n, const float* bias, Activation activation) {
   for (int64_t i = 0; i < rows; ++i) {
     float* row = c + i * n;
@@ -75,18 +68,10 @@ Status require_f32(const ops::TensorRef& t, std::string_view name) {
 }
 
 // ConvBnRelu: inputs X, W, B (optional), scale, bias, mean, var.
-struct ConvBnReluParams final : ops::KernelParams {
-  ConvAttrs conv;
-  float epsilon = 1e-5f;
-  bool relu = true;
-  std::string to_string() const override {
-    return fmt::format("{}, epsilon={}, relu={}", conv.to_string(), epsilon, relu ? 1 : 0);
-  }
-};
-
 Status conv_bn_relu_compute(const ops::CpuComputeContext& ctx) {
-  const auto& params = ctx.params<ConvBnReluParams>();
-  HXRT_ASSIGN_OR_RETURN(const Conv2dGeometry g, conv2d_geometry(params.conv, ctx.input(0).shape, ctx.input(1).shape));
+  const auto& params = ctx.params<ops::ConvBnReluParams>();
+  HXRT_ASSIGN_OR_RETURN(const Conv2dGeometry g,
+                        ops::conv2d_geometry(params.conv, ctx.input(0).shape, ctx.input(1).shape));
   static constexpr std::string_view kNames[] = {"X", "W", "B", "scale", "bias", "mean", "var"};
   for (size_t i = 0; i < 7; ++i) {
     if (i == 2 && !ctx.has_input(2)) continue;
@@ -114,20 +99,8 @@ Status conv_bn_relu_compute(const ops::CpuComputeContext& ctx) {
   return ok_status();
 }
 
-struct MatMulBiasParams final : ops::KernelParams {
-  Activation activation = Activation::kNone;
-  std::string to_string() const override {
-    switch (activation) {
-      case Activation::kNone: return "activation=none";
-      case Activation::kGelu: return "activation=gelu";
-      case Activation::kGeluTanh: return "activation=gelu_tanh";
-    }
-    return "";
-  }
-};
-
 Status matmul_bias_compute(const ops::CpuComputeContext& ctx) {
-  const auto& params = ctx.params<MatMulBiasParams>();
+  const auto& params = ctx.params<ops::MatMulBiasParams>();
   const ops::TensorRef& b = ctx.input(1);
   const ops::TensorRef& bias = ctx.input(2);
   HXRT_RETURN_IF_ERROR(require_f32(bias, "bias"));
@@ -142,13 +115,8 @@ Status matmul_bias_compute(const ops::CpuComputeContext& ctx) {
   return matmul_compute(ctx, MatMulImpl::kBlas, &epilogue);
 }
 
-struct RMSNormMulParams final : ops::KernelParams {
-  float epsilon = 1e-5f;
-  std::string to_string() const override { return fmt::format("epsilon={}", epsilon); }
-};
-
 Status rmsnorm_mul_compute(const ops::CpuComputeContext& ctx) {
-  const float epsilon = ctx.params<RMSNormMulParams>().epsilon;
+  const float epsilon = ctx.params<ops::EpsilonParams>().epsilon;
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& weight = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
@@ -193,41 +161,27 @@ ops::KernelDef fused_def(std::string op_type, size_t inputs, std::string descrip
 
 Status register_fused(ops::KernelRegistry& registry) {
   ops::KernelDef conv = fused_def("ConvBnRelu", 7, "im2col + sgemm with BN folded (and Relu) in the tile epilogue");
-  conv.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    auto params = std::make_unique<ConvBnReluParams>();
-    HXRT_ASSIGN_OR_RETURN(params->conv, parse_conv_attrs(node.attrs));
-    HXRT_ASSIGN_OR_RETURN(const double epsilon, node.attrs.get_float("epsilon", 1e-5));
-    HXRT_ASSIGN_OR_RETURN(const int64_t relu, node.attrs.get_int("relu", 1));
-    params->epsilon = static_cast<float>(epsilon);
-    params->relu = relu != 0;
-    return std::unique_ptr<ops::KernelParams>(std::move(params));
+  conv.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_conv_bn_relu_params(node));
   };
-  conv.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    if (query.params == nullptr) return invalid_argument("ConvBnRelu tiling needs its params");
-    return conv_tiling(static_cast<const ConvBnReluParams&>(*query.params).conv, query);
+  conv.tiling = [](const ops::TilingQuery& query) {
+    return conv_tiling(query.params_as<ops::ConvBnReluParams>().conv, query);
   };
   conv.launch = ops::cpu_launch("ConvBnRelu", conv_bn_relu_compute);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(conv)));
 
   ops::KernelDef matmul_bias =
       fused_def("MatMulBias", 3, "OpenBLAS sgemm per M-block, bias and activation applied to each block in cache");
-  matmul_bias.parse_attrs = [](const graph::Graph&,
-                               const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    auto params = std::make_unique<MatMulBiasParams>();
-    HXRT_ASSIGN_OR_RETURN(const std::string name, node.attrs.get_string("activation", "none"));
-    HXRT_ASSIGN_OR_RETURN(params->activation, activation_from_name(name));
-    return std::unique_ptr<ops::KernelParams>(std::move(params));
+  matmul_bias.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_matmul_bias_params(node));
   };
   matmul_bias.tiling = matmul_tiling;
   matmul_bias.launch = ops::cpu_launch("MatMulBias", matmul_bias_compute);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(matmul_bias)));
 
   ops::KernelDef rms = fused_def("RMSNormMul", 2, "RMSNorm and the weight multiply in one pass per row");
-  rms.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    auto params = std::make_unique<RMSNormMulParams>();
-    HXRT_ASSIGN_OR_RETURN(const double epsilon, node.attrs.get_float("epsilon", 1e-5));
-    params->epsilon = static_cast<float>(epsilon);
-    return std::unique_ptr<ops::KernelParams>(std::move(params));
+  rms.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_epsilon_params(node));
   };
   rms.launch = ops::cpu_launch("RMSNormMul", rmsnorm_mul_compute);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(rms)));

@@ -10,12 +10,13 @@
 
 #include "hxrt/base/status.h"
 #include "hxrt/base/thread_pool.h"
+#include "hxrt/ops/params/linear.h"
 
 namespace hxrt::kernels::cpu {
 
-enum class Activation : uint8_t { kNone, kGelu, kGeluTanh };
-// "none", "gelu" (erf), "gelu_tanh"; InvalidArgument otherwise.
-Result<Activation> activation_from_name(std::string_view name);
+// Activation and activation_from_name are MatMulBias's (hxrt/ops/params/linear.h).
+using ops::Activation;
+using ops::activation_from_name;
 // c[rows, n] = act(c + bias[n]) in place.
 void bias_activation(float* c, int64_t rows, int64_t n, const float* bias, Activation activation);
 

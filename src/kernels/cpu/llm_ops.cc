@@ -18,19 +18,13 @@
 #include <fmt/format.h>
 
 #include "hxrt/base/float16.h"
+#include "hxrt/ops/params/llm.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/registration.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
-
-struct PagedAttentionParams final : ops::KernelParams {
-  PagedAttentionParams(int64_t cache_layer, float attention_scale) : layer(cache_layer), scale(attention_scale) {}
-  std::string to_string() const override { return fmt::format("layer={},scale={}", layer, scale); }
-  int64_t layer;
-  float scale;  // 0: 1/sqrt(head_dim)
-};
 
 int64_t index_at(const ops::TensorRef& t, int64_t i) {
   return t.dtype == DType::kI64 ? t.data<const int64_t>()[i] : static_cast<int64_t>(t.data<const int32_t>()[i]);
@@ -143,7 +137,7 @@ void load_row(DType dtype, const std::byte* src, int64_t n, float* dst) {
 
 // Shapes: q [T, H, D], k/v [T, G, D], caches [L, NB, BS, G, D], block_tables [S, MB], token_seq/positions [T].
 Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
-  const auto& params = ctx.params<PagedAttentionParams>();
+  const auto& params = ctx.params<ops::PagedAttentionParams>();
   const ops::TensorRef& q = ctx.input(0);
   const ops::TensorRef& k = ctx.input(1);
   const ops::TensorRef& v = ctx.input(2);
@@ -295,11 +289,8 @@ Status register_llm_ops(ops::KernelRegistry& registry) {
   attention.description = "f32 math over an f16/f32 paged cache, one task per (sequence, kv head), batch invariant";
   attention.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}, {DType::kF16, DType::kF32},
                             {DType::kF16, DType::kF32}, {DType::kI32}, {DType::kI32}, {DType::kI32}};
-  attention.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t layer, node.attrs.get_int("layer"));
-    HXRT_ASSIGN_OR_RETURN(const double scale, node.attrs.get_float("scale", 0.0));
-    if (layer < 0) return invalid_argument("node '{}' (PagedAttention): attribute 'layer' = {} must be >= 0", node.name, layer);
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<PagedAttentionParams>(layer, static_cast<float>(scale)));
+  attention.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_paged_attention_params(node));
   };
   attention.launch = ops::cpu_launch(attention.name, compute_paged_attention);
   return registry.add(std::move(attention));

@@ -192,67 +192,6 @@ void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
   }
 }
 
-Result<MatMulGeometry> matmul_geometry(const Shape& a, const Shape& b) {
-  if (a.rank() < 1 || b.rank() < 1) {
-    return invalid_argument("MatMul operands must have rank >= 1, got A {} and B {}", a, b);
-  }
-  MatMulGeometry g;
-  const bool a_vector = a.rank() == 1;
-  const bool b_vector = b.rank() == 1;
-  g.m = a_vector ? 1 : a.dim(-2);
-  g.k = a.dim(-1);
-  const int64_t kb = b_vector ? b.dim(0) : b.dim(-2);
-  g.n = b_vector ? 1 : b.dim(-1);
-  if (g.k != kb) return invalid_argument("MatMul inner dims differ: A {} has K={}, B {} has K={}", a, g.k, b, kb);
-  const int a_batch_rank = std::max(0, a.rank() - 2);
-  const int b_batch_rank = std::max(0, b.rank() - 2);
-  const int batch_rank = std::max(a_batch_rank, b_batch_rank);
-  // Batch dims aligned from the right; a missing dim is 1.
-  std::vector<int64_t> out_dims(static_cast<size_t>(batch_rank));
-  std::vector<int64_t> a_dims(static_cast<size_t>(batch_rank), 1);
-  std::vector<int64_t> b_dims(static_cast<size_t>(batch_rank), 1);
-  for (int i = 0; i < a_batch_rank; ++i) a_dims[static_cast<size_t>(batch_rank - a_batch_rank + i)] = a.dim(i);
-  for (int i = 0; i < b_batch_rank; ++i) b_dims[static_cast<size_t>(batch_rank - b_batch_rank + i)] = b.dim(i);
-  int64_t batch = 1;
-  for (size_t i = 0; i < out_dims.size(); ++i) {
-    if (a_dims[i] != b_dims[i] && a_dims[i] != 1 && b_dims[i] != 1) {
-      return invalid_argument("MatMul batch dims of A {} and B {} do not broadcast", a, b);
-    }
-    out_dims[i] = a_dims[i] == 1 ? b_dims[i] : a_dims[i];
-    batch *= out_dims[i];
-  }
-  // Element strides of the batch dims of A and B (0 where the operand broadcasts).
-  std::vector<int64_t> a_strides(out_dims.size(), 0);
-  std::vector<int64_t> b_strides(out_dims.size(), 0);
-  int64_t a_stride = g.m * g.k;
-  int64_t b_stride = g.k * g.n;
-  for (size_t i = out_dims.size(); i-- > 0;) {
-    a_strides[i] = a_dims[i] == 1 ? 0 : a_stride;
-    b_strides[i] = b_dims[i] == 1 ? 0 : b_stride;
-    a_stride *= a_dims[i];
-    b_stride *= b_dims[i];
-  }
-  g.a_offsets.resize(static_cast<size_t>(batch));
-  g.b_offsets.resize(static_cast<size_t>(batch));
-  for (int64_t index = 0; index < batch; ++index) {
-    int64_t rest = index;
-    int64_t a_offset = 0;
-    int64_t b_offset = 0;
-    for (size_t i = out_dims.size(); i-- > 0;) {
-      const int64_t coordinate = rest % out_dims[i];
-      rest /= out_dims[i];
-      a_offset += coordinate * a_strides[i];
-      b_offset += coordinate * b_strides[i];
-    }
-    g.a_offsets[static_cast<size_t>(index)] = a_offset;
-    g.b_offsets[static_cast<size_t>(index)] = b_offset;
-  }
-  if (!a_vector) out_dims.push_back(g.m);
-  if (!b_vector) out_dims.push_back(g.n);
-  HXRT_ASSIGN_OR_RETURN(g.out, Shape::make(out_dims));
-  return g;
-}
-
 Result<ops::Tiling> matmul_tiling(const ops::TilingQuery& query) {
   if (query.inputs.size() < 2) return invalid_argument("matmul tiling needs two inputs");
   HXRT_ASSIGN_OR_RETURN(const MatMulGeometry g, matmul_geometry(query.inputs[0].shape, query.inputs[1].shape));
@@ -319,19 +258,13 @@ Status matmul_compute(const ops::CpuComputeContext& ctx, MatMulImpl impl, const 
 // Gemm
 namespace {
 
-struct GemmParams final : ops::KernelParams, GemmAttrs {
-  std::string to_string() const override { return describe(); }
-};
-
 Result<std::unique_ptr<ops::KernelParams>> parse_gemm(const graph::Graph& /*graph*/, const graph::Node& node) {
-  auto params = std::make_unique<GemmParams>();
-  HXRT_ASSIGN_OR_RETURN(static_cast<GemmAttrs&>(*params), parse_gemm_attrs(node));
-  return std::unique_ptr<ops::KernelParams>(std::move(params));
+  return ops::boxed(ops::parse_gemm_params(node));
 }
 
 Result<ops::Tiling> gemm_tiling(const ops::TilingQuery& query) {
   if (query.inputs.size() < 2 || query.params == nullptr) return invalid_argument("Gemm tiling needs A, B, params");
-  const auto& params = static_cast<const GemmParams&>(*query.params);
+  const auto& params = query.params_as<ops::GemmParams>();
   const Shape& a = query.inputs[0].shape;
   if (a.rank() != 2) return invalid_argument("Gemm A must be 2-D, got {}", a);
   const int64_t m = params.trans_a ? a.dim(1) : a.dim(0);
@@ -344,7 +277,7 @@ Result<ops::Tiling> gemm_tiling(const ops::TilingQuery& query) {
 }
 
 Status gemm_compute(const ops::CpuComputeContext& ctx) {
-  const auto& params = ctx.params<GemmParams>();
+  const auto& params = ctx.params<ops::GemmParams>();
   const ops::TensorRef& a = ctx.input(0);
   const ops::TensorRef& b = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
@@ -430,23 +363,6 @@ ops::KernelDef matmul_def(std::string name, int priority, MatMulImpl impl, std::
 }
 
 }  // namespace
-
-std::string GemmAttrs::describe() const {
-  return fmt::format("alpha={}, beta={}, transA={}, transB={}", alpha, beta, trans_a ? 1 : 0, trans_b ? 1 : 0);
-}
-
-Result<GemmAttrs> parse_gemm_attrs(const graph::Node& node) {
-  GemmAttrs attrs;
-  HXRT_ASSIGN_OR_RETURN(const double alpha, node.attrs.get_float("alpha", 1.0));
-  HXRT_ASSIGN_OR_RETURN(const double beta, node.attrs.get_float("beta", 1.0));
-  HXRT_ASSIGN_OR_RETURN(const int64_t trans_a, node.attrs.get_int("transA", 0));
-  HXRT_ASSIGN_OR_RETURN(const int64_t trans_b, node.attrs.get_int("transB", 0));
-  attrs.alpha = static_cast<float>(alpha);
-  attrs.beta = static_cast<float>(beta);
-  attrs.trans_a = trans_a != 0;
-  attrs.trans_b = trans_b != 0;
-  return attrs;
-}
 
 Status register_linear(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(

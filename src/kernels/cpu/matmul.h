@@ -22,6 +22,7 @@
 #include "hxrt/base/shape.h"
 #include "hxrt/base/status.h"
 #include "hxrt/ops/kernel_def.h"
+#include "hxrt/ops/params/linear.h"
 
 namespace hxrt::kernels::cpu {
 
@@ -40,29 +41,9 @@ void sgemm_blas(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
 void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                    float* c, int64_t ldc, GemmIsa isa = gemm_best_isa());
 
-// Batch-broadcast geometry of numpy matmul on concrete shapes (rank-1 operands as in numpy).
-struct MatMulGeometry {
-  int64_t m = 0;
-  int64_t n = 0;
-  int64_t k = 0;
-  std::vector<int64_t> a_offsets;  // (batch) element offset of each output batch's A matrix
-  std::vector<int64_t> b_offsets;  // (batch) element offset of each output batch's B matrix
-  Shape out;                       // output shape
-  int64_t batch() const { return static_cast<int64_t>(a_offsets.size()); }
-};
-// InvalidArgument (naming both shapes) when K differs or batch dims do not broadcast.
-Result<MatMulGeometry> matmul_geometry(const Shape& a, const Shape& b);
-
-// Gemm's attributes (ONNX): Y = alpha · op(A) · op(B) + beta · C, shared by the CPU and OpenCL Gemm kernels.
-struct GemmAttrs {
-  float alpha = 1.0f;
-  float beta = 1.0f;
-  bool trans_a = false;
-  bool trans_b = false;
-  std::string describe() const;  // "alpha=1, beta=1, transA=0, transB=1"
-};
-// Errors name the attribute whose type is wrong.
-Result<GemmAttrs> parse_gemm_attrs(const graph::Node& node);
+// MatMul's geometry and Gemm's params are the ops' (hxrt/ops/params/linear.h).
+using ops::matmul_geometry;
+using ops::MatMulGeometry;
 
 enum class MatMulImpl : uint8_t { kBlas, kBlocked };
 

@@ -150,10 +150,6 @@ void rms_norm_mul_row(const float* x, const float* weight, float* y, int64_t n, 
   for (; i < n; ++i) y[i] = x[i] * inv * weight[i];
 }
 
-std::string_view rope_mode_name(RopeMode mode) {
-  return mode == RopeMode::kNeox ? "neox" : "normal";
-}
-
 void rope_cos_sin(int64_t position, float theta, int64_t rotary_dims, float* cos_sin) {
   const double pos = static_cast<double>(position);
   for (int64_t i = 0; i < rotary_dims / 2; ++i) {
@@ -198,60 +194,15 @@ int64_t rows_per_chunk(const ops::Tiling& tiling, int64_t row_elements) {
       1, tiling_grain(tiling, "grain_elements", kRowGrainElements) / std::max<int64_t>(row_elements, 1));
 }
 
-Result<int> normalize_axis(int64_t axis, int rank, std::string_view op) {
-  if (axis < -rank || axis >= rank) return invalid_argument("{}: axis {} out of range for rank {}", op, axis, rank);
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
-class SoftmaxParams final : public ops::KernelParams {
- public:
-  explicit SoftmaxParams(int64_t softmax_axis) : axis(softmax_axis) {}
-  std::string to_string() const override { return fmt::format("axis={}", axis); }
-  int64_t axis;
-};
-
-class LayerNormParams final : public ops::KernelParams {
- public:
-  LayerNormParams(int64_t norm_axis, float norm_eps) : axis(norm_axis), epsilon(norm_eps) {}
-  std::string to_string() const override { return fmt::format("axis={},epsilon={}", axis, epsilon); }
-  int64_t axis;
-  float epsilon;
-};
-
-class RmsNormParams final : public ops::KernelParams {
- public:
-  explicit RmsNormParams(float norm_eps) : epsilon(norm_eps) {}
-  std::string to_string() const override { return fmt::format("epsilon={}", epsilon); }
-  float epsilon;
-};
-
-class RopeParams final : public ops::KernelParams {
- public:
-  RopeParams(float rope_theta, int64_t dims, RopeMode rope_mode)
-      : theta(rope_theta), rotary_dims(dims), mode(rope_mode) {}
-  std::string to_string() const override {
-    return fmt::format("theta={},rotary_dims={},mode={}", theta, rotary_dims, rope_mode_name(mode));
-  }
-  float theta;
-  int64_t rotary_dims;  // 0 = head_dim
-  RopeMode mode;
-};
-
-// Product of dims [begin, end) of a shape.
-int64_t dims_product(const Shape& shape, int begin, int end) {
-  int64_t p = 1;
-  for (int d = begin; d < end; ++d) p *= shape.dims()[static_cast<size_t>(d)];
-  return p;
-}
-
 Status compute_softmax(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
   if (y.num_elements() == 0) return ok_status();
-  HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(ctx.params<SoftmaxParams>().axis, x.shape.rank(), "Softmax"));
-  const int64_t outer = dims_product(x.shape, 0, axis);
-  const int64_t axis_len = x.shape.dims()[static_cast<size_t>(axis)];
-  const int64_t inner = dims_product(x.shape, axis + 1, x.shape.rank());
+  HXRT_ASSIGN_OR_RETURN(const ops::SoftmaxGeometry g,
+                        ops::softmax_geometry(x.shape, ctx.params<ops::AxisParams>().axis));
+  const int64_t outer = g.outer;
+  const int64_t axis_len = g.axis_len;
+  const int64_t inner = g.inner;
   const float* px = x.data<const float>();
   float* py = y.data<float>();
   if (inner == 1) {
@@ -275,14 +226,14 @@ Status compute_softmax(const ops::CpuComputeContext& ctx) {
 }
 
 Status compute_layer_norm(const ops::CpuComputeContext& ctx) {
-  const auto& params = ctx.params<LayerNormParams>();
+  const auto& params = ctx.params<ops::LayerNormParams>();
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& scale = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
   if (y.num_elements() == 0) return ok_status();
-  HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(params.axis, x.shape.rank(), "LayerNormalization"));
-  const int64_t n = dims_product(x.shape, axis, x.shape.rank());
-  const int64_t rows = dims_product(x.shape, 0, axis);
+  HXRT_ASSIGN_OR_RETURN(const ops::LayerNormGeometry g, ops::layer_norm_geometry(x.shape, params.axis));
+  const int64_t n = g.d;
+  const int64_t rows = g.rows;
   if (scale.num_elements() != n) {
     return invalid_argument("LayerNormalization: Scale {} has {} elements, the normalised dims of X {} have {}",
                             scale.shape, scale.num_elements(), x.shape, n);
@@ -311,7 +262,7 @@ Status compute_rms_norm(const ops::CpuComputeContext& ctx) {
   if (x.shape.rank() == 0) return invalid_argument("RMSNorm: X must have rank >= 1");
   const int64_t n = x.shape.dim(-1);
   const int64_t rows = x.num_elements() / n;
-  const float eps = ctx.params<RmsNormParams>().epsilon;
+  const float eps = ctx.params<ops::EpsilonParams>().epsilon;
   const float* px = x.data<const float>();
   float* py = y.data<float>();
   ctx.pool().parallel_for(rows, rows_per_chunk(ctx.tiling(), n), [&](int64_t begin, int64_t end) {
@@ -321,21 +272,15 @@ Status compute_rms_norm(const ops::CpuComputeContext& ctx) {
 }
 
 Status compute_rope(const ops::CpuComputeContext& ctx) {
-  const auto& params = ctx.params<RopeParams>();
+  const auto& params = ctx.params<ops::RopeParams>();
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& positions = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
-  if (x.shape.rank() < 3) return invalid_argument("RoPE: X {} must be [..., n_tokens, n_heads, head_dim]", x.shape);
-  const int64_t n_tokens = x.shape.dim(-3);
-  const int64_t n_heads = x.shape.dim(-2);
-  const int64_t head_dim = x.shape.dim(-1);
-  const int64_t rotary_dims = params.rotary_dims == 0 ? head_dim : params.rotary_dims;
-  if (rotary_dims % 2 != 0 || rotary_dims > head_dim || rotary_dims < 0) {
-    return invalid_argument("RoPE: rotary_dims {} must be even and at most head_dim {}", rotary_dims, head_dim);
-  }
-  if (positions.num_elements() != n_tokens) {
-    return invalid_argument("RoPE: positions {} must hold n_tokens = {} values", positions.shape, n_tokens);
-  }
+  HXRT_ASSIGN_OR_RETURN(const ops::RopeGeometry g, ops::rope_geometry(params, x.shape, positions.shape));
+  const int64_t n_tokens = g.n_tokens;
+  const int64_t n_heads = g.n_heads;
+  const int64_t head_dim = g.head_dim;
+  const int64_t rotary_dims = g.rotary_dims;
   if (positions.dtype != DType::kI32 && positions.dtype != DType::kI64) {
     return invalid_argument("RoPE: positions must be i32 or i64, got {}", positions.dtype);
   }
@@ -387,65 +332,36 @@ ops::KernelDef make_def(std::string op_type, std::string domain, int since_versi
   return def;
 }
 
-Result<float> get_epsilon(const graph::Node& node) {
-  HXRT_ASSIGN_OR_RETURN(const double eps, node.attrs.get_float("epsilon", 1e-5));
-  if (!(eps >= 0.0))
-    return invalid_argument("node '{}' ({}): attribute 'epsilon' = {} must be >= 0", node.name, node.op_type, eps);
-  return static_cast<float>(eps);
-}
-
 }  // namespace
 
 Status register_normalization(ops::KernelRegistry& registry) {
   ops::KernelDef softmax = make_def("Softmax", "", 13, 1, "f32 numerically stable softmax over any axis");
-  softmax.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t axis, node.attrs.get_int("axis", -1));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<SoftmaxParams>(axis));
+  softmax.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_axis_params(node, -1));
   };
   softmax.launch = ops::cpu_launch(softmax.name, compute_softmax);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(softmax)));
 
   ops::KernelDef layer_norm =
       make_def("LayerNormalization", "", 17, 3, "f32 layer norm over axis..end, mean/variance in double");
-  layer_norm.parse_attrs = [](const graph::Graph&,
-                              const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t axis, node.attrs.get_int("axis", -1));
-    HXRT_ASSIGN_OR_RETURN(const float eps, get_epsilon(node));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<LayerNormParams>(axis, eps));
+  layer_norm.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_layer_norm_params(node));
   };
   layer_norm.launch = ops::cpu_launch(layer_norm.name, compute_layer_norm);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(layer_norm)));
 
   ops::KernelDef rms_norm =
       make_def("RMSNorm", "hxrt", 1, 1, "f32 RMS norm over the last axis, sum of squares in double");
-  rms_norm.parse_attrs = [](const graph::Graph&,
-                            const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const float eps, get_epsilon(node));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<RmsNormParams>(eps));
+  rms_norm.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_epsilon_params(node));
   };
   rms_norm.launch = ops::cpu_launch(rms_norm.name, compute_rms_norm);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(rms_norm)));
 
   ops::KernelDef rope = make_def("RoPE", "hxrt", 1, 1, "f32 rotary embedding, normal or neox pairs, i32/i64 positions");
   rope.input_dtypes.push_back({DType::kI32, DType::kI64});
-  rope.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const double theta, node.attrs.get_float("theta", 10000.0));
-    HXRT_ASSIGN_OR_RETURN(const int64_t rotary_dims, node.attrs.get_int("rotary_dims", 0));
-    Result<std::string> mode = node.attrs.get_string("mode", "normal");
-    if (!mode.ok()) return mode.status();
-    const bool neox = mode.value() == "neox";
-    if (!neox && mode.value() != "normal") {
-      return invalid_argument("node '{}' (RoPE): attribute 'mode' must be \"normal\" or \"neox\", got \"{}\"",
-                              node.name, mode.value());
-    }
-    if (!(theta > 0.0))
-      return invalid_argument("node '{}' (RoPE): attribute 'theta' = {} must be > 0", node.name, theta);
-    if (rotary_dims < 0 || rotary_dims % 2 != 0) {
-      return invalid_argument("node '{}' (RoPE): attribute 'rotary_dims' = {} must be even and >= 0", node.name,
-                              rotary_dims);
-    }
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<RopeParams>(static_cast<float>(theta), rotary_dims,
-                                                                           neox ? RopeMode::kNeox : RopeMode::kNormal));
+  rope.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_rope_params(node));
   };
   rope.launch = ops::cpu_launch(rope.name, compute_rope);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(rope)));

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "hxrt/ops/params/normalization.h"
+
 namespace hxrt::kernels::cpu {
 
 // ---- Softmax ----
@@ -36,11 +38,8 @@ void rms_norm_row(const float* x, float* y, int64_t n, float eps);
 void rms_norm_mul_row(const float* x, const float* weight, float* y, int64_t n, float eps);
 
 // ---- RoPE ----
-enum class RopeMode : uint8_t {
-  kNormal,  // pairs (2i, 2i+1): ggml's LLaMA layout
-  kNeox,    // pairs (i, i + rotary_dims/2): GPT-NeoX / Hugging Face layout
-};
-std::string_view rope_mode_name(RopeMode mode);
+// RopeMode and rope_mode_name are the op's, in hxrt/ops/params/normalization.h.
+using ops::RopeMode;
 
 // Fills cos_sin[2i], cos_sin[2i+1] with cos and sin of position·theta^(-2i/rotary_dims) for i < rotary_dims/2.
 // Angles are computed in double so that large positions keep their precision.

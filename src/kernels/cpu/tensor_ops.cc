@@ -109,26 +109,6 @@ void StridedCopy::run(const std::byte* src, std::byte* dst, int64_t row_begin, i
 
 // ---- Transpose --------------------------------------------------------------------------------------------------
 
-Status check_permutation(std::span<const int64_t> perm, int rank) {
-  if (static_cast<int>(perm.size()) != rank) {
-    return invalid_argument("perm [{}] has {} entries for rank {}", fmt::join(perm, ", "), perm.size(), rank);
-  }
-  std::array<bool, Shape::kMaxRank> seen{};
-  for (int64_t p : perm) {
-    if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) {
-      return invalid_argument("perm [{}] is not a permutation of 0..{}", fmt::join(perm, ", "), rank - 1);
-    }
-    seen[static_cast<size_t>(p)] = true;
-  }
-  return ok_status();
-}
-
-Shape transposed_shape(const Shape& in, std::span<const int64_t> perm) {
-  std::array<int64_t, Shape::kMaxRank> dims{};
-  for (size_t i = 0; i < perm.size(); ++i) dims[i] = in.dims()[static_cast<size_t>(perm[i])];
-  return Shape::make(std::span<const int64_t>(dims.data(), perm.size())).value();
-}
-
 StridedCopy transpose_plan(const Shape& in, std::span<const int64_t> perm, size_t element_bytes) {
   const auto in_strides = in.strides();
   std::array<int64_t, Shape::kMaxRank> dims{};
@@ -142,24 +122,6 @@ StridedCopy transpose_plan(const Shape& in, std::span<const int64_t> perm, size_
 }
 
 // ---- Slice ------------------------------------------------------------------------------------------------------
-
-SliceAxis slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step) {
-  if (start < 0) start += dim;
-  if (end < 0) end += dim;
-  SliceAxis axis;
-  axis.step = step;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, dim);
-    end = std::clamp<int64_t>(end, 0, dim);
-    axis.count = end > start ? (end - start + step - 1) / step : 0;
-  } else {
-    start = std::clamp<int64_t>(start, 0, dim - 1);
-    end = std::clamp<int64_t>(end, -1, dim - 1);
-    axis.count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
-  }
-  axis.start = start;
-  return axis;
-}
 
 StridedCopy slice_plan(const Shape& in, std::span<const SliceAxis> axes, size_t element_bytes) {
   const auto in_strides = in.strides();
@@ -221,46 +183,12 @@ void concat_rows(const std::byte* src, size_t src_row_bytes, std::byte* dst, siz
   }
 }
 
-size_t element_bytes(DType dtype) {
-  const DTypeInfo& info = dtype_info(dtype);
-  return info.block_elements == 1 ? info.block_bytes : 0;
-}
-
 // ---- Kernels ----------------------------------------------------------------------------------------------------
 
 namespace {
 
 // Bytes per chunk of a copy: large enough to amortise scheduling, small enough to spread a few MiB over the cores.
 constexpr int64_t kCopyGrainBytes = 256 * 1024;
-
-class AxisParams final : public ops::KernelParams {
- public:
-  explicit AxisParams(int64_t op_axis) : axis(op_axis) {}
-  std::string to_string() const override { return fmt::format("axis={}", axis); }
-  int64_t axis;
-};
-
-class TransposeParams final : public ops::KernelParams {
- public:
-  explicit TransposeParams(std::vector<int64_t> permutation) : perm(std::move(permutation)) {}
-  std::string to_string() const override {
-    return perm.empty() ? "perm=reverse" : fmt::format("perm=[{}]", fmt::join(perm, ","));
-  }
-  std::vector<int64_t> perm;  // empty = reverse the dims
-};
-
-class NoParams final : public ops::KernelParams {};
-
-Result<int> normalize_axis(int64_t axis, int rank, std::string_view op) {
-  if (axis < -rank || axis >= rank) return invalid_argument("{}: axis {} out of range for rank {}", op, axis, rank);
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
-int64_t dims_product(const Shape& shape, int begin, int end) {
-  int64_t p = 1;
-  for (int d = begin; d < end; ++d) p *= shape.dims()[static_cast<size_t>(d)];
-  return p;
-}
 
 Result<size_t> plain_element_bytes(DType dtype, std::string_view op) {
   const size_t bytes = element_bytes(dtype);
@@ -290,10 +218,11 @@ Status compute_gather(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& data = ctx.input(0);
   const ops::TensorRef& indices = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
-  HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(ctx.params<AxisParams>().axis, data.shape.rank(), "Gather"));
-  const int64_t outer = dims_product(data.shape, 0, axis);
+  HXRT_ASSIGN_OR_RETURN(const int axis,
+                        ops::normalize_axis(ctx.params<ops::AxisParams>().axis, data.shape.rank(), "Gather"));
+  const int64_t outer = ops::dims_product(data.shape, 0, axis);
   const int64_t axis_dim = data.shape.dims()[static_cast<size_t>(axis)];
-  const int64_t inner = dims_product(data.shape, axis + 1, data.shape.rank());
+  const int64_t inner = ops::dims_product(data.shape, axis + 1, data.shape.rank());
   HXRT_ASSIGN_OR_RETURN(const uint64_t row_bytes, storage_bytes(data.dtype, static_cast<uint64_t>(inner)));
   const int64_t n_indices = indices.num_elements();
   if (y.num_elements() != outer * n_indices * inner) {
@@ -342,7 +271,7 @@ Status run_strided_copy(const ops::CpuComputeContext& ctx, const StridedCopy& pl
 Status compute_transpose(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
-  std::vector<int64_t> perm = ctx.params<TransposeParams>().perm;
+  std::vector<int64_t> perm = ctx.params<ops::TransposeParams>().perm;
   if (perm.empty()) {
     for (int d = x.shape.rank() - 1; d >= 0; --d) perm.push_back(d);
   }
@@ -357,10 +286,10 @@ Status compute_transpose(const ops::CpuComputeContext& ctx) {
 Status compute_concat(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& y = ctx.output(0);
   const int rank = y.shape.rank();
-  HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(ctx.params<AxisParams>().axis, rank, "Concat"));
+  HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(ctx.params<ops::AxisParams>().axis, rank, "Concat"));
   HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(y.dtype, "Concat"));
-  const int64_t outer = dims_product(y.shape, 0, axis);
-  const int64_t inner = dims_product(y.shape, axis + 1, rank);
+  const int64_t outer = ops::dims_product(y.shape, 0, axis);
+  const int64_t inner = ops::dims_product(y.shape, axis + 1, rank);
   const size_t dst_row = static_cast<size_t>(y.shape.dims()[static_cast<size_t>(axis)] * inner) * eb;
   // Byte offset of each input inside an output row; shapes are checked so that no copy leaves its row.
   const size_t n_inputs = ctx.num_inputs();
@@ -424,7 +353,7 @@ Status compute_slice(const ops::CpuComputeContext& ctx) {
   std::array<bool, Shape::kMaxRank> sliced{};
   for (int d = 0; d < rank; ++d) plan_axes[d] = SliceAxis{0, 1, x.shape.dims()[static_cast<size_t>(d)]};
   for (size_t i = 0; i < starts.size(); ++i) {
-    HXRT_ASSIGN_OR_RETURN(const int axis, normalize_axis(axes[i], rank, "Slice"));
+    HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(axes[i], rank, "Slice"));
     if (sliced[axis]) return invalid_argument("Slice: axis {} appears twice in axes", axis);
     if (steps[i] == 0) return invalid_argument("Slice: step {} is 0", i);
     sliced[axis] = true;
@@ -460,21 +389,15 @@ ops::KernelDef copy_def(std::string op_type, int since_version, std::string desc
   def.description = std::move(description);
   def.tiling = copy_tiling();
   def.parse_attrs = [](const graph::Graph&, const graph::Node&) -> Result<std::unique_ptr<ops::KernelParams>> {
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<NoParams>());
+    return ops::boxed(ops::NoParams{});
   };
   return def;
 }
 
 ops::ParseAttrsFn parse_axis(int64_t fallback, bool required) {
-  return
-      [fallback, required](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-        Result<int64_t> axis = required ? node.attrs.get_int("axis") : node.attrs.get_int("axis", fallback);
-        if (!axis.ok()) {
-          return std::move(axis).take_status().with_context(
-              fmt::format("parsing attribute 'axis' of node '{}' ({})", node.name, node.op_type));
-        }
-        return std::unique_ptr<ops::KernelParams>(std::make_unique<AxisParams>(axis.value()));
-      };
+  return [fallback, required](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_axis_params(node, fallback, required));
+  };
 }
 
 }  // namespace
@@ -492,10 +415,8 @@ Status register_tensor_ops(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(std::move(reshape)));
 
   ops::KernelDef transpose = copy_def("Transpose", 13, "strided copy with merged dims, rank <= 8, any plain dtype");
-  transpose.parse_attrs = [](const graph::Graph&,
-                             const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(std::vector<int64_t> perm, node.attrs.get_ints("perm", std::vector<int64_t>{}));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<TransposeParams>(std::move(perm)));
+  transpose.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_transpose_params(node));
   };
   transpose.launch = ops::cpu_launch(transpose.name, compute_transpose);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(transpose)));

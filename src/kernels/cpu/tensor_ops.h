@@ -16,8 +16,16 @@
 #include "hxrt/base/dtype.h"
 #include "hxrt/base/shape.h"
 #include "hxrt/base/status.h"
+#include "hxrt/ops/params/tensor_ops.h"
 
 namespace hxrt::kernels::cpu {
+
+// The ops' own helpers (hxrt/ops/params/tensor_ops.h), used by these kernels and their tests.
+using ops::check_permutation;
+using ops::element_bytes;
+using ops::slice_axis;
+using ops::SliceAxis;
+using ops::transposed_shape;
 
 // ---- Strided copy (Transpose, Slice) ----
 class StridedCopy {
@@ -45,21 +53,9 @@ class StridedCopy {
 };
 
 // ---- Transpose ----
-// InvalidArgument unless perm is a permutation of [0, in.rank()).
-Status check_permutation(std::span<const int64_t> perm, int rank);
-// output dim i = input dim perm[i]; perm must be valid.
-Shape transposed_shape(const Shape& in, std::span<const int64_t> perm);
 StridedCopy transpose_plan(const Shape& in, std::span<const int64_t> perm, size_t element_bytes);
 
 // ---- Slice (ONNX-13) ----
-struct SliceAxis {
-  int64_t start = 0;  // first source index read
-  int64_t step = 1;
-  int64_t count = 0;  // output length
-};
-// Clamps start and end as ONNX does for an axis of `dim` elements (negative values count from the end; step > 0
-// clamps to [0, dim], step < 0 to [-1, dim - 1]). step must be non-zero.
-SliceAxis slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step);
 // axes[d] describes source axis d (rank = in.rank()).
 StridedCopy slice_plan(const Shape& in, std::span<const SliceAxis> axes, size_t element_bytes);
 
@@ -77,8 +73,5 @@ void gather_rows(const std::byte* src, const int64_t* idx, int64_t n_indices, in
 // dst_row_bytes at byte offset dst_offset.
 void concat_rows(const std::byte* src, size_t src_row_bytes, std::byte* dst, size_t dst_row_bytes, size_t dst_offset,
                  int64_t outer_begin, int64_t outer_end);
-
-// Bytes per element of a plain (non-block) dtype; 0 for block-quantized dtypes.
-size_t element_bytes(DType dtype);
 
 }  // namespace hxrt::kernels::cpu

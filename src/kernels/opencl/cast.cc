@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/elementwise.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -152,12 +153,6 @@ int type_code(DType dtype) {
   }
 }
 
-struct CastParams final : ops::KernelParams {
-  explicit CastParams(int64_t to_code) : to(to_code) {}
-  std::string to_string() const override { return fmt::format("to={}", to); }
-  int64_t to;  // ONNX TensorProto code; the output dtype carries the same information at run time
-};
-
 }  // namespace
 
 Status register_cast(ops::KernelRegistry& registry) {
@@ -167,9 +162,8 @@ Status register_cast(ops::KernelRegistry& registry) {
                                   "bit-identical to the CPU kernel");
   def.input_dtypes = {
       {DType::kF32, DType::kF16, DType::kBF16, DType::kI8, DType::kU8, DType::kI32, DType::kI64, DType::kBool}};
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t to, node.attrs.get_int("to"));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<CastParams>(to));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_cast_params(node));
   };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
     const int64_t n = query.outputs.empty() ? 0 : query.outputs[0].num_elements();

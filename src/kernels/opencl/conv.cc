@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cpu/conv.h"
+#include "hxrt/ops/params/conv.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -102,19 +102,13 @@ constexpr int kEpilogueBias = 1;
 constexpr int kEpilogueBatchNorm = 2;
 constexpr int kEpilogueRelu = 4;
 
-// Conv's attributes, and for ConvBnRelu the BN epsilon and relu flag.
-struct ConvParams final : ops::KernelParams {
-  cpu::ConvAttrs attrs;
-  bool fused = false;
-  float epsilon = 1e-5f;
-  bool relu = false;
-  std::string to_string() const override {
-    return fused ? fmt::format("{}, epsilon={}, relu={}", attrs.to_string(), epsilon, relu ? 1 : 0) : attrs.to_string();
-  }
-};
+// Conv's params, alone or inside ConvBnRelu's.
+const ops::ConvParams& conv_params(const ops::KernelParams* params, bool fused) {
+  return fused ? ops::params_as<ops::ConvBnReluParams>(params).conv : ops::params_as<ops::ConvParams>(params);
+}
 
-Result<cpu::Conv2dGeometry> conv_geometry(const ConvParams& params, const Shape& x, const Shape& w) {
-  HXRT_ASSIGN_OR_RETURN(const cpu::Conv2dGeometry g, cpu::conv2d_geometry(params.attrs, x, w));
+Result<ops::Conv2dGeometry> conv_geometry(const ops::ConvParams& params, const Shape& x, const Shape& w) {
+  HXRT_ASSIGN_OR_RETURN(const ops::Conv2dGeometry g, ops::conv2d_geometry(params, x, w));
   HXRT_RETURN_IF_ERROR(check_int32(g.n * g.c * g.h * g.w, "Conv input elements"));
   HXRT_RETURN_IF_ERROR(check_int32(g.output_shape().num_elements(), "Conv output elements"));
   HXRT_RETURN_IF_ERROR(check_int32(w.num_elements(), "Conv weight elements"));
@@ -143,15 +137,16 @@ Status add_bn_args(std::vector<hal::KernelArg>& args, const ops::KernelLaunch& l
   return ok_status();
 }
 
-Status conv_launch(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch) {
-  const auto& params = static_cast<const ConvParams&>(*launch.params);
-  const std::string_view op = params.fused ? "ConvBnRelu" : "Conv";
+Status conv_launch(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch, bool fused) {
+  const std::string_view op = fused ? "ConvBnRelu" : "Conv";
+  const float epsilon = fused ? launch.params_as<ops::ConvBnReluParams>().epsilon : 1e-5f;  // unread without BN
+  const bool relu = fused && launch.params_as<ops::ConvBnReluParams>().relu;
   const ops::TensorRef& x = launch.inputs[0];
   const ops::TensorRef& w = launch.inputs[1];
   const ops::TensorRef& y = launch.outputs[0];
   HXRT_RETURN_IF_ERROR(require_f32(x, "X"));
   HXRT_RETURN_IF_ERROR(require_f32(w, "W"));
-  HXRT_ASSIGN_OR_RETURN(const cpu::Conv2dGeometry g, conv_geometry(params, x.shape, w.shape));
+  const auto& g = launch.tiling->geometry_as<ops::Conv2dGeometry>();
   if (y.dtype != DType::kF32 || !(y.shape == g.output_shape())) {
     return invalid_argument("{} output is {} {}, expected f32 {}", op, y.dtype, y.shape, g.output_shape());
   }
@@ -166,7 +161,7 @@ Status conv_launch(hal::Stream& stream, const JitProgram& program, const ops::Ke
   add_tensor_arg(args, x);
   add_tensor_arg(args, w);
   add_tensor_arg(args, has_bias ? launch.inputs[2] : x);  // unread without a bias
-  if (params.fused) {
+  if (fused) {
     HXRT_RETURN_IF_ERROR(add_bn_args(args, launch, 3, g.m, op));
   } else {
     for (int i = 0; i < 4; ++i) add_tensor_arg(args, x);  // unread without BN
@@ -182,9 +177,8 @@ Status conv_launch(hal::Stream& stream, const JitProgram& program, const ops::Ke
   args.push_back(hal::KernelArg::scalar(int4(g.m, g.oh, g.ow, g.group)));
   args.push_back(hal::KernelArg::scalar(int4(g.kh, g.kw, g.stride_h, g.stride_w)));
   args.push_back(hal::KernelArg::scalar(int4(g.pad_top, g.pad_left, g.dilation_h, g.dilation_w)));
-  args.push_back(hal::KernelArg::scalar(params.epsilon));
-  const int epilogue = (has_bias ? kEpilogueBias : 0) | (params.fused ? kEpilogueBatchNorm : 0) |
-                       (params.fused && params.relu ? kEpilogueRelu : 0);
+  args.push_back(hal::KernelArg::scalar(epsilon));
+  const int epilogue = (has_bias ? kEpilogueBias : 0) | (fused ? kEpilogueBatchNorm : 0) | (relu ? kEpilogueRelu : 0);
   args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(epilogue)));
   return launch_kernel(stream, program, "conv2d", "", launch.tiling->launch, args);
 }
@@ -210,35 +204,22 @@ ops::KernelDef conv_kernel(std::shared_ptr<const JitProgram> program, bool fused
   if (fused) def.kind = ops::KernelKind::kFused;
   def.parse_attrs = [fused](const graph::Graph&,
                             const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    auto params = std::make_unique<ConvParams>();
-    HXRT_ASSIGN_OR_RETURN(params->attrs, cpu::parse_conv_attrs(node.attrs));
-    params->fused = fused;
-    if (fused) {
-      HXRT_ASSIGN_OR_RETURN(const double epsilon, node.attrs.get_float("epsilon", 1e-5));
-      HXRT_ASSIGN_OR_RETURN(const int64_t relu, node.attrs.get_int("relu", 1));
-      params->epsilon = static_cast<float>(epsilon);
-      params->relu = relu != 0;
-    }
-    return std::unique_ptr<ops::KernelParams>(std::move(params));
+    if (fused) return ops::boxed(ops::parse_conv_bn_relu_params(node));
+    return ops::boxed(ops::parse_conv_params(node));
   };
-  def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    if (query.params == nullptr || query.inputs.size() < 2)
-      return invalid_argument("Conv tiling needs X, W and params");
-    HXRT_RETURN_IF_ERROR(
-        conv_geometry(static_cast<const ConvParams&>(*query.params), query.inputs[0].shape, query.inputs[1].shape)
-            .status());
-    return elementwise_tiling(query);
+  def.tiling = [fused](const ops::TilingQuery& query) -> Result<ops::Tiling> {
+    if (query.inputs.size() < 2) return invalid_argument("Conv tiling needs X and W");
+    HXRT_ASSIGN_OR_RETURN(const ops::Conv2dGeometry g, conv_geometry(conv_params(query.params, fused),
+                                                                     query.inputs[0].shape, query.inputs[1].shape));
+    HXRT_ASSIGN_OR_RETURN(ops::Tiling tiling, elementwise_tiling(query));
+    tiling.geometry = std::make_shared<ops::Conv2dGeometry>(g);
+    return tiling;
   };
-  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {
-    return conv_launch(stream, *program, launch);
+  def.launch = [program, fused](hal::Stream& stream, const ops::KernelLaunch& launch) {
+    return conv_launch(stream, *program, launch, fused);
   };
   return def;
 }
-
-struct BatchNormParams final : ops::KernelParams {
-  float epsilon = 1e-5f;
-  std::string to_string() const override { return fmt::format("epsilon={}", epsilon); }
-};
 
 Status batch_norm_launch(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch) {
   const ops::TensorRef& x = launch.inputs[0];
@@ -258,7 +239,7 @@ Status batch_norm_launch(hal::Stream& stream, const JitProgram& program, const o
   if (total == 0) return ok_status();
   const int64_t inner = total / (x.shape.dim(0) * channels);
   for (int64_t v : {total, channels, inner}) args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(v)));
-  args.push_back(hal::KernelArg::scalar(static_cast<const BatchNormParams&>(*launch.params).epsilon));
+  args.push_back(hal::KernelArg::scalar(launch.params_as<ops::EpsilonParams>().epsilon));
   return launch_kernel(stream, program, "batch_norm", "", launch.tiling->launch, args);
 }
 
@@ -267,11 +248,8 @@ ops::KernelDef batch_norm_kernel(std::shared_ptr<const JitProgram> program) {
                                   "inference form, one work-item per element, scale and shift folded per channel");
   def.input_dtypes.assign(5, {DType::kF32});
   def.priority = 10;
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    auto params = std::make_unique<BatchNormParams>();
-    HXRT_ASSIGN_OR_RETURN(const double epsilon, node.attrs.get_float("epsilon", 1e-5));
-    params->epsilon = static_cast<float>(epsilon);
-    return std::unique_ptr<ops::KernelParams>(std::move(params));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_epsilon_params(node));
   };
   def.tiling = elementwise_tiling;
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/elementwise.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -90,6 +91,14 @@ __kernel void unary(__global const uchar* x_buf, ulong x_off, __global uchar* y_
   HX_AT(float, y_buf, y_off)[i] = unary_op(HX_AT(const float, x_buf, x_off)[i]);
 }
 
+__kernel void leaky_relu(__global const uchar* x_buf, ulong x_off, __global uchar* y_buf, ulong y_off, int n,
+                         float alpha) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const float v = HX_AT(const float, x_buf, x_off)[i];
+  HX_AT(float, y_buf, y_off)[i] = v < 0.0f ? alpha * v : v;
+}
+
 __kernel void swiglu(__global const uchar* g_buf, ulong g_off, __global const uchar* u_buf, ulong u_off,
                      __global uchar* y_buf, ulong y_off, int n) {
   const int i = get_global_id(0);
@@ -101,7 +110,8 @@ __kernel void swiglu(__global const uchar* g_buf, ulong g_off, __global const uc
 enum class BinaryOp : int { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3 };
 enum class UnaryOp : int { kRelu = 0, kGeluErf = 1, kGeluTanh = 2, kSigmoid = 3, kTanh = 4, kSilu = 5 };
 
-struct OpCodeParams final : ops::KernelParams {
+struct OpCodeParams final : ops::TypedParams<OpCodeParams> {
+  static constexpr std::string_view kName = "opencl::OpCodeParams";
   OpCodeParams(std::string_view op_name, int op_code) : name(op_name), code(op_code) {}
   std::string to_string() const override { return fmt::format("op={}", name); }
   std::string name;
@@ -111,7 +121,8 @@ struct OpCodeParams final : ops::KernelParams {
 using Int4 = std::array<int32_t, 4>;
 
 // A numpy broadcast merged into at most kMaxMergedRank dims, outermost first (leading dims padded with 1).
-struct Broadcast {
+struct Broadcast final : ops::TypedGeometry<Broadcast> {
+  static constexpr std::string_view kName = "opencl::Broadcast";
   Int4 dims{1, 1, 1, 1};
   Int4 a_strides{0, 0, 0, 0};
   Int4 b_strides{0, 0, 0, 0};
@@ -146,6 +157,7 @@ Result<ops::Tiling> elementwise_tiling(const ops::TilingQuery& query) {
     HXRT_ASSIGN_OR_RETURN(const Broadcast broadcast,
                           merge_broadcast(query.inputs[0].shape, query.inputs[1].shape, query.outputs[0].shape));
     tiling.values.emplace_back("same_shape", broadcast.same_shape ? 1 : 0);
+    tiling.geometry = std::make_shared<Broadcast>(broadcast);
   }
   return tiling;
 }
@@ -175,8 +187,8 @@ ops::KernelDef binary_kernel(std::shared_ptr<const JitProgram> program, std::str
     const ops::TensorRef& y = launch.outputs[0];
     const int64_t n = y.num_elements();
     if (n == 0) return ok_status();
-    HXRT_ASSIGN_OR_RETURN(const Broadcast broadcast, merge_broadcast(launch.inputs[0].shape, launch.inputs[1].shape, y.shape));
-    const auto& params = static_cast<const OpCodeParams&>(*launch.params);
+    const auto& broadcast = launch.tiling->geometry_as<Broadcast>();
+    const auto& params = launch.params_as<OpCodeParams>();
     const std::string options = fmt::format("-D BINARY_OP={}{}", params.code, tiling_defines(*launch.tiling, {"same_shape"}));
     std::vector<hal::KernelArg> args;
     add_tensor_arg(args, launch.inputs[0]);
@@ -195,7 +207,7 @@ Status launch_unary(hal::Stream& stream, const JitProgram& program, const ops::K
   HXRT_RETURN_IF_ERROR(require_f32(launch));
   const int64_t n = launch.outputs[0].num_elements();
   if (n == 0) return ok_status();
-  const auto& params = static_cast<const OpCodeParams&>(*launch.params);
+  const auto& params = launch.params_as<OpCodeParams>();
   std::vector<hal::KernelArg> args;
   add_tensor_arg(args, launch.inputs[0]);
   add_tensor_arg(args, launch.outputs[0]);
@@ -211,14 +223,8 @@ ops::KernelDef unary_kernel(std::shared_ptr<const JitProgram> program, std::stri
   def.input_dtypes = {{DType::kF32}};
   if (op == UnaryOp::kGeluErf) {
     def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-      // A Result kept whole: GCC 12 reports a false -Wmaybe-uninitialized for a string unpacked by the macro.
-      Result<std::string> approximate = node.attrs.get_string("approximate", "none");
-      if (!approximate.ok()) return approximate.status();
-      if (*approximate != "none" && *approximate != "tanh") {
-        return invalid_argument("node '{}' (Gelu): attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"",
-                                node.name, *approximate);
-      }
-      const bool tanh = *approximate == "tanh";
+      HXRT_ASSIGN_OR_RETURN(const ops::GeluApproximation approximation, ops::parse_gelu_approximation(node));
+      const bool tanh = approximation == ops::GeluApproximation::kTanh;
       return std::unique_ptr<ops::KernelParams>(std::make_unique<OpCodeParams>(
           tanh ? "GeluTanh" : "Gelu", static_cast<int>(tanh ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf)));
     };
@@ -228,6 +234,27 @@ ops::KernelDef unary_kernel(std::shared_ptr<const JitProgram> program, std::stri
   def.tiling = elementwise_tiling;
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {
     return launch_unary(stream, *program, launch);
+  };
+  return def;
+}
+
+ops::KernelDef leaky_relu_kernel(std::shared_ptr<const JitProgram> program) {
+  ops::KernelDef def = opencl_def("LeakyRelu", "", 16, "LeakyReluF32", "f32 x < 0 ? alpha·x : x, one work-item each");
+  def.input_dtypes = {{DType::kF32}};
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_leaky_relu_params(node));
+  };
+  def.tiling = elementwise_tiling;
+  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
+    HXRT_RETURN_IF_ERROR(require_f32(launch));
+    const int64_t n = launch.outputs[0].num_elements();
+    if (n == 0) return ok_status();
+    std::vector<hal::KernelArg> args;
+    add_tensor_arg(args, launch.inputs[0]);
+    add_tensor_arg(args, launch.outputs[0]);
+    args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(n)));
+    args.push_back(hal::KernelArg::scalar(launch.params_as<ops::LeakyReluParams>().alpha));
+    return launch_kernel(stream, *program, "leaky_relu", "", launch.tiling->launch, args);
   };
   return def;
 }
@@ -266,6 +293,7 @@ Status register_elementwise(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(program, "Mul", BinaryOp::kMul)));
   HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(program, "Div", BinaryOp::kDiv)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Relu", "", 14, UnaryOp::kRelu)));
+  HXRT_RETURN_IF_ERROR(registry.add(leaky_relu_kernel(program)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Gelu", "", 20, UnaryOp::kGeluErf)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Sigmoid", "", 13, UnaryOp::kSigmoid)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel(program, "Tanh", "", 13, UnaryOp::kTanh)));

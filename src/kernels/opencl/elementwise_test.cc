@@ -64,6 +64,28 @@ TEST(OpenClElementwiseTest, ActivationsMatchTheCpu) {
   }
 }
 
+TEST(OpenClElementwiseTest, LeakyReluMatchesTheCpuAndTheReference) {
+  HXRT_SKIP_WITHOUT_OPENCL();
+  std::mt19937 rng(15);
+  for (double alpha : {0.01, 0.2, -1.5}) {
+    for (const Shape& shape : {Shape{1}, Shape{257}, Shape{3, 1537}}) {
+      OpCall call{.op_type = "LeakyRelu"};
+      call.attrs.set("alpha", graph::Attribute(alpha));
+      call.inputs = {random_signed(shape, rng, 0.01f, 6.0f)};
+      SCOPED_TRACE(fmt::format("alpha {} {}", alpha, shape));
+      // One multiply per negative element: bit-identical to the CPU.
+      expect_same_bytes(call, "LeakyReluF32");
+      call.device = "opencl";
+      Result<OpResult> cl = testing::run_op(call);
+      ASSERT_TRUE(cl.ok()) << cl.status().to_string();
+      const double a = static_cast<float>(alpha);
+      std::vector<double> expected;
+      for (float v : call.inputs[0]->to_f32()) expected.push_back(v < 0 ? a * v : v);
+      EXPECT_LT(testing::normalized_max_error(cl->outputs[0].to_f32(), expected), 1e-7);
+    }
+  }
+}
+
 TEST(OpenClElementwiseTest, SwiGluMatchesTheCpu) {
   HXRT_SKIP_WITHOUT_OPENCL();
   std::mt19937 rng(13);

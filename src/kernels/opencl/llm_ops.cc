@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/llm.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -304,15 +305,9 @@ bool cpu_attention_fma() {
 #endif
 }
 
-struct PagedAttentionParams final : ops::KernelParams {
-  PagedAttentionParams(int64_t cache_layer, float attention_scale) : layer(cache_layer), scale(attention_scale) {}
-  std::string to_string() const override { return fmt::format("layer={},scale={}", layer, scale); }
-  int64_t layer;
-  float scale;  // 0: 1/sqrt(head_dim)
-};
-
 // Dims of one PagedAttention launch (shapes in llm.cc's schema).
-struct AttentionGeometry {
+struct AttentionGeometry final : ops::TypedGeometry<AttentionGeometry> {
+  static constexpr std::string_view kName = "opencl::AttentionGeometry";
   int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_kv = 0;
   int64_t n_layers = 0, n_blocks = 0, block_size = 0, n_seqs = 0, max_blocks = 0;
 };
@@ -346,11 +341,8 @@ ops::KernelDef paged_attention_kernel(std::shared_ptr<const JitProgram> program)
                                   "cache, batch invariant");
   def.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}, {DType::kF16, DType::kF32},
                       {DType::kF16, DType::kF32}, {DType::kI32}, {DType::kI32}, {DType::kI32}};
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t layer, node.attrs.get_int("layer"));
-    HXRT_ASSIGN_OR_RETURN(const double scale, node.attrs.get_float("scale", 0.0));
-    if (layer < 0) return invalid_argument("node '{}' (PagedAttention): attribute 'layer' = {} must be >= 0", node.name, layer);
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<PagedAttentionParams>(layer, static_cast<float>(scale)));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_paged_attention_params(node));
   };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
     HXRT_ASSIGN_OR_RETURN(const AttentionGeometry g, attention_geometry(query.inputs));
@@ -360,11 +352,12 @@ ops::KernelDef paged_attention_kernel(std::shared_ptr<const JitProgram> program)
     tiling.values = {{"wg", kAttendGroup},
                      {"max_ctx", next_power_of_two(std::max(kMinContext, g.max_blocks * g.block_size))},
                      {"head_dim", g.head_dim}};
+    tiling.geometry = std::make_shared<AttentionGeometry>(g);
     return tiling;
   };
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
-    const auto& params = static_cast<const PagedAttentionParams&>(*launch.params);
-    HXRT_ASSIGN_OR_RETURN(const AttentionGeometry g, attention_geometry(launch.inputs));
+    const auto& params = launch.params_as<ops::PagedAttentionParams>();
+    const auto& g = launch.tiling->geometry_as<AttentionGeometry>();
     if (params.layer >= g.n_layers) {
       return invalid_argument("PagedAttention: layer {} is outside the cache's {} layers", params.layer, g.n_layers);
     }

@@ -18,8 +18,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cpu/fused.h"
-#include "kernels/cpu/matmul.h"
+#include "hxrt/ops/params/linear.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -97,24 +96,9 @@ using Int4 = std::array<int32_t, 4>;
 
 enum class GemmOp : uint8_t { kMatMul, kGemm, kMatMulBias };
 
-struct GemmParams final : ops::KernelParams, cpu::GemmAttrs {
-  GemmOp op = GemmOp::kMatMul;
-  cpu::Activation activation = cpu::Activation::kNone;
-  std::string to_string() const override {
-    switch (op) {
-      case GemmOp::kMatMul: return "";
-      case GemmOp::kGemm: return describe();
-      case GemmOp::kMatMulBias:
-        return activation == cpu::Activation::kNone   ? "activation=none"
-               : activation == cpu::Activation::kGelu ? "activation=gelu"
-                                                      : "activation=gelu_tanh";
-    }
-    return "";
-  }
-};
-
-// One launch of the gemm kernel: the matrices' geometry, strides and epilogue.
-struct GemmGeometry {
+// One launch of the gemm kernel: the matrices' geometry and strides, computed at tiling time.
+struct GemmGeometry final : ops::TypedGeometry<GemmGeometry> {
+  static constexpr std::string_view kName = "opencl::GemmGeometry";
   int64_t m = 0, n = 0, k = 0, batch = 1;
   Int4 ab_strides{0, 0, 0, 0};  // a_rs, a_cs, b_rs, b_cs
   Int4 batch_dims{1, 1, 1, 1};
@@ -148,7 +132,7 @@ Status check_sizes(const GemmGeometry& g, const Shape& a, const Shape& b) {
 }
 
 Result<GemmGeometry> matmul_geometry(const Shape& a, const Shape& b) {
-  HXRT_ASSIGN_OR_RETURN(const cpu::MatMulGeometry cpu_g, cpu::matmul_geometry(a, b));
+  HXRT_ASSIGN_OR_RETURN(const ops::MatMulGeometry cpu_g, ops::matmul_geometry(a, b));
   GemmGeometry g;
   g.m = cpu_g.m;
   g.n = cpu_g.n;
@@ -161,7 +145,7 @@ Result<GemmGeometry> matmul_geometry(const Shape& a, const Shape& b) {
   return g;
 }
 
-Result<GemmGeometry> gemm_geometry(const GemmParams& params, const Shape& a, const Shape& b) {
+Result<GemmGeometry> gemm_geometry(const ops::GemmParams& params, const Shape& a, const Shape& b) {
   if (a.rank() != 2 || b.rank() != 2) return invalid_argument("Gemm needs 2-D A and B, got A {} and B {}", a, b);
   GemmGeometry g;
   g.m = params.trans_a ? a.dim(1) : a.dim(0);
@@ -176,15 +160,13 @@ Result<GemmGeometry> gemm_geometry(const GemmParams& params, const Shape& a, con
   return g;
 }
 
-Result<GemmGeometry> geometry(const GemmParams& params, const Shape& a, const Shape& b) {
-  return params.op == GemmOp::kGemm ? gemm_geometry(params, a, b) : matmul_geometry(a, b);
-}
-
-Result<ops::Tiling> gemm_tiling(const ops::TilingQuery& query) {
-  if (query.inputs.size() < 2 || query.params == nullptr)
-    return invalid_argument("matmul tiling needs A, B and params");
-  HXRT_ASSIGN_OR_RETURN(const GemmGeometry g, geometry(static_cast<const GemmParams&>(*query.params),
-                                                       query.inputs[0].shape, query.inputs[1].shape));
+Result<ops::Tiling> gemm_tiling(const ops::TilingQuery& query, GemmOp op) {
+  if (query.inputs.size() < 2) return invalid_argument("matmul tiling needs A and B");
+  const Shape& a = query.inputs[0].shape;
+  const Shape& b = query.inputs[1].shape;
+  HXRT_ASSIGN_OR_RETURN(const GemmGeometry g, op == GemmOp::kGemm
+                                                  ? gemm_geometry(query.params_as<ops::GemmParams>(), a, b)
+                                                  : matmul_geometry(a, b));
   const int64_t tile = std::min(g.m, g.n) >= kLargeTile ? kLargeTile : kSmallTile;
   ops::Tiling tiling;
   tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (g.n + tile - 1) / tile)),
@@ -192,6 +174,7 @@ Result<ops::Tiling> gemm_tiling(const ops::TilingQuery& query) {
                         static_cast<uint32_t>(std::max<int64_t>(1, g.batch))};
   tiling.launch.block = {static_cast<uint32_t>(tile), static_cast<uint32_t>(tile), 1};
   tiling.values = {{"tile", tile}};
+  tiling.geometry = std::make_shared<GemmGeometry>(g);
   return tiling;
 }
 
@@ -200,24 +183,27 @@ Status require_f32(const ops::TensorRef& t, std::string_view what) {
   return ok_status();
 }
 
-Status gemm_launch(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch) {
-  const auto& params = static_cast<const GemmParams&>(*launch.params);
+// MatMul and MatMulBias run as a Gemm with alpha = beta = 1 and no transposes.
+Status gemm_launch(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch, GemmOp op) {
+  const ops::GemmParams params = op == GemmOp::kGemm ? launch.params_as<ops::GemmParams>() : ops::GemmParams{};
+  const ops::Activation activation =
+      op == GemmOp::kMatMulBias ? launch.params_as<ops::MatMulBiasParams>().activation : ops::Activation::kNone;
   const ops::TensorRef& a = launch.inputs[0];
   const ops::TensorRef& b = launch.inputs[1];
   const ops::TensorRef& y = launch.outputs[0];
   HXRT_RETURN_IF_ERROR(require_f32(a, "input A"));
   HXRT_RETURN_IF_ERROR(require_f32(b, "input B"));
   HXRT_RETURN_IF_ERROR(require_f32(y, "output Y"));
-  HXRT_ASSIGN_OR_RETURN(const GemmGeometry g, geometry(params, a.shape, b.shape));
+  const auto& g = launch.tiling->geometry_as<GemmGeometry>();
   if (!(g.out == y.shape)) return invalid_argument("output shape {} differs from the expected {}", y.shape, g.out);
   // The C term: Gemm's C broadcast to [M, N] (ignored when beta is 0, as on the CPU), or MatMulBias's [N] bias.
   const bool has_c = launch.inputs.size() > 2 && launch.inputs[2].view.buffer != nullptr &&
-                     (params.op != GemmOp::kGemm || params.beta != 0.0f);
+                     (op != GemmOp::kGemm || params.beta != 0.0f);
   Int2 c_strides{0, 0};
   if (has_c) {
     const ops::TensorRef& c = launch.inputs[2];
-    HXRT_RETURN_IF_ERROR(require_f32(c, params.op == GemmOp::kGemm ? "input C" : "bias"));
-    if (params.op == GemmOp::kMatMulBias) {
+    HXRT_RETURN_IF_ERROR(require_f32(c, op == GemmOp::kGemm ? "input C" : "bias"));
+    if (op == GemmOp::kMatMulBias) {
       if (b.shape.rank() < 2 || c.num_elements() != g.n) {
         return invalid_argument("MatMulBias bias {} must have N values for B {}", c.shape, b.shape);
       }
@@ -232,7 +218,7 @@ Status gemm_launch(hal::Stream& stream, const JitProgram& program, const ops::Ke
       }
       c_strides = {static_cast<int32_t>(c_rows == 1 ? 0 : c_cols), c_cols == 1 ? 0 : 1};
     }
-  } else if (params.op == GemmOp::kMatMulBias) {
+  } else if (op == GemmOp::kMatMulBias) {
     return invalid_argument("MatMulBias needs its bias input");
   }
   if (y.num_elements() == 0) return ok_status();
@@ -249,39 +235,22 @@ Status gemm_launch(hal::Stream& stream, const JitProgram& program, const ops::Ke
   args.push_back(hal::KernelArg::scalar(params.alpha));
   args.push_back(hal::KernelArg::scalar(params.beta));
   args.push_back(hal::KernelArg::scalar(c_strides));
-  const int activation = params.activation == cpu::Activation::kGelu       ? 1   // ACT_GELU
-                         : params.activation == cpu::Activation::kGeluTanh ? 2   // ACT_GELU_TANH
-                                                                           : 0;  // ACT_NONE
-  const int epilogue = (has_c ? 1 : 0) | (activation << 1);
+  const int act = activation == ops::Activation::kGelu       ? 1   // ACT_GELU
+                  : activation == ops::Activation::kGeluTanh ? 2   // ACT_GELU_TANH
+                                                             : 0;  // ACT_NONE
+  const int epilogue = (has_c ? 1 : 0) | (act << 1);
   args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(epilogue)));
   return launch_kernel(stream, program, "gemm", tiling_defines(*launch.tiling, {"tile"}), launch.tiling->launch, args);
 }
 
-Result<std::unique_ptr<ops::KernelParams>> parse_gemm(const graph::Graph&, const graph::Node& node) {
-  auto params = std::make_unique<GemmParams>();
-  params->op = GemmOp::kGemm;
-  HXRT_ASSIGN_OR_RETURN(static_cast<cpu::GemmAttrs&>(*params), cpu::parse_gemm_attrs(node));
-  return std::unique_ptr<ops::KernelParams>(std::move(params));
-}
-
-Result<std::unique_ptr<ops::KernelParams>> parse_matmul_bias(const graph::Graph&, const graph::Node& node) {
-  auto params = std::make_unique<GemmParams>();
-  params->op = GemmOp::kMatMulBias;
-  // A Result kept whole: GCC 12 reports a false -Wmaybe-uninitialized for a string unpacked by the macro.
-  Result<std::string> name = node.attrs.get_string("activation", "none");
-  if (!name.ok()) return name.status();
-  HXRT_ASSIGN_OR_RETURN(params->activation, cpu::activation_from_name(*name));
-  return std::unique_ptr<ops::KernelParams>(std::move(params));
-}
-
-ops::KernelDef gemm_def(std::shared_ptr<const JitProgram> program, std::string op_type, std::string domain,
+ops::KernelDef gemm_def(std::shared_ptr<const JitProgram> program, GemmOp op, std::string op_type, std::string domain,
                         int since_version, size_t inputs, std::string description) {
   ops::KernelDef def = opencl_def(op_type, std::move(domain), since_version, op_type, std::move(description));
   def.input_dtypes.assign(inputs, {DType::kF32});
   def.priority = 10;
-  def.tiling = gemm_tiling;
-  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {
-    return gemm_launch(stream, *program, launch);
+  def.tiling = [op](const ops::TilingQuery& query) { return gemm_tiling(query, op); };
+  def.launch = [program, op](hal::Stream& stream, const ops::KernelLaunch& launch) {
+    return gemm_launch(stream, *program, launch, op);
   };
   return def;
 }
@@ -291,22 +260,26 @@ ops::KernelDef gemm_def(std::shared_ptr<const JitProgram> program, std::string o
 Status register_linear(ops::KernelRegistry& registry) {
   auto program = std::make_shared<const JitProgram>("hxrt_gemm", kSource);
   ops::KernelDef matmul =
-      gemm_def(program, "MatMul", "", 13, 2,
+      gemm_def(program, GemmOp::kMatMul, "MatMul", "", 13, 2,
                "TILE×TILE output tiles staged through local memory, batch broadcast merged to 4 dims");
   matmul.parse_attrs = [](const graph::Graph&, const graph::Node&) -> Result<std::unique_ptr<ops::KernelParams>> {
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<GemmParams>());
+    return ops::boxed(ops::NoParams{});
   };
   HXRT_RETURN_IF_ERROR(registry.add(std::move(matmul)));
 
-  ops::KernelDef gemm =
-      gemm_def(program, "Gemm", "", 13, 3, "the tiled matmul with transposes as strides, alpha/beta and a broadcast C");
-  gemm.parse_attrs = parse_gemm;
+  ops::KernelDef gemm = gemm_def(program, GemmOp::kGemm, "Gemm", "", 13, 3,
+                                 "the tiled matmul with transposes as strides, alpha/beta and a broadcast C");
+  gemm.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_gemm_params(node));
+  };
   HXRT_RETURN_IF_ERROR(registry.add(std::move(gemm)));
 
-  ops::KernelDef bias = gemm_def(program, "MatMulBias", "hxrt.fused", 1, 3,
+  ops::KernelDef bias = gemm_def(program, GemmOp::kMatMulBias, "MatMulBias", "hxrt.fused", 1, 3,
                                  "the tiled matmul with the bias and activation in the epilogue");
   bias.kind = ops::KernelKind::kFused;
-  bias.parse_attrs = parse_matmul_bias;
+  bias.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_matmul_bias_params(node));
+  };
   return registry.add(std::move(bias));
 }
 

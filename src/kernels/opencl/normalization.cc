@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/normalization.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -193,43 +194,8 @@ __kernel void rope(__global const uchar* x_buf, ulong x_off, __global const ucha
 }
 )CLC";
 
-struct EpsilonParams final : ops::KernelParams {
-  explicit EpsilonParams(float eps) : epsilon(eps) {}
-  std::string to_string() const override { return fmt::format("epsilon={}", epsilon); }
-  float epsilon;
-};
-
-struct AxisParams final : ops::KernelParams {
-  explicit AxisParams(int64_t softmax_axis) : axis(softmax_axis) {}
-  std::string to_string() const override { return fmt::format("axis={}", axis); }
-  int64_t axis;
-};
-
-struct LayerNormParams final : ops::KernelParams {
-  LayerNormParams(int64_t norm_axis, float eps) : axis(norm_axis), epsilon(eps) {}
-  std::string to_string() const override { return fmt::format("axis={},epsilon={}", axis, epsilon); }
-  int64_t axis;
-  float epsilon;
-};
-
-struct RopeParams final : ops::KernelParams {
-  RopeParams(float rope_theta, int64_t dims, bool neox_pairs) : theta(rope_theta), rotary_dims(dims), neox(neox_pairs) {}
-  std::string to_string() const override {
-    return fmt::format("theta={},rotary_dims={},mode={}", theta, rotary_dims, neox ? "neox" : "normal");
-  }
-  float theta;
-  int64_t rotary_dims;  // 0 = head_dim
-  bool neox;
-};
-
 // Work-items per row: a power of two, at most kMaxRowGroup, about a quarter of the row.
 int64_t row_group(int64_t row) { return std::clamp<int64_t>(next_power_of_two(std::max<int64_t>(1, row / 4)), 1, kMaxRowGroup); }
-
-Result<float> get_epsilon(const graph::Node& node) {
-  HXRT_ASSIGN_OR_RETURN(const double eps, node.attrs.get_float("epsilon", 1e-5));
-  if (!(eps >= 0.0)) return invalid_argument("node '{}' ({}): attribute 'epsilon' = {} must be >= 0", node.name, node.op_type, eps);
-  return static_cast<float>(eps);
-}
 
 // One group per row of the last axis.
 Result<ops::Tiling> last_axis_tiling(const ops::TilingQuery& query) {
@@ -255,9 +221,8 @@ ops::KernelDef rms_kernel(std::shared_ptr<const JitProgram> program, bool fused)
     def.priority = 10;
   }
   def.input_dtypes.assign(fused ? 2 : 1, {DType::kF32});
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const float eps, get_epsilon(node));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<EpsilonParams>(eps));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_epsilon_params(node));
   };
   def.tiling = last_axis_tiling;
   def.launch = [program, fused](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
@@ -275,44 +240,27 @@ ops::KernelDef rms_kernel(std::shared_ptr<const JitProgram> program, bool fused)
     add_tensor_arg(args, w);
     add_tensor_arg(args, y);
     args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(d)));
-    args.push_back(hal::KernelArg::scalar(static_cast<const EpsilonParams&>(*launch.params).epsilon));
+    args.push_back(hal::KernelArg::scalar(launch.params_as<ops::EpsilonParams>().epsilon));
     const std::string options = fmt::format("-D HAS_WEIGHT={}{}", fused ? 1 : 0, tiling_defines(*launch.tiling, {"wg"}));
     return launch_kernel(stream, *program, "rms_norm", options, launch.tiling->launch, args);
   };
   return def;
 }
 
-Result<int> normalized_axis(int64_t axis, int rank) {
-  if (axis < -rank || axis >= rank) return invalid_argument("Softmax: axis {} out of range for rank {}", axis, rank);
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
-struct SoftmaxGeometry {
-  int64_t outer = 1, axis_len = 1, inner = 1;
-};
-
-Result<SoftmaxGeometry> softmax_geometry(const Shape& x, int64_t axis_attr) {
-  HXRT_ASSIGN_OR_RETURN(const int axis, normalized_axis(axis_attr, x.rank()));
-  SoftmaxGeometry g;
-  for (int d = 0; d < axis; ++d) g.outer *= x.dim(d);
-  g.axis_len = x.dim(axis);
-  for (int d = axis + 1; d < x.rank(); ++d) g.inner *= x.dim(d);
-  HXRT_RETURN_IF_ERROR(check_int32(x.num_elements(), "elements"));
-  return g;
-}
-
 ops::KernelDef softmax_kernel(std::shared_ptr<const JitProgram> program) {
   ops::KernelDef def = opencl_def("Softmax", "", 13, "SoftmaxF32",
                                   "one group per row (last axis) or one work-item per column; sums in double");
   def.input_dtypes = {{DType::kF32}};
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t axis, node.attrs.get_int("axis", -1));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<AxisParams>(axis));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_axis_params(node, -1));
   };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    HXRT_ASSIGN_OR_RETURN(const SoftmaxGeometry g,
-                          softmax_geometry(query.inputs[0].shape, static_cast<const AxisParams&>(*query.params).axis));
+    const Shape& x = query.inputs[0].shape;
+    HXRT_ASSIGN_OR_RETURN(const ops::SoftmaxGeometry g,
+                          ops::softmax_geometry(x, query.params_as<ops::AxisParams>().axis));
+    HXRT_RETURN_IF_ERROR(check_int32(x.num_elements(), "elements"));
     ops::Tiling tiling;
+    tiling.geometry = std::make_shared<ops::SoftmaxGeometry>(g);
     if (g.inner == 1) {
       const int64_t group = row_group(g.axis_len);
       tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, g.outer)), 1, 1};
@@ -328,8 +276,7 @@ ops::KernelDef softmax_kernel(std::shared_ptr<const JitProgram> program) {
     const ops::TensorRef& x = launch.inputs[0];
     const ops::TensorRef& y = launch.outputs[0];
     if (y.num_elements() == 0) return ok_status();
-    HXRT_ASSIGN_OR_RETURN(const SoftmaxGeometry g,
-                          softmax_geometry(x.shape, static_cast<const AxisParams&>(*launch.params).axis));
+    const auto& g = launch.tiling->geometry_as<ops::SoftmaxGeometry>();
     std::vector<hal::KernelArg> args;
     add_tensor_arg(args, x);
     add_tensor_arg(args, y);
@@ -346,53 +293,35 @@ ops::KernelDef softmax_kernel(std::shared_ptr<const JitProgram> program) {
   return def;
 }
 
-// X viewed as [rows, d]: d = the product of dims axis..end.
-struct LayerNormGeometry {
-  int64_t rows = 1, d = 1;
-};
-
-Result<LayerNormGeometry> layer_norm_geometry(const Shape& x, int64_t axis_attr) {
-  const int rank = x.rank();
-  if (axis_attr < -rank || axis_attr >= rank) {
-    return invalid_argument("LayerNormalization: axis {} out of range for rank {}", axis_attr, rank);
-  }
-  const int axis = static_cast<int>(axis_attr < 0 ? axis_attr + rank : axis_attr);
-  LayerNormGeometry g;
-  for (int d = 0; d < axis; ++d) g.rows *= x.dim(d);
-  for (int d = axis; d < rank; ++d) g.d *= x.dim(d);
-  HXRT_RETURN_IF_ERROR(check_int32(g.rows, "rows"));
-  HXRT_RETURN_IF_ERROR(check_int32(g.d, "row length"));
-  return g;
-}
-
 ops::KernelDef layer_norm_kernel(std::shared_ptr<const JitProgram> program) {
   ops::KernelDef def = opencl_def("LayerNormalization", "", 17, "LayerNormalizationF32",
                                   "one group per row of dims axis..end, mean and variance in double");
   def.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}};
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t axis, node.attrs.get_int("axis", -1));
-    HXRT_ASSIGN_OR_RETURN(const float eps, get_epsilon(node));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<LayerNormParams>(axis, eps));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_layer_norm_params(node));
   };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
     HXRT_ASSIGN_OR_RETURN(
-        const LayerNormGeometry g,
-        layer_norm_geometry(query.inputs[0].shape, static_cast<const LayerNormParams&>(*query.params).axis));
+        const ops::LayerNormGeometry g,
+        ops::layer_norm_geometry(query.inputs[0].shape, query.params_as<ops::LayerNormParams>().axis));
+    HXRT_RETURN_IF_ERROR(check_int32(g.rows, "rows"));
+    HXRT_RETURN_IF_ERROR(check_int32(g.d, "row length"));
     const int64_t group = row_group(g.d);
     ops::Tiling tiling;
+    tiling.geometry = std::make_shared<ops::LayerNormGeometry>(g);
     tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, g.rows)), 1, 1};
     tiling.launch.block = {static_cast<uint32_t>(group), 1, 1};
     tiling.values = {{"wg", group}};
     return tiling;
   };
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
-    const auto& params = static_cast<const LayerNormParams&>(*launch.params);
+    const auto& params = launch.params_as<ops::LayerNormParams>();
     const ops::TensorRef& x = launch.inputs[0];
     const ops::TensorRef& scale = launch.inputs[1];
     const ops::TensorRef& y = launch.outputs[0];
     if (!(y.shape == x.shape)) return invalid_argument("LayerNormalization: X {} and Y {} differ", x.shape, y.shape);
     if (y.num_elements() == 0) return ok_status();
-    HXRT_ASSIGN_OR_RETURN(const LayerNormGeometry g, layer_norm_geometry(x.shape, params.axis));
+    const auto& g = launch.tiling->geometry_as<ops::LayerNormGeometry>();
     if (scale.num_elements() != g.d) {
       return invalid_argument("LayerNormalization: Scale {} has {} elements, the normalised dims of X {} have {}",
                               scale.shape, scale.num_elements(), x.shape, g.d);
@@ -416,62 +345,33 @@ ops::KernelDef layer_norm_kernel(std::shared_ptr<const JitProgram> program) {
   return def;
 }
 
-struct RopeGeometry {
-  int64_t rows = 0, n_tokens = 0, n_heads = 0, head_dim = 0, rotary_dims = 0;
-  int64_t items() const { return rows * ((head_dim + 1) / 2); }
-};
-
-Result<RopeGeometry> rope_geometry(const RopeParams& params, const ops::TensorRef& x, const ops::TensorRef& positions) {
-  if (x.shape.rank() < 3) return invalid_argument("RoPE: X {} must be [..., n_tokens, n_heads, head_dim]", x.shape);
-  RopeGeometry g;
-  g.n_tokens = x.shape.dim(-3);
-  g.n_heads = x.shape.dim(-2);
-  g.head_dim = x.shape.dim(-1);
-  g.rotary_dims = params.rotary_dims == 0 ? g.head_dim : params.rotary_dims;
-  if (g.rotary_dims % 2 != 0 || g.rotary_dims > g.head_dim) {
-    return invalid_argument("RoPE: rotary_dims {} must be even and at most head_dim {}", g.rotary_dims, g.head_dim);
-  }
-  if (positions.num_elements() != g.n_tokens) {
-    return invalid_argument("RoPE: positions {} must hold n_tokens = {} values", positions.shape, g.n_tokens);
-  }
-  g.rows = g.n_heads * g.head_dim == 0 ? 0 : x.num_elements() / (g.n_heads * g.head_dim);
-  HXRT_RETURN_IF_ERROR(check_int32(g.items(), "RoPE work-items"));
-  return g;
+int64_t rope_items(const ops::RopeGeometry& g) {
+  return g.rows * ((g.head_dim + 1) / 2);
 }
 
 ops::KernelDef rope_kernel(std::shared_ptr<const JitProgram> program) {
   ops::KernelDef def = opencl_def("RoPE", "hxrt", 1, "RoPEF32",
                                   "one work-item per (row, pair) over all heads, angle in double; normal or neox, i32/i64 positions");
   def.input_dtypes = {{DType::kF32}, {DType::kI32, DType::kI64}};
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const double theta, node.attrs.get_float("theta", 10000.0));
-    HXRT_ASSIGN_OR_RETURN(const int64_t rotary_dims, node.attrs.get_int("rotary_dims", 0));
-    Result<std::string> mode = node.attrs.get_string("mode", "normal");  // kept whole (GCC 12 false -Wmaybe-uninitialized)
-    if (!mode.ok()) return mode.status();
-    if (*mode != "normal" && *mode != "neox") {
-      return invalid_argument("node '{}' (RoPE): attribute 'mode' must be \"normal\" or \"neox\", got \"{}\"", node.name, *mode);
-    }
-    if (!(theta > 0.0)) return invalid_argument("node '{}' (RoPE): attribute 'theta' = {} must be > 0", node.name, theta);
-    if (rotary_dims < 0 || rotary_dims % 2 != 0) {
-      return invalid_argument("node '{}' (RoPE): attribute 'rotary_dims' = {} must be even and >= 0", node.name, rotary_dims);
-    }
-    return std::unique_ptr<ops::KernelParams>(
-        std::make_unique<RopeParams>(static_cast<float>(theta), rotary_dims, *mode == "neox"));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_rope_params(node));
   };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    HXRT_ASSIGN_OR_RETURN(const RopeGeometry g,
-                          rope_geometry(static_cast<const RopeParams&>(*query.params), query.inputs[0], query.inputs[1]));
+    HXRT_ASSIGN_OR_RETURN(const ops::RopeGeometry g, ops::rope_geometry(query.params_as<ops::RopeParams>(),
+                                                                        query.inputs[0].shape, query.inputs[1].shape));
+    HXRT_RETURN_IF_ERROR(check_int32(rope_items(g), "RoPE work-items"));
     ops::Tiling tiling;
-    tiling.launch = launch_1d(g.items(), kGroup);
+    tiling.launch = launch_1d(rope_items(g), kGroup);
     tiling.values = {{"wg", kGroup}};
+    tiling.geometry = std::make_shared<ops::RopeGeometry>(g);
     return tiling;
   };
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
-    const auto& params = static_cast<const RopeParams&>(*launch.params);
+    const auto& params = launch.params_as<ops::RopeParams>();
     const ops::TensorRef& x = launch.inputs[0];
     const ops::TensorRef& positions = launch.inputs[1];
-    HXRT_ASSIGN_OR_RETURN(const RopeGeometry g, rope_geometry(params, x, positions));
-    if (g.items() == 0) return ok_status();
+    const auto& g = launch.tiling->geometry_as<ops::RopeGeometry>();
+    if (rope_items(g) == 0) return ok_status();
     std::vector<hal::KernelArg> args;
     add_tensor_arg(args, x);
     add_tensor_arg(args, positions);
@@ -480,8 +380,8 @@ ops::KernelDef rope_kernel(std::shared_ptr<const JitProgram> program) {
       args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(v)));
     }
     args.push_back(hal::KernelArg::scalar(params.theta));
-    const std::string options =
-        fmt::format("-D NEOX={} -D POS_I64={}", params.neox ? 1 : 0, positions.dtype == DType::kI64 ? 1 : 0);
+    const std::string options = fmt::format("-D NEOX={} -D POS_I64={}", params.mode == ops::RopeMode::kNeox ? 1 : 0,
+                                            positions.dtype == DType::kI64 ? 1 : 0);
     return launch_kernel(stream, *program, "rope", options, launch.tiling->launch, args);
   };
   return def;

@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kernels/cpu/tensor_ops.h"
+#include "hxrt/ops/params/tensor_ops.h"
 #include "kernels/opencl/jit_program.h"
 #include "kernels/opencl/registration.h"
 
@@ -69,26 +69,18 @@ __kernel void gather(__global const uchar* d_buf, ulong d_off, __global const uc
 }
 )CLC";
 
-struct AxisParams final : ops::KernelParams {
-  explicit AxisParams(int64_t gather_axis) : axis(gather_axis) {}
-  std::string to_string() const override { return fmt::format("axis={}", axis); }
-  int64_t axis;
-};
-
-struct GatherGeometry {
+struct GatherGeometry final : ops::TypedGeometry<GatherGeometry> {
+  static constexpr std::string_view kName = "opencl::GatherGeometry";
   int64_t outer = 1, axis_dim = 0, n_indices = 0;
   uint64_t row_bytes = 0;
   int64_t units() const { return outer * n_indices; }
 };
 
 Result<GatherGeometry> gather_geometry(int64_t axis_attr, const ops::TensorRef& data, const ops::TensorRef& indices) {
-  const int rank = data.shape.rank();
-  if (axis_attr < -rank || axis_attr >= rank) return invalid_argument("Gather: axis {} out of range for rank {}", axis_attr, rank);
-  const int axis = static_cast<int>(axis_attr < 0 ? axis_attr + rank : axis_attr);
+  HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(axis_attr, data.shape.rank(), "Gather"));
   GatherGeometry g;
-  int64_t inner = 1;
-  for (int d = 0; d < axis; ++d) g.outer *= data.shape.dim(d);
-  for (int d = axis + 1; d < rank; ++d) inner *= data.shape.dim(d);
+  g.outer = ops::dims_product(data.shape, 0, axis);
+  const int64_t inner = ops::dims_product(data.shape, axis + 1, data.shape.rank());
   g.axis_dim = data.shape.dim(axis);
   g.n_indices = indices.num_elements();
   HXRT_ASSIGN_OR_RETURN(g.row_bytes, storage_bytes(data.dtype, static_cast<uint64_t>(inner)));
@@ -108,25 +100,24 @@ uint64_t word_bytes(uint64_t row_bytes, uint64_t data_offset, uint64_t out_offse
 ops::KernelDef gather_kernel(std::shared_ptr<const JitProgram> program) {
   ops::KernelDef def = opencl_def("Gather", "", 13, "Gather", "row copy by 4/2/1-byte words, any plain dtype");
   def.input_dtypes = {{}, {DType::kI32, DType::kI64}};
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(const int64_t axis, node.attrs.get_int("axis", 0));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<AxisParams>(axis));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_axis_params(node, 0));
   };
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    HXRT_ASSIGN_OR_RETURN(const GatherGeometry g, gather_geometry(static_cast<const AxisParams&>(*query.params).axis,
-                                                                  query.inputs[0], query.inputs[1]));
+    HXRT_ASSIGN_OR_RETURN(const GatherGeometry g,
+                          gather_geometry(query.params_as<ops::AxisParams>().axis, query.inputs[0], query.inputs[1]));
     const uint64_t word = word_bytes(g.row_bytes, 0, 0);  // views are aligned in practice; launch() re-checks
     ops::Tiling tiling;
     tiling.launch = launch_1d(g.units() * static_cast<int64_t>(g.row_bytes / word), kGroup);
     tiling.values = {{"wg", kGroup}, {"word_bytes", static_cast<int64_t>(word)}};
+    tiling.geometry = std::make_shared<GatherGeometry>(g);
     return tiling;
   };
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
     const ops::TensorRef& data = launch.inputs[0];
     const ops::TensorRef& indices = launch.inputs[1];
     const ops::TensorRef& y = launch.outputs[0];
-    HXRT_ASSIGN_OR_RETURN(const GatherGeometry g,
-                          gather_geometry(static_cast<const AxisParams&>(*launch.params).axis, data, indices));
+    const auto& g = launch.tiling->geometry_as<GatherGeometry>();
     if (g.units() == 0 || g.row_bytes == 0) return ok_status();
     const uint64_t word = word_bytes(g.row_bytes, data.view.offset, y.view.offset);
     const int64_t words_per_row = static_cast<int64_t>(g.row_bytes / word);
@@ -276,17 +267,12 @@ Status launch_strided_copy(hal::Stream& stream, const JitProgram& program, const
 
 // Bytes per element of a dtype the copy kernels move: 1, 2, 4 or 8.
 Result<size_t> copy_element_bytes(DType dtype, std::string_view op) {
-  const size_t bytes = cpu::element_bytes(dtype);
+  const size_t bytes = ops::element_bytes(dtype);
   if (bytes == 0) return invalid_argument("{}: block-quantized dtype {} is not supported", op, dtype);
   if (bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8) {
     return unimplemented("{}: OpenCL copies elements of 1, 2, 4 or 8 bytes, not {} ({})", op, bytes, dtype);
   }
   return bytes;
-}
-
-Result<int> normalized_axis(int64_t axis, int rank, std::string_view op) {
-  if (axis < -rank || axis >= rank) return invalid_argument("{}: axis {} out of range for rank {}", op, axis, rank);
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
 // One work-item per output element (the launch recomputes the geometry; Concat launches once per input).
@@ -299,31 +285,22 @@ Result<ops::Tiling> copy_tiling(const ops::TilingQuery& query) {
   return tiling;
 }
 
-struct TransposeParams final : ops::KernelParams {
-  explicit TransposeParams(std::vector<int64_t> permutation) : perm(std::move(permutation)) {}
-  std::string to_string() const override {
-    return perm.empty() ? "perm=reverse" : fmt::format("perm=[{}]", fmt::join(perm, ","));
-  }
-  std::vector<int64_t> perm;  // empty = reverse the dims
-};
-
 ops::KernelDef transpose_kernel(std::shared_ptr<const JitProgram> program) {
   ops::KernelDef def = opencl_def("Transpose", "", 13, "Transpose", "strided copy with merged dims, any plain dtype");
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    HXRT_ASSIGN_OR_RETURN(std::vector<int64_t> perm, node.attrs.get_ints("perm", std::vector<int64_t>{}));
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<TransposeParams>(std::move(perm)));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_transpose_params(node));
   };
   def.tiling = copy_tiling;
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
     const ops::TensorRef& x = launch.inputs[0];
     const ops::TensorRef& y = launch.outputs[0];
-    std::vector<int64_t> perm = static_cast<const TransposeParams&>(*launch.params).perm;
+    std::vector<int64_t> perm = launch.params_as<ops::TransposeParams>().perm;
     if (perm.empty()) {
       for (int d = x.shape.rank() - 1; d >= 0; --d) perm.push_back(d);
     }
-    HXRT_RETURN_IF_ERROR_CTX(cpu::check_permutation(perm, x.shape.rank()), "Transpose of {}", x.shape);
+    HXRT_RETURN_IF_ERROR_CTX(ops::check_permutation(perm, x.shape.rank()), "Transpose of {}", x.shape);
     HXRT_ASSIGN_OR_RETURN(const size_t eb, copy_element_bytes(x.dtype, "Transpose"));
-    if (!(cpu::transposed_shape(x.shape, perm) == y.shape) || y.dtype != x.dtype) {
+    if (!(ops::transposed_shape(x.shape, perm) == y.shape) || y.dtype != x.dtype) {
       return invalid_argument("Transpose: output {} {} is not the transpose of {} {}", y.dtype, y.shape, x.dtype,
                               x.shape);
     }
@@ -340,73 +317,10 @@ ops::KernelDef transpose_kernel(std::shared_ptr<const JitProgram> program) {
   return def;
 }
 
-// Slice's constant inputs, read from the graph's initializers when the plan is built.
-struct SliceParams final : ops::KernelParams {
-  std::vector<int64_t> starts, ends, axes, steps;  // axes and steps filled with their defaults
-  std::string to_string() const override {
-    return fmt::format("starts=[{}],ends=[{}],axes=[{}],steps=[{}]", fmt::join(starts, ","), fmt::join(ends, ","),
-                       fmt::join(axes, ","), fmt::join(steps, ","));
-  }
-};
-
-// The values of node input `i`, an i32 or i64 initializer.
-Result<std::vector<int64_t>> constant_ints(const graph::Graph& graph, const graph::Node& node, size_t i,
-                                           std::string_view name) {
-  const graph::Value& value = graph.value(node.inputs[i]);
-  if (!value.is_initializer || value.weight.data == nullptr) {
-    return invalid_argument("node '{}' (Slice): input '{}' must be a constant (an initializer) on OpenCL", node.name,
-                            name);
-  }
-  const DType dtype = value.desc.dtype;
-  const size_t width = dtype == DType::kI64 ? 8 : dtype == DType::kI32 ? 4 : 0;
-  if (width == 0)
-    return invalid_argument("node '{}' (Slice): input '{}' must be i32 or i64, got {}", node.name, name, dtype);
-  std::vector<int64_t> values(value.weight.size / width);
-  for (size_t k = 0; k < values.size(); ++k) {
-    if (width == 8) {
-      std::memcpy(&values[k], value.weight.data + k * 8, 8);
-    } else {
-      int32_t v = 0;
-      std::memcpy(&v, value.weight.data + k * 4, 4);
-      values[k] = v;
-    }
-  }
-  return values;
-}
-
-bool has_input(const graph::Node& node, size_t i) {
-  return i < node.inputs.size() && node.inputs[i] != graph::kNoValue;
-}
-
-Result<std::unique_ptr<ops::KernelParams>> parse_slice(const graph::Graph& graph, const graph::Node& node) {
-  if (!has_input(node, 1) || !has_input(node, 2)) {
-    return invalid_argument("node '{}' (Slice): inputs 'starts' and 'ends' are required", node.name);
-  }
-  auto params = std::make_unique<SliceParams>();
-  HXRT_ASSIGN_OR_RETURN(params->starts, constant_ints(graph, node, 1, "starts"));
-  HXRT_ASSIGN_OR_RETURN(params->ends, constant_ints(graph, node, 2, "ends"));
-  if (has_input(node, 3)) {
-    HXRT_ASSIGN_OR_RETURN(params->axes, constant_ints(graph, node, 3, "axes"));
-  } else {
-    for (size_t i = 0; i < params->starts.size(); ++i) params->axes.push_back(static_cast<int64_t>(i));
-  }
-  if (has_input(node, 4)) {
-    HXRT_ASSIGN_OR_RETURN(params->steps, constant_ints(graph, node, 4, "steps"));
-  } else {
-    params->steps.assign(params->starts.size(), 1);
-  }
-  const size_t count = params->starts.size();
-  if (params->ends.size() != count || params->axes.size() != count || params->steps.size() != count) {
-    return invalid_argument("node '{}' (Slice): starts, ends, axes and steps have {}, {}, {} and {} values", node.name,
-                            count, params->ends.size(), params->axes.size(), params->steps.size());
-  }
-  return std::unique_ptr<ops::KernelParams>(std::move(params));
-}
-
 // Note [Slice on symbolic axes] in kernels/cpu/tensor_ops.cc: the slice is recomputed from the bound shape and must
 // match the planned output.
 Status launch_slice(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch) {
-  const auto& params = static_cast<const SliceParams&>(*launch.params);
+  const auto& params = launch.params_as<ops::SliceParams>();
   const ops::TensorRef& x = launch.inputs[0];
   const ops::TensorRef& y = launch.outputs[0];
   const int rank = x.shape.rank();
@@ -414,23 +328,23 @@ Status launch_slice(hal::Stream& stream, const JitProgram& program, const ops::K
   if (y.dtype != x.dtype || y.shape.rank() != rank) {
     return invalid_argument("Slice: output {} {} does not fit input {} {}", y.dtype, y.shape, x.dtype, x.shape);
   }
-  std::array<cpu::SliceAxis, Shape::kMaxRank> axes{};
+  std::array<ops::SliceAxis, Shape::kMaxRank> axes{};
   std::array<bool, Shape::kMaxRank> sliced{};
-  for (int d = 0; d < rank; ++d) axes[static_cast<size_t>(d)] = cpu::SliceAxis{0, 1, x.shape.dim(d)};
+  for (int d = 0; d < rank; ++d) axes[static_cast<size_t>(d)] = ops::SliceAxis{0, 1, x.shape.dim(d)};
   for (size_t i = 0; i < params.starts.size(); ++i) {
-    HXRT_ASSIGN_OR_RETURN(const int axis, normalized_axis(params.axes[i], rank, "Slice"));
+    HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(params.axes[i], rank, "Slice"));
     if (sliced[static_cast<size_t>(axis)]) return invalid_argument("Slice: axis {} appears twice in axes", axis);
     if (params.steps[i] == 0) return invalid_argument("Slice: step {} is 0", i);
     sliced[static_cast<size_t>(axis)] = true;
     axes[static_cast<size_t>(axis)] =
-        cpu::slice_axis(x.shape.dim(axis), params.starts[i], params.ends[i], params.steps[i]);
+        ops::slice_axis(x.shape.dim(axis), params.starts[i], params.ends[i], params.steps[i]);
   }
   const auto in_strides = x.shape.strides();
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;
   int64_t base = 0;
   for (int d = 0; d < rank; ++d) {
-    const cpu::SliceAxis& a = axes[static_cast<size_t>(d)];
+    const ops::SliceAxis& a = axes[static_cast<size_t>(d)];
     if (a.count != y.shape.dim(d)) {
       return invalid_argument(
           "Slice: slicing {} gives {} elements on axis {} but the planned output is {} (a symbolic dim shorter than "
@@ -451,7 +365,9 @@ ops::KernelDef slice_kernel(std::shared_ptr<const JitProgram> program) {
                  "ONNX slice (constant bounds read at plan time) as a strided copy, negative steps included");
   const std::vector<DType> index_types = {DType::kI32, DType::kI64};
   def.input_dtypes = {{}, index_types, index_types, index_types, index_types};
-  def.parse_attrs = parse_slice;
+  def.parse_attrs = [](const graph::Graph& graph, const graph::Node& node) {
+    return ops::boxed(ops::parse_slice_params(graph, node));
+  };
   def.tiling = copy_tiling;
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {
     return launch_slice(stream, *program, launch);
@@ -459,17 +375,10 @@ ops::KernelDef slice_kernel(std::shared_ptr<const JitProgram> program) {
   return def;
 }
 
-struct AxisOnlyParams final : ops::KernelParams {
-  explicit AxisOnlyParams(int64_t concat_axis) : axis(concat_axis) {}
-  std::string to_string() const override { return fmt::format("axis={}", axis); }
-  int64_t axis;
-};
-
 Status launch_concat(hal::Stream& stream, const JitProgram& program, const ops::KernelLaunch& launch) {
   const ops::TensorRef& y = launch.outputs[0];
   const int rank = y.shape.rank();
-  HXRT_ASSIGN_OR_RETURN(const int axis,
-                        normalized_axis(static_cast<const AxisOnlyParams&>(*launch.params).axis, rank, "Concat"));
+  HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(launch.params_as<ops::AxisParams>().axis, rank, "Concat"));
   HXRT_ASSIGN_OR_RETURN(const size_t eb, copy_element_bytes(y.dtype, "Concat"));
   int64_t outer = 1;
   int64_t inner = 1;
@@ -508,13 +417,8 @@ Status launch_concat(hal::Stream& stream, const JitProgram& program, const ops::
 
 ops::KernelDef concat_kernel(std::shared_ptr<const JitProgram> program) {
   ops::KernelDef def = opencl_def("Concat", "", 13, "Concat", "one row copy launch per input, any plain dtype");
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
-    Result<int64_t> axis = node.attrs.get_int("axis");
-    if (!axis.ok()) {
-      return std::move(axis).take_status().with_context(
-          fmt::format("parsing attribute 'axis' of node '{}' ({})", node.name, node.op_type));
-    }
-    return std::unique_ptr<ops::KernelParams>(std::make_unique<AxisOnlyParams>(axis.value()));
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_axis_params(node, 0, /*required=*/true));
   };
   def.tiling = copy_tiling;
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {

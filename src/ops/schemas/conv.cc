@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "hxrt/ops/params/conv.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::ops::schemas {
@@ -17,21 +18,6 @@ namespace {
 const std::vector<DType>& float_types() {
   static const std::vector<DType> types = {DType::kF32};
   return types;
-}
-
-Result<std::vector<int64_t>> ints_attr(InferenceContext& ctx, std::string_view name, std::vector<int64_t> fallback,
-                                       size_t length, int64_t minimum) {
-  Result<std::vector<int64_t>> values = ctx.attrs().get_ints(name, std::move(fallback));
-  if (!values.ok()) return ctx.error(values.status().message());
-  if (values->size() != length) {
-    return ctx.error(fmt::format("attribute '{}' needs {} values for a 2-D Conv, got [{}]", name, length,
-                                 fmt::join(*values, ", ")));
-  }
-  for (int64_t v : *values) {
-    if (v < minimum) return ctx.error(fmt::format("attribute '{}' values must be >= {}, got [{}]", name, minimum,
-                                                  fmt::join(*values, ", ")));
-  }
-  return values;
 }
 
 // One spatial output dim: floor((in + pads - effective kernel) / stride) + 1, or ceil(in / stride) for SAME.
@@ -61,18 +47,10 @@ Result<graph::SymShape> infer_conv2d_shape(InferenceContext& ctx) {
     return ctx.error(fmt::format("Conv is 2-D NCHW: 'X' {} must be [N, C, H, W] and 'W' {} [M, C/group, kH, kW]",
                                  x.to_string(), w.to_string()));
   }
-  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> strides, ints_attr(ctx, "strides", {1, 1}, 2, 1));
-  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> dilations, ints_attr(ctx, "dilations", {1, 1}, 2, 1));
-  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> pads, ints_attr(ctx, "pads", {0, 0, 0, 0}, 4, 0));
-  Result<int64_t> group = ctx.attrs().get_int("group", 1);
-  if (!group.ok()) return ctx.error(group.status().message());
-  if (*group < 1) return ctx.error(fmt::format("attribute 'group' must be >= 1, got {}", *group));
-  Result<std::string> auto_pad = ctx.attrs().get_string("auto_pad", "NOTSET");
-  if (!auto_pad.ok()) return ctx.error(auto_pad.status().message());
-  if (*auto_pad != "NOTSET" && *auto_pad != "SAME_UPPER" && *auto_pad != "SAME_LOWER" && *auto_pad != "VALID") {
-    return ctx.error(fmt::format("attribute 'auto_pad' must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '{}'",
-                                 *auto_pad));
-  }
+  HXRT_ASSIGN_OR_RETURN(const ConvParams conv, parse_conv_params(ctx.node()));
+  const std::vector<int64_t>& strides = conv.strides;
+  const std::vector<int64_t>& dilations = conv.dilations;
+  const std::vector<int64_t>& pads = conv.pads;
   // Kernel size: from W, which must be static there, cross-checked with kernel_shape when given.
   if (!w.dim(2).is_static() || !w.dim(3).is_static()) {
     return ctx.error(fmt::format("'W' {} must have static kernel dims", w.to_string()));
@@ -80,21 +58,22 @@ Result<graph::SymShape> infer_conv2d_shape(InferenceContext& ctx) {
   const int64_t kh = w.dim(2).value();
   const int64_t kw = w.dim(3).value();
   if (ctx.attrs().has("kernel_shape")) {
-    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> kernel_shape, ints_attr(ctx, "kernel_shape", {}, 2, 1));
+    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> kernel_shape,
+                          parse_conv_ints(ctx.node(), "kernel_shape", {}, 2, 1));
     if (kernel_shape[0] != kh || kernel_shape[1] != kw) {
       return ctx.error(fmt::format("attribute 'kernel_shape' [{}] differs from 'W' {}", fmt::join(kernel_shape, ", "),
                                    w.to_string()));
     }
   }
-  HXRT_RETURN_IF_ERROR(ctx.require_equal(
-      x.dim(1), w.dim(1) * graph::Dim(*group),
-      fmt::format("channels C of 'X' {} and C/group·group of 'W' {} (group {})", x.to_string(), w.to_string(), *group)));
-  if (w.dim(0).is_static() && w.dim(0).value() % *group != 0) {
+  HXRT_RETURN_IF_ERROR(ctx.require_equal(x.dim(1), w.dim(1) * graph::Dim(conv.group),
+                                         fmt::format("channels C of 'X' {} and C/group·group of 'W' {} (group {})",
+                                                     x.to_string(), w.to_string(), conv.group)));
+  if (w.dim(0).is_static() && w.dim(0).value() % conv.group != 0) {
     return ctx.error(fmt::format("'W' {} has M={} output channels, not a multiple of group {}", w.to_string(),
-                                 w.dim(0).value(), *group));
+                                 w.dim(0).value(), conv.group));
   }
-  const bool same = *auto_pad == "SAME_UPPER" || *auto_pad == "SAME_LOWER";
-  const bool valid = *auto_pad == "VALID";
+  const bool same = conv.auto_pad == "SAME_UPPER" || conv.auto_pad == "SAME_LOWER";
+  const bool valid = conv.auto_pad == "VALID";
   HXRT_ASSIGN_OR_RETURN(graph::Dim oh, spatial_dim(ctx, x.dim(2), valid ? 0 : pads[0] + pads[2],
                                                    dilations[0] * (kh - 1) + 1, strides[0], same, 2));
   HXRT_ASSIGN_OR_RETURN(graph::Dim ow, spatial_dim(ctx, x.dim(3), valid ? 0 : pads[1] + pads[3],

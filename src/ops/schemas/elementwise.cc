@@ -1,4 +1,5 @@
-// Schemas of the elementwise ops (docs/ops.md, "Elementwise"): Add Sub Mul Div Relu Gelu Sigmoid Tanh Silu Cast.
+// Schemas of the elementwise ops (docs/ops.md, "Elementwise"): Add Sub Mul Div Relu LeakyRelu Gelu Sigmoid Tanh Silu
+// Cast. Attributes are parsed by hxrt/ops/params/elementwise.h, as the kernels parse them.
 
 #include <optional>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/elementwise.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::ops::schemas {
@@ -26,21 +28,6 @@ const std::vector<DType>& cast_types() {
   return types;
 }
 
-// ONNX TensorProto.DataType codes Cast accepts for `to`.
-std::optional<DType> dtype_from_onnx_code(int64_t code) {
-  switch (code) {
-    case 1: return DType::kF32;
-    case 2: return DType::kU8;
-    case 3: return DType::kI8;
-    case 6: return DType::kI32;
-    case 7: return DType::kI64;
-    case 9: return DType::kBool;
-    case 10: return DType::kF16;
-    case 16: return DType::kBF16;
-    default: return std::nullopt;
-  }
-}
-
 Status infer_binary(InferenceContext& ctx) {
   const graph::TensorDesc& a = ctx.input(0);
   const graph::TensorDesc& b = ctx.input(1);
@@ -58,26 +45,18 @@ Status infer_same_as_input(InferenceContext& ctx) {
 }
 
 Status infer_gelu(InferenceContext& ctx) {
-  Result<std::string> approximate = ctx.attrs().get_string("approximate", "none");
-  if (!approximate.ok()) return ctx.error(approximate.status().message());
-  if (approximate.value() != "none" && approximate.value() != "tanh") {
-    return ctx.error(
-        fmt::format("attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"", approximate.value()));
-  }
+  HXRT_RETURN_IF_ERROR(parse_gelu_approximation(ctx.node()).status());
+  return infer_same_as_input(ctx);
+}
+
+Status infer_leaky_relu(InferenceContext& ctx) {
+  HXRT_RETURN_IF_ERROR(parse_leaky_relu_params(ctx.node()).status());
   return infer_same_as_input(ctx);
 }
 
 Status infer_cast(InferenceContext& ctx) {
-  Result<int64_t> to = ctx.attrs().get_int("to");
-  if (!to.ok()) return ctx.error(fmt::format("attribute 'to': {}", to.status().message()));
-  const std::optional<DType> dtype = dtype_from_onnx_code(to.value());
-  if (!dtype) {
-    return ctx.error(fmt::format(
-        "attribute 'to' = {} is not a supported TensorProto type (1 f32, 2 u8, 3 i8, 6 i32, 7 i64, 9 bool, 10 f16, "
-        "16 bf16)",
-        to.value()));
-  }
-  ctx.set_output(0, graph::TensorDesc{*dtype, ctx.input(0).shape});
+  HXRT_ASSIGN_OR_RETURN(const CastParams cast, parse_cast_params(ctx.node()));
+  ctx.set_output(0, graph::TensorDesc{cast.dtype, ctx.input(0).shape});
   return ok_status();
 }
 
@@ -114,6 +93,10 @@ Status register_elementwise(OpSchemaRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(binary_schema("Mul", "C = A * B with numpy broadcasting")));
   HXRT_RETURN_IF_ERROR(registry.add(binary_schema("Div", "C = A / B with numpy broadcasting")));
   HXRT_RETURN_IF_ERROR(registry.add(unary_schema("Relu", "", 14, "Y = max(X, 0)")));
+  OpSchema leaky_relu = unary_schema("LeakyRelu", "", 16, "Y = X for X >= 0, alpha * X for X < 0");
+  leaky_relu.attrs = {{.name = "alpha", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(0.01)}};
+  leaky_relu.infer = infer_leaky_relu;
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(leaky_relu)));
   HXRT_RETURN_IF_ERROR(registry.add(unary_schema("Sigmoid", "", 13, "Y = 1 / (1 + exp(-X))")));
   HXRT_RETURN_IF_ERROR(registry.add(unary_schema("Tanh", "", 13, "Y = tanh(X)")));
   HXRT_RETURN_IF_ERROR(registry.add(unary_schema("Silu", "hxrt", 1, "Y = X * sigmoid(X)")));

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/conv.h"
+#include "hxrt/ops/params/linear.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::ops::schemas {
@@ -39,9 +41,7 @@ Status infer_conv_bn_relu(InferenceContext& ctx) {
   if (ctx.has_input(2)) HXRT_RETURN_IF_ERROR(require_vector(ctx, 2, "B", channels, "output channels M"));
   static constexpr std::string_view kNames[] = {"scale", "bias", "mean", "var"};
   for (size_t i = 3; i < 7; ++i) HXRT_RETURN_IF_ERROR(require_vector(ctx, i, kNames[i - 3], channels, "output channels M"));
-  Result<int64_t> relu = ctx.attrs().get_int("relu", 1);
-  if (!relu.ok()) return ctx.error(relu.status().message());
-  if (*relu != 0 && *relu != 1) return ctx.error(fmt::format("attribute 'relu' must be 0 or 1, got {}", *relu));
+  HXRT_RETURN_IF_ERROR(parse_conv_bn_relu_params(ctx.node()).status());
   ctx.set_output(0, graph::TensorDesc{ctx.input(0).dtype, std::move(out)});
   return ok_status();
 }
@@ -68,12 +68,7 @@ Status infer_matmul_bias(InferenceContext& ctx) {
     return ctx.error(fmt::format("input 'bias' {} must be [N] or [1, N]", bias.to_string()));
   }
   HXRT_RETURN_IF_ERROR(ctx.require_equal(bias.dim(-1), b.dim(-1), "length of 'bias' and N of 'B'"));
-  Result<std::string> activation = ctx.attrs().get_string("activation", "none");
-  if (!activation.ok()) return ctx.error(activation.status().message());
-  if (*activation != "none" && *activation != "gelu" && *activation != "gelu_tanh") {
-    return ctx.error(fmt::format("attribute 'activation' must be \"none\", \"gelu\" or \"gelu_tanh\", got \"{}\"",
-                                 *activation));
-  }
+  HXRT_RETURN_IF_ERROR(parse_matmul_bias_params(ctx.node()).status());
   ctx.set_output(0, graph::TensorDesc{ctx.input(0).dtype, std::move(out)});
   return ok_status();
 }

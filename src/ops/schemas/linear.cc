@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/linear.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::ops::schemas {
@@ -53,14 +54,11 @@ Status infer_gemm(InferenceContext& ctx) {
   if (a.rank() != 2 || b.rank() != 2) {
     return ctx.error(fmt::format("inputs 'A' {} and 'B' {} must be 2-D", a.to_string(), b.to_string()));
   }
-  Result<int64_t> trans_a = ctx.attrs().get_int("transA", 0);
-  Result<int64_t> trans_b = ctx.attrs().get_int("transB", 0);
-  if (!trans_a.ok()) return ctx.error(trans_a.status().message());
-  if (!trans_b.ok()) return ctx.error(trans_b.status().message());
-  const graph::Dim& m = *trans_a ? a.dim(1) : a.dim(0);
-  const graph::Dim& k_a = *trans_a ? a.dim(0) : a.dim(1);
-  const graph::Dim& k_b = *trans_b ? b.dim(1) : b.dim(0);
-  const graph::Dim& n = *trans_b ? b.dim(0) : b.dim(1);
+  HXRT_ASSIGN_OR_RETURN(const GemmParams gemm, parse_gemm_params(ctx.node()));
+  const graph::Dim& m = gemm.trans_a ? a.dim(1) : a.dim(0);
+  const graph::Dim& k_a = gemm.trans_a ? a.dim(0) : a.dim(1);
+  const graph::Dim& k_b = gemm.trans_b ? b.dim(1) : b.dim(0);
+  const graph::Dim& n = gemm.trans_b ? b.dim(0) : b.dim(1);
   HXRT_RETURN_IF_ERROR(ctx.require_equal(k_a, k_b, fmt::format("inner dim K of op(A) and op(B) (Gemm '{}')",
                                                                ctx.node().name)));
   const graph::SymShape out{m, n};

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/llm.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::ops::schemas {
@@ -65,10 +66,10 @@ Status infer_paged_attention(InferenceContext& ctx) {
   if (q.dim(1).is_static() && k.dim(1).is_static() && k.dim(1).value() > 0 && q.dim(1).value() % k.dim(1).value() != 0) {
     return ctx.error(fmt::format("n_heads {} is not a multiple of n_kv_heads {}", q.dim(1).value(), k.dim(1).value()));
   }
-  Result<int64_t> layer = ctx.attrs().get_int("layer");
-  if (!layer.ok()) return ctx.error(fmt::format("attribute 'layer': {}", layer.status().message()));
-  if (*layer < 0 || (cache.dim(0).is_static() && *layer >= cache.dim(0).value())) {
-    return ctx.error(fmt::format("attribute 'layer' = {} is outside the cache's {} layers", *layer, cache.dim(0).to_string()));
+  HXRT_ASSIGN_OR_RETURN(const PagedAttentionParams params, parse_paged_attention_params(ctx.node()));
+  if (cache.dim(0).is_static() && params.layer >= cache.dim(0).value()) {
+    return ctx.error(
+        fmt::format("attribute 'layer' = {} is outside the cache's {} layers", params.layer, cache.dim(0).to_string()));
   }
   ctx.set_output(0, graph::TensorDesc{DType::kF32, q});
   return ok_status();

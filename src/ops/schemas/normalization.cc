@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/common.h"
+#include "hxrt/ops/params/normalization.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::ops::schemas {
@@ -30,10 +32,7 @@ Result<int> axis_attr(InferenceContext& ctx, std::string_view name, int64_t fall
 }
 
 Status epsilon_attr(InferenceContext& ctx) {
-  Result<double> eps = ctx.attrs().get_float("epsilon", 1e-5);
-  if (!eps.ok()) return ctx.error(fmt::format("attribute 'epsilon': {}", eps.status().message()));
-  if (!(eps.value() >= 0.0)) return ctx.error(fmt::format("attribute 'epsilon' = {} must be >= 0", eps.value()));
-  return ok_status();
+  return ops::parse_epsilon(ctx.node()).status();
 }
 
 Status infer_softmax(InferenceContext& ctx) {
@@ -97,26 +96,14 @@ Status infer_rope(InferenceContext& ctx) {
   HXRT_RETURN_IF_ERROR(
       ctx.require_equal(positions.shape.dim(0), x.shape.dim(-3),
                         fmt::format("RoPE '{}': positions length vs n_tokens (X dim -3)", ctx.node().name)));
-  Result<double> theta = ctx.attrs().get_float("theta", 10000.0);
-  if (!theta.ok()) return ctx.error(fmt::format("attribute 'theta': {}", theta.status().message()));
-  if (!(theta.value() > 0.0)) return ctx.error(fmt::format("attribute 'theta' = {} must be > 0", theta.value()));
-  Result<std::string> mode = ctx.attrs().get_string("mode", "normal");
-  if (!mode.ok()) return ctx.error(fmt::format("attribute 'mode': {}", mode.status().message()));
-  if (mode.value() != "normal" && mode.value() != "neox") {
-    return ctx.error(fmt::format("attribute 'mode' must be \"normal\" or \"neox\", got \"{}\"", mode.value()));
-  }
-  Result<int64_t> rotary_dims = ctx.attrs().get_int("rotary_dims", 0);
-  if (!rotary_dims.ok()) return ctx.error(fmt::format("attribute 'rotary_dims': {}", rotary_dims.status().message()));
-  if (rotary_dims.value() < 0 || rotary_dims.value() % 2 != 0) {
-    return ctx.error(fmt::format("attribute 'rotary_dims' = {} must be even and >= 0", rotary_dims.value()));
-  }
+  HXRT_ASSIGN_OR_RETURN(const RopeParams rope, parse_rope_params(ctx.node()));
   const graph::Dim& head_dim = x.shape.dim(-1);
   if (head_dim.is_static()) {
-    if (rotary_dims.value() > head_dim.value()) {
+    if (rope.rotary_dims > head_dim.value()) {
       return ctx.error(
-          fmt::format("attribute 'rotary_dims' = {} exceeds head_dim {}", rotary_dims.value(), head_dim.value()));
+          fmt::format("attribute 'rotary_dims' = {} exceeds head_dim {}", rope.rotary_dims, head_dim.value()));
     }
-    if (rotary_dims.value() == 0 && head_dim.value() % 2 != 0) {
+    if (rope.rotary_dims == 0 && head_dim.value() % 2 != 0) {
       return ctx.error(fmt::format("head_dim {} must be even when rotary_dims is 0", head_dim.value()));
     }
   }

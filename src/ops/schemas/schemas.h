@@ -10,7 +10,7 @@ namespace hxrt::ops::schemas {
 // Numpy-style broadcast of two shapes; records DimChecks for symbolic dims that must match.
 Result<graph::SymShape> broadcast_shapes(InferenceContext& ctx, const graph::SymShape& a, const graph::SymShape& b);
 
-Status register_elementwise(OpSchemaRegistry& registry);  // Add Sub Mul Div Relu Gelu Silu Sigmoid Tanh Cast
+Status register_elementwise(OpSchemaRegistry& registry);  // Add Sub Mul Div Relu LeakyRelu Gelu Silu Sigmoid Tanh Cast
 Status register_normalization(OpSchemaRegistry& registry);  // Softmax LayerNormalization RMSNorm RoPE
 Status register_tensor_ops(OpSchemaRegistry& registry);  // Gather Reshape Transpose Concat Slice
 Status register_linear(OpSchemaRegistry& registry);  // MatMul Gemm MatMulQ

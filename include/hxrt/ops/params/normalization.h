@@ -1,0 +1,70 @@
+// Params and geometry of the normalization and position ops (docs/ops.md, "Normalization and position"):
+// Softmax (AxisParams), LayerNormalization, RMSNorm / RMSNormMul (EpsilonParams, common.h) and RoPE.
+//
+// Thread-safety: params are immutable after parsing; the functions are reentrant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "hxrt/base/shape.h"
+#include "hxrt/base/status.h"
+#include "hxrt/graph/graph.h"
+#include "hxrt/ops/params/common.h"
+
+namespace hxrt::ops {
+
+// ---- Softmax ----
+// X viewed as [outer, axis_len, inner] around the normalized softmax axis.
+struct SoftmaxGeometry final : TypedGeometry<SoftmaxGeometry> {
+  static constexpr std::string_view kName = "SoftmaxGeometry";
+  int axis = 0;
+  int64_t outer = 1, axis_len = 1, inner = 1;
+};
+// InvalidArgument when the axis is out of range for X.
+Result<SoftmaxGeometry> softmax_geometry(const Shape& x, int64_t axis);
+
+// ---- LayerNormalization ----
+struct LayerNormParams final : TypedParams<LayerNormParams> {
+  static constexpr std::string_view kName = "LayerNormParams";
+  int64_t axis = -1;
+  float epsilon = 1e-5f;
+  std::string to_string() const override;
+};
+Result<LayerNormParams> parse_layer_norm_params(const graph::Node& node);
+
+// X viewed as [rows, d]: d = the product of the normalized dims axis..end.
+struct LayerNormGeometry final : TypedGeometry<LayerNormGeometry> {
+  static constexpr std::string_view kName = "LayerNormGeometry";
+  int axis = 0;
+  int64_t rows = 1, d = 1;
+};
+Result<LayerNormGeometry> layer_norm_geometry(const Shape& x, int64_t axis);
+
+// ---- RoPE ----
+enum class RopeMode : uint8_t {
+  kNormal,  // pairs (2i, 2i+1): ggml's LLaMA layout
+  kNeox,    // pairs (i, i + rotary_dims/2): GPT-NeoX / Hugging Face layout
+};
+std::string_view rope_mode_name(RopeMode mode);
+
+struct RopeParams final : TypedParams<RopeParams> {
+  static constexpr std::string_view kName = "RopeParams";
+  float theta = 10000.0f;   // > 0
+  int64_t rotary_dims = 0;  // even, >= 0; 0 = head_dim
+  RopeMode mode = RopeMode::kNormal;
+  std::string to_string() const override;
+};
+Result<RopeParams> parse_rope_params(const graph::Node& node);
+
+// X [..., n_tokens, n_heads, head_dim] as rows of (n_heads, head_dim), with the rotary dims resolved.
+struct RopeGeometry final : TypedGeometry<RopeGeometry> {
+  static constexpr std::string_view kName = "RopeGeometry";
+  int64_t rows = 0, n_tokens = 0, n_heads = 0, head_dim = 0, rotary_dims = 0;
+};
+// InvalidArgument when X has rank < 3, rotary_dims is odd or exceeds head_dim, or positions do not hold n_tokens
+// values.
+Result<RopeGeometry> rope_geometry(const RopeParams& params, const Shape& x, const Shape& positions);
+
+}  // namespace hxrt::ops
