@@ -641,6 +641,10 @@ class Interpreter {
       });
     }
     if (op == "Relu") return unary(*x, [](double v) { return std::max(v, 0.0); });
+    if (op == "LeakyRelu") {
+      HXRT_ASSIGN_OR_RETURN(const float alpha, attrs.get_float("alpha", 0.01f));
+      return unary(*x, [alpha](double v) { return v >= 0.0 ? v : static_cast<double>(alpha) * v; });
+    }
     if (op == "Sigmoid") return unary(*x, sigmoid);
     if (op == "Tanh") return unary(*x, [](double v) { return std::tanh(v); });
     if (op == "Silu") return unary(*x, [](double v) { return v * sigmoid(v); });

@@ -588,6 +588,9 @@ const std::map<std::pair<std::string, std::string>, Generator>& generators() {
       (*g)[{op, ""}] = [](std::mt19937& rng) { return unary_cases(rng, {{}}, false); };
     (*g)[{"Relu", ""}] = [](std::mt19937& rng) { return unary_cases(rng, {{}}, true); };
     (*g)[{"Silu", "hxrt"}] = [](std::mt19937& rng) { return unary_cases(rng, {{}}, false); };
+    (*g)[{"LeakyRelu", ""}] = [](std::mt19937& rng) {
+      return unary_cases(rng, {{}, attrs({{"alpha", 0.2f}}), attrs({{"alpha", -1.5f}})}, false);
+    };
     (*g)[{"Gelu", ""}] = [](std::mt19937& rng) {
       return unary_cases(rng, {attrs({{"approximate", "none"}}), attrs({{"approximate", "tanh"}})}, false);
     };
