@@ -225,21 +225,14 @@ Result<std::unique_ptr<Module>> Device::load_module(const ModuleSource& source) 
   return do_load_module(source);
 }
 
-Result<const Module*> Device::shared_module(const ModuleSource& source, bool* built) {
-  std::string key;
-  key.reserve(source.name.size() + source.options.size() + source.code.size() + 3);
-  key += static_cast<char>(source.language);
-  key += source.name;
-  key += '\0';
-  key += source.options;
-  key += '\0';
-  key += source.code;
+Result<const Module*> Device::shared_module(std::string_view key, const std::function<ModuleSource()>& make,
+                                            bool* built) {
   std::lock_guard<std::mutex> lock(shared_modules_mutex_);
   auto it = shared_modules_.find(key);
   if (built != nullptr) *built = it == shared_modules_.end();
   if (it == shared_modules_.end()) {
-    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, load_module(source));
-    it = shared_modules_.emplace(std::move(key), std::move(module)).first;
+    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, load_module(make()));
+    it = shared_modules_.emplace(std::string(key), std::move(module)).first;
   }
   return it->second.get();
 }

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "hxrt/base/check.h"
 #include "hxrt/kernels/builtin_registries.h"
 
 namespace hxrt::runtime {
@@ -15,6 +16,22 @@ namespace {
 using graph::Dim;
 
 graph::WeightData weight_of(const HostTensor& t) { return graph::WeightData::copy_of(t.bytes); }
+
+// The CPU kernels plus a custom Relu that always fails and outranks the built-in one.
+std::unique_ptr<ops::Registries> registries_with_failing_relu() {
+  std::unique_ptr<ops::Registries> bundle =
+      std::move(kernels::make_builtin_registries({.opencl_kernels = false})).value();
+  ops::KernelDef failing;
+  failing.op_type = "Relu";
+  failing.name = "BrokenRelu";
+  failing.kind = ops::KernelKind::kCustom;
+  failing.priority = 1000;
+  failing.launch = ops::cpu_launch("BrokenRelu", [](const ops::CpuComputeContext&) {
+    return internal_error("injected failure");
+  });
+  HXRT_CHECK(bundle->kernels.add(std::move(failing)).ok(), "adding BrokenRelu");
+  return bundle;
+}
 
 class ExecutorTest : public testing::Test {
  protected:
@@ -296,19 +313,8 @@ TEST_F(ExecutorTest, UnsupportedOpsAndShapeErrorsFailThePlanWithTheNodeName) {
 }
 
 TEST_F(ExecutorTest, FailingKernelNamesTheNodeAndTheSessionRecovers) {
-  // A registry where a custom Relu that always fails outranks the built-in one.
-  std::unique_ptr<ops::Registries> bundle =
-      std::move(kernels::make_builtin_registries({.opencl_kernels = false})).value();
+  std::unique_ptr<ops::Registries> bundle = registries_with_failing_relu();
   ops::KernelRegistry& broken = bundle->kernels;
-  ops::KernelDef failing;
-  failing.op_type = "Relu";
-  failing.name = "BrokenRelu";
-  failing.kind = ops::KernelKind::kCustom;
-  failing.priority = 1000;
-  failing.launch = ops::cpu_launch("BrokenRelu", [](const ops::CpuComputeContext&) {
-    return internal_error("injected failure");
-  });
-  ASSERT_TRUE(broken.add(std::move(failing)).ok());
   PlanOptions unfused;
   unfused.fuse = false;
   Result<std::unique_ptr<ExecutionPlan>> plan =
@@ -413,18 +419,8 @@ TEST_F(ExecutorTest, NodesKeepTheirGraphIdsThroughFusionInPlansTracesAndFailures
   }
 
   // A failure in 'act' reports id 2, not its index in the fused plan.
-  std::unique_ptr<ops::Registries> bundle =
-      std::move(kernels::make_builtin_registries({.opencl_kernels = false})).value();
+  std::unique_ptr<ops::Registries> bundle = registries_with_failing_relu();
   ops::KernelRegistry& broken = bundle->kernels;
-  ops::KernelDef failing;
-  failing.op_type = "Relu";
-  failing.name = "BrokenRelu";
-  failing.kind = ops::KernelKind::kCustom;
-  failing.priority = 1000;
-  failing.launch = ops::cpu_launch("BrokenRelu", [](const ops::CpuComputeContext&) {
-    return internal_error("injected failure");
-  });
-  ASSERT_TRUE(broken.add(std::move(failing)).ok());
   Result<std::unique_ptr<ExecutionPlan>> broken_plan = ExecutionPlan::build(
       mlp(Dim::symbol("batch")), session_->device().info(), PlanContext{&schemas_, &broken, &fusions_});
   ASSERT_TRUE(broken_plan.ok()) << broken_plan.status().to_string();

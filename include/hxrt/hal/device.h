@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "hxrt/base/status.h"
 #include "hxrt/hal/buffer.h"
@@ -51,10 +53,12 @@ class Device {
   Result<std::unique_ptr<Event>> create_event();
   // Compiles a JIT module; Unimplemented on devices without a compiler (cpu).
   Result<std::unique_ptr<Module>> load_module(const ModuleSource& source);
-  // The module of `source` (language, name, code and options) built once on this device, as load_module() builds
-  // it, and kept by the device until it is destroyed. `built`, when given, says whether this call built it.
-  // Concurrent first requests for one source build it once (the call holds the device's module lock meanwhile).
-  Result<const Module*> shared_module(const ModuleSource& source, bool* built = nullptr);
+  // The module known by `key` on this device: built from make() with load_module() on the first request, then kept
+  // by the device until it is destroyed. `key` must identify the source and options (the caller's short name for
+  // them: a hit costs one map lookup, no source is built). `built`, when given, says whether this call built it.
+  // Concurrent first requests for one key build it once (the call holds the device's module lock meanwhile).
+  Result<const Module*> shared_module(std::string_view key, const std::function<ModuleSource()>& make,
+                                      bool* built = nullptr);
 
   virtual DeviceMemoryStats memory_stats() const = 0;
 

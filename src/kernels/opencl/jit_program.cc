@@ -73,15 +73,25 @@ inline float hx_exp(float x) { return exp(x); }
 )CLC";
 
 JitProgram::JitProgram(std::string name, std::string_view source)
-    : name_(std::move(name)), source_(std::string(kClPrelude) + std::string(source)) {}
+    : name_(std::move(name)), source_(std::string(kClPrelude) + std::string(source)) {
+  uint64_t digest = 0xcbf29ce484222325ull;  // FNV-1a 64 of the source: two programs of one name never share a key
+  for (const char c : source_) digest = (digest ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  key_ = fmt::format("opencl-c:{}:{:016x}:", name_, digest);
+}
 
 Result<const hal::Kernel*> JitProgram::kernel(hal::Device& device, const std::string& options,
                                               std::string_view function) const {
   // The device keeps the module (Device::shared_module), so this program holds nothing a device made.
   bool built = false;
+  std::string key;
+  key.reserve(key_.size() + options.size());
+  key.append(key_).append(options);
   Result<const hal::Module*> module = device.shared_module(
-      hal::ModuleSource{
-          .language = hal::ModuleSource::Language::kOpenCLC, .name = name_, .code = source_, .options = options},
+      key,
+      [&] {
+        return hal::ModuleSource{
+            .language = hal::ModuleSource::Language::kOpenCLC, .name = name_, .code = source_, .options = options};
+      },
       &built);
   if (!module.ok()) {
     return std::move(module).take_status().with_context(

@@ -56,6 +56,7 @@ class JitProgram {
  private:
   std::string name_;
   std::string source_;  // prelude + family source
+  std::string key_;     // name, and a digest of source_: with the build options, the device's module key
 };
 
 // Appends a tensor's two arguments: its buffer and the byte offset of its view (Note [Tensor arguments]).
