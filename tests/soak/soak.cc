@@ -36,6 +36,7 @@
 #include "hxrt/llm/engine.h"
 #include "hxrt/llm/tokenizer.h"
 #include "hxrt/runtime/session.h"
+#include "testing/default_model.h"
 
 namespace {
 
@@ -56,7 +57,7 @@ struct Options {
 };
 
 bool parse(int argc, char** argv, Options* options) {
-  if (const char* model = std::getenv("HXRT_TEST_MODEL")) options->model = model;
+  options->model = hxrt::testing::find_default_model();
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) {
@@ -90,7 +91,7 @@ bool parse(int argc, char** argv, Options* options) {
     }
   }
   if (options->model.empty()) {
-    std::fprintf(stderr, "no model: pass --model FILE or set HXRT_TEST_MODEL\n");
+    std::fprintf(stderr, "no model: pass --model FILE (%s)\n", hxrt::testing::kDefaultModelMissing);
     return false;
   }
   return options->concurrency > 0 && options->seconds > 0 && options->kv_tokens > 0 && options->max_new_tokens > 0 &&
