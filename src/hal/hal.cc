@@ -44,6 +44,22 @@ int64_t host_now_ns() {
       .count();
 }
 
+// Note [One deadline per call]: a public call that blocks takes a timeout (or inherits one from its options) and
+// turns it into one Deadline when it starts; each wait inside it gets deadline.remaining(). A call that waits on
+// three streams in turn thus returns within its timeout, not within three times it.
+Deadline Deadline::after(Duration timeout) {
+  if (timeout == kInfinite) return never();
+  const Clock::time_point now = Clock::now();
+  const Duration clamped = std::max(timeout, Duration::zero());
+  if (clamped > Clock::time_point::max() - now) return never();
+  return Deadline(now + clamped);
+}
+
+Duration Deadline::remaining() const {
+  if (infinite()) return kInfinite;
+  return std::max(Duration::zero(), std::chrono::duration_cast<Duration>(when_ - Clock::now()));
+}
+
 // ---- Buffer ----
 
 Status Buffer::check_range(uint64_t offset, uint64_t bytes, const char* what) const {

@@ -10,13 +10,6 @@
 namespace hxrt::hal {
 namespace {
 
-std::chrono::steady_clock::time_point deadline_after(Duration timeout) {
-  if (timeout == kInfinite) return std::chrono::steady_clock::time_point::max();
-  const auto now = std::chrono::steady_clock::now();
-  if (timeout > std::chrono::steady_clock::time_point::max() - now) return std::chrono::steady_clock::time_point::max();
-  return now + timeout;
-}
-
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -180,7 +173,7 @@ Status HostQueuedStream::execute_wait(Command& command) {
     std::lock_guard<std::mutex> lock(mutex_);
     waiting_on_ = command.signal;
   }
-  const bool done = command.signal->wait_until(deadline_after(command.timeout),
+  const bool done = command.signal->wait_until(Deadline::after(command.timeout).when(),
                                                [this] { return cancel_.load(std::memory_order_relaxed); });
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -317,6 +310,7 @@ Status HostQueuedStream::do_wait(Event& event, Duration timeout) {
 
 Status HostQueuedStream::synchronize(Duration timeout) {
   if (timeout < Duration::zero()) return invalid_argument("synchronize: negative timeout");
+  const Deadline deadline = Deadline::after(timeout);
   const uint64_t target = enqueued_.load(std::memory_order_acquire);
   spin_until([&] { return completed_.load(std::memory_order_acquire) >= target; }, timeout);
   std::unique_lock<std::mutex> lock(mutex_);
@@ -327,7 +321,7 @@ Status HostQueuedStream::synchronize(Duration timeout) {
     if (timeout == kInfinite) {
       idle_cv_.wait(lock, done);
     } else {
-      finished = idle_cv_.wait_until(lock, deadline_after(timeout), done);
+      finished = idle_cv_.wait_until(lock, deadline.when(), done);
     }
     --sync_waiters_;
     if (!finished) {

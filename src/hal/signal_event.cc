@@ -54,9 +54,7 @@ Status SignalEvent::synchronize(Duration timeout) {
   if (timeout < Duration::zero()) return invalid_argument("event synchronize: negative timeout");
   std::shared_ptr<EventSignal> signal = current();
   if (!signal) return failed_precondition("event synchronize: the event was never recorded");
-  const auto deadline = timeout == kInfinite ? std::chrono::steady_clock::time_point::max()
-                                             : std::chrono::steady_clock::now() + timeout;
-  if (!signal->wait_until(deadline, [] { return false; })) {
+  if (!signal->wait_until(Deadline::after(timeout).when(), [] { return false; })) {
     return deadline_exceeded("event recorded on stream '{}' did not complete within {} ms", signal->stream_name(),
                              std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
   }

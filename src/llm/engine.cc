@@ -16,6 +16,8 @@ std::string_view finish_reason_name(FinishReason reason) {
     case FinishReason::kEos: return "eos";
     case FinishReason::kStopToken: return "stop_token";
     case FinishReason::kCallback: return "callback";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kDeadline: return "deadline";
     case FinishReason::kError: return "error";
   }
   return "?";
@@ -140,6 +142,51 @@ void Engine::finish(Sequence& seq, FinishReason reason, Status status) {
   if (it != running_.end()) running_.erase(it);
 }
 
+void Engine::finish_waiting(std::deque<std::unique_ptr<Sequence>>::iterator it, FinishReason reason,
+                            Status status) {
+  Sequence& seq = **it;
+  if (cache_->contains(seq.id)) cache_->release(seq.id).ignore();
+  seq.result.finish = reason;
+  seq.result.status = std::move(status);
+  finished_.push_back(std::move(seq.result));
+  waiting_.erase(it);
+}
+
+Status Engine::cancel(RequestId id) {
+  auto waiting = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& s) { return s->id == id; });
+  if (waiting != waiting_.end()) {
+    finish_waiting(waiting, FinishReason::kCancelled, Status());
+    return ok_status();
+  }
+  auto running = std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s->id == id; });
+  if (running == running_.end()) return not_found("cancel: request {} is not waiting or running", id);
+  finish(**running, FinishReason::kCancelled);
+  return ok_status();
+}
+
+// Requests whose deadline has passed finish before the step is scheduled, so they take no budget in it.
+void Engine::expire_deadlines() {
+  const auto expired = [](const Sequence& seq) { return seq.request.deadline.passed(); };
+  const auto status = [](const Sequence& seq) {
+    return deadline_exceeded("request {} passed its deadline ({} of {} new tokens generated)", seq.id,
+                             seq.result.tokens.size(), seq.request.max_new_tokens);
+  };
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (expired(**it)) {
+      const auto index = it - waiting_.begin();
+      finish_waiting(it, FinishReason::kDeadline, status(**it));
+      it = waiting_.begin() + index;
+    } else {
+      ++it;
+    }
+  }
+  std::vector<Sequence*> late;
+  for (const auto& s : running_) {
+    if (expired(*s)) late.push_back(s.get());
+  }
+  for (Sequence* seq : late) finish(*seq, FinishReason::kDeadline, status(*seq));
+}
+
 // Preempt-and-recompute: the sequence gives back every block and waits at the head of the queue; its prompt and
 // generated tokens are prefilled again on readmission (prefix hits may bring back its full blocks for free).
 void Engine::preempt(Sequence& seq) {
@@ -233,7 +280,9 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
   return ok_status();
 }
 
-Status Engine::step() {
+Status Engine::step(hal::Duration timeout) {
+  const hal::Deadline deadline = hal::Deadline::after(timeout);
+  expire_deadlines();
   std::vector<BatchEntry> batch;
   HXRT_RETURN_IF_ERROR(schedule(batch));
   if (batch.empty()) return ok_status();
@@ -269,7 +318,9 @@ Status Engine::step() {
   inputs.emplace(decoder::kBlockTables,
                  HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)}, tables));
   inputs.emplace(decoder::kLogitRows, HostTensor::i32(Shape{static_cast<int64_t>(logit_rows.size())}, logit_rows));
-  Result<runtime::TensorMap> outputs = executor_->run(inputs);
+  runtime::RunOptions run_options;
+  run_options.timeout = deadline.remaining();
+  Result<runtime::TensorMap> outputs = executor_->run(inputs, run_options);
   if (!outputs.ok()) {
     Status status = std::move(outputs).take_status().with_context(
         fmt::format("engine step {} ({} sequences, {} tokens)", stats_.steps, batch.size(), n_tokens));
@@ -319,25 +370,45 @@ Status Engine::step() {
   return ok_status();
 }
 
-Status Engine::run_until_idle() {
-  while (!idle()) HXRT_RETURN_IF_ERROR(step());
+Status Engine::run_until_idle(hal::Duration timeout) {
+  const hal::Deadline deadline = hal::Deadline::after(timeout);
+  while (!idle()) {
+    if (deadline.passed()) {
+      return deadline_exceeded("the engine did not finish its {} waiting and {} running request(s) within {} ms",
+                               waiting_.size(), running_.size(),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
+    }
+    HXRT_RETURN_IF_ERROR(step(deadline.remaining()));
+  }
   return ok_status();
 }
 
 std::vector<RequestResult> Engine::take_finished() { return std::exchange(finished_, {}); }
 
-Result<RequestResult> Engine::generate(Request request) {
+Result<RequestResult> Engine::generate(Request request, hal::Duration timeout) {
+  const hal::Deadline deadline = hal::Deadline::after(timeout);
+  request.deadline = request.deadline.earliest(deadline);
   HXRT_ASSIGN_OR_RETURN(const RequestId id, submit(std::move(request)));
-  Status status = run_until_idle();
-  std::vector<RequestResult> done = take_finished();
-  for (RequestResult& r : done) {
-    if (r.id == id) {
-      if (r.finish == FinishReason::kError) return r.status;
-      return std::move(r);
-    }
+  const auto in_flight = [&] {
+    return std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& s) { return s->id == id; }) ||
+           std::any_of(running_.begin(), running_.end(), [&](const auto& s) { return s->id == id; });
+  };
+  Status status;
+  while (status.ok() && in_flight()) {
+    // A step that begins past the deadline finishes the request with kDeadline (expire_deadlines) and runs the
+    // others without a bound; only the forward of a step that began in time is bounded.
+    status = step(deadline.passed() ? hal::kInfinite : deadline.remaining());
   }
-  if (!status.ok()) return status;
-  return internal_error("request {} did not finish", id);
+  // Results of other requests finished on the way stay for take_finished().
+  auto it = std::find_if(finished_.begin(), finished_.end(), [&](const RequestResult& r) { return r.id == id; });
+  if (it == finished_.end()) {
+    if (!status.ok()) return status;
+    return internal_error("request {} did not finish", id);
+  }
+  RequestResult result = std::move(*it);
+  finished_.erase(it);
+  if (result.finish == FinishReason::kError || result.finish == FinishReason::kDeadline) return result.status;
+  return result;
 }
 
 }  // namespace hxrt::llm

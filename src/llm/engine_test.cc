@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
+#include <thread>
 
 #include "hxrt/hal/driver.h"
 #include "hxrt/kernels/builtin_registries.h"
@@ -346,6 +348,98 @@ TEST_F(EngineTest, CustomAndForcedKernelsReachTheLlmPlan) {
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().to_string();
   }
+}
+
+TEST_F(EngineTest, CancelFinishesWaitingAndRunningRequestsAndTheOthersGoOn) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  std::mt19937 rng(11);
+  const int vocab = model->spec().vocab;
+  const std::vector<int32_t> a = random_prompt(9, vocab, rng), b = random_prompt(7, vocab, rng),
+                             c = random_prompt(5, vocab, rng);
+  auto solo_engine = engine(*model, EngineOptions{.kv_budget_tokens = 256});
+  ASSERT_NE(solo_engine, nullptr);
+  const std::vector<int32_t> solo_b = solo_engine->generate(greedy(b, 8)).value().tokens;
+
+  // Two sequences may run at once: c waits behind a and b.
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 256, .max_sequences = 2});
+  ASSERT_NE(e, nullptr);
+  const RequestId id_a = e->submit(greedy(a, 8)).value();
+  const RequestId id_b = e->submit(greedy(b, 8)).value();
+  const RequestId id_c = e->submit(greedy(c, 8)).value();
+  ASSERT_TRUE(e->step().ok());  // a and b prefilled, each with a first token; c waits (max_sequences)
+  ASSERT_TRUE(e->cancel(id_a).ok());
+  ASSERT_TRUE(e->cancel(id_c).ok());
+  EXPECT_EQ(e->cancel(id_a).code(), StatusCode::kNotFound) << "already finished";
+  EXPECT_EQ(e->cancel(12345).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(e->run_until_idle().ok());
+  std::map<RequestId, RequestResult> done;
+  for (RequestResult& r : e->take_finished()) done.emplace(r.id, std::move(r));
+  ASSERT_EQ(done.size(), 3u);
+  EXPECT_EQ(done[id_a].finish, FinishReason::kCancelled);
+  EXPECT_EQ(done[id_a].tokens.size(), 1u) << "cancelled after its first step";
+  EXPECT_TRUE(done[id_a].status.ok());
+  EXPECT_EQ(done[id_c].finish, FinishReason::kCancelled);
+  EXPECT_TRUE(done[id_c].tokens.empty()) << "cancelled while waiting";
+  EXPECT_EQ(done[id_b].finish, FinishReason::kLength);
+  EXPECT_EQ(done[id_b].tokens, solo_b) << "the request beside the cancelled ones is unaffected";
+  EXPECT_EQ(e->cache().stats().sequences, 0) << "cancelled requests gave their blocks back";
+}
+
+TEST_F(EngineTest, DeadlinesBoundRequestsAndEveryBlockingCall) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  std::mt19937 rng(12);
+  const std::vector<int32_t> prompt = random_prompt(6, model->spec().vocab, rng);
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 256});
+  ASSERT_NE(e, nullptr);
+  const std::vector<int32_t> solo = e->generate(greedy(prompt, 6)).value().tokens;
+
+  // A deadline already past: the request finishes before it is scheduled.
+  Request late = greedy(prompt, 6);
+  late.deadline = hal::Deadline::at(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  const RequestId late_id = e->submit(std::move(late)).value();
+  ASSERT_TRUE(e->run_until_idle().ok());
+  std::vector<RequestResult> done = e->take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, late_id);
+  EXPECT_EQ(done[0].finish, FinishReason::kDeadline);
+  EXPECT_EQ(done[0].status.code(), StatusCode::kDeadlineExceeded) << done[0].status.to_string();
+  EXPECT_TRUE(done[0].tokens.empty());
+
+  // A deadline that passes while the request runs: the tokens generated until then are kept, and they are the
+  // solo run's.
+  Request running = greedy(prompt, 6);
+  running.deadline = hal::Deadline::after(std::chrono::seconds(2));
+  const hal::Deadline deadline = running.deadline;
+  e->submit(std::move(running)).value();
+  ASSERT_TRUE(e->step().ok());
+  std::this_thread::sleep_until(deadline.when() + std::chrono::milliseconds(1));
+  ASSERT_TRUE(e->step().ok());
+  done = e->take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].finish, FinishReason::kDeadline);
+  ASSERT_EQ(done[0].tokens.size(), 1u);
+  EXPECT_EQ(done[0].tokens[0], solo[0]);
+  EXPECT_TRUE(e->idle());
+
+  // generate's timeout is the request's deadline.
+  Result<RequestResult> timed_out = e->generate(greedy(prompt, 6), std::chrono::nanoseconds(0));
+  ASSERT_FALSE(timed_out.ok());
+  EXPECT_EQ(timed_out.status().code(), StatusCode::kDeadlineExceeded) << timed_out.status().to_string();
+  EXPECT_TRUE(e->idle());
+  Result<RequestResult> in_time = e->generate(greedy(prompt, 6), std::chrono::minutes(10));
+  ASSERT_TRUE(in_time.ok()) << in_time.status().to_string();
+  EXPECT_EQ(in_time->tokens, solo);
+
+  // run_until_idle's timeout bounds the call, not the requests: past it the work stays queued and a later call
+  // finishes it as if nothing had happened.
+  e->submit(greedy(prompt, 6)).value();
+  Status status = e->run_until_idle(std::chrono::nanoseconds(0));
+  EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status.to_string();
+  EXPECT_FALSE(e->idle());
+  ASSERT_TRUE(e->run_until_idle().ok());
+  done = e->take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].tokens, solo);
 }
 
 }  // namespace

@@ -489,10 +489,11 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   failures_.clear();
   // Note [One deadline per run]: RunOptions::timeout bounds the whole run, not each of its waits; every wait takes
   // what is left (time_left()), and a run that times out aborts its streams before it releases their memory.
-  run_deadline_ = std::chrono::steady_clock::time_point::max();
-  if (options.timeout != hal::kInfinite) {
-    const auto now = std::chrono::steady_clock::now();
-    if (options.timeout < std::chrono::steady_clock::time_point::max() - now) run_deadline_ = now + options.timeout;
+  run_deadline_ = hal::Deadline::after(options.timeout);
+  // Launches hold pointers into the tiling cache until they run; between runs none is queued, so it may be emptied.
+  if (tiling_cache_.size() > kTilingCacheCapacity) {
+    tiling_cache_.clear();
+    ++stats_.tiling_cache_clears;
   }
   RunState state;
   HXRT_RETURN_IF_ERROR_CTX(bind(inputs, state), "binding the inputs of graph '{}'", g.name());

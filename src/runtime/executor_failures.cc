@@ -10,11 +10,7 @@
 
 namespace hxrt::runtime {
 
-hal::Duration Executor::time_left() const {
-  if (run_deadline_ == std::chrono::steady_clock::time_point::max()) return hal::kInfinite;
-  return std::max(hal::Duration::zero(), std::chrono::duration_cast<hal::Duration>(
-                                             run_deadline_ - std::chrono::steady_clock::now()));
-}
+hal::Duration Executor::time_left() const { return run_deadline_.remaining(); }
 
 void Executor::quiesce() {
   // Only a run whose deadline passed leaves streams busy with its own launches; streams shared with another

@@ -131,6 +131,25 @@ TEST_F(ExecutorTest, DynamicBatchRunsWithoutReplanningAndCachesTilings) {
   EXPECT_EQ(session_->pool().stats().active_blocks.current, 0) << "every intermediate and output returned";
 }
 
+TEST_F(ExecutorTest, TheTilingCacheIsBoundedAcrossEverNewShapes) {
+  Result<std::unique_ptr<Executor>> executor = compile(mlp(Dim::symbol("batch")));
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  // 3 fused nodes: three new entries per batch size. The run that starts with more than the capacity cached
+  // empties the cache first.
+  const int64_t sizes = static_cast<int64_t>(Executor::kTilingCacheCapacity / 3) + 2;
+  for (int64_t batch = 1; batch <= sizes; ++batch) {
+    Result<TensorMap> out = (*executor)->run({{"x", HostTensor::random_f32({batch, 8}, rng_)}});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+  }
+  EXPECT_EQ((*executor)->stats().tiling_cache_clears, 1u);
+  // A shape cached before the clear is computed again, and right.
+  const HostTensor x = HostTensor::random_f32({3, 8}, rng_);
+  Result<TensorMap> out = (*executor)->run({{"x", x}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  expect_close(out->at("y").to_f32(), mlp_reference(x));
+  EXPECT_EQ((*executor)->stats().tiling_cache_misses, 3u * static_cast<uint64_t>(sizes) + 3u);
+}
+
 TEST_F(ExecutorTest, StaticShapesUseThePlannedArena) {
   PlanOptions unfused;
   unfused.fuse = false;

@@ -136,15 +136,9 @@ Status Session::synchronize(hal::Duration timeout) {
     streams.push_back(default_stream_.get());
     for (const auto& [name, stream] : streams_) streams.push_back(stream.get());
   }
-  const auto deadline = timeout == hal::kInfinite ? std::chrono::steady_clock::time_point::max()
-                                                  : std::chrono::steady_clock::now() + timeout;
+  const hal::Deadline deadline = hal::Deadline::after(timeout);
   for (hal::Stream* stream : streams) {
-    hal::Duration left = hal::kInfinite;
-    if (timeout != hal::kInfinite) {
-      left = std::max(hal::Duration::zero(), std::chrono::duration_cast<hal::Duration>(
-                                                 deadline - std::chrono::steady_clock::now()));
-    }
-    HXRT_RETURN_IF_ERROR_CTX(stream->synchronize(left), "synchronizing session '{}'", options_.name);
+    HXRT_RETURN_IF_ERROR_CTX(stream->synchronize(deadline.remaining()), "synchronizing session '{}'", options_.name);
   }
   return ok_status();
 }
@@ -157,10 +151,9 @@ Result<TeardownReport> Session::teardown_locked(bool closing) {
   for (const auto& [name, stream] : streams_) streams.push_back(stream.get());
 
   // 1-3: drain with one shared deadline; abort what is still busy; collect and clear sticky errors.
-  const auto deadline = std::chrono::steady_clock::now() + options_.teardown_timeout;
+  const hal::Deadline deadline = hal::Deadline::after(options_.teardown_timeout);
   for (hal::Stream* stream : streams) {
-    const auto left = std::max(hal::Duration::zero(), std::chrono::duration_cast<hal::Duration>(
-                                                          deadline - std::chrono::steady_clock::now()));
+    const hal::Duration left = deadline.remaining();
     // What synchronize returns cannot tell a stream still busy at the deadline from one whose sticky error is
     // itself DeadlineExceeded (a timed-out cross-stream wait): ask the stream.
     stream->synchronize(left).ignore();

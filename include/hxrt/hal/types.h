@@ -47,4 +47,26 @@ using Duration = std::chrono::nanoseconds;
 inline constexpr Duration kInfinite = Duration::max();
 int64_t host_now_ns();
 
+// The time a blocking call must return by. A call makes one from its timeout when it starts and every wait inside
+// it takes remaining(), so a call with several waits is bounded by its timeout once, not once per wait
+// (Note [One deadline per call] in hal.cc). A timeout of kInfinite, or one past the clock's range, never passes.
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static Deadline never() { return Deadline(Clock::time_point::max()); }
+  static Deadline after(Duration timeout);
+  static Deadline at(Clock::time_point when) { return Deadline(when); }
+
+  bool infinite() const { return when_ == Clock::time_point::max(); }
+  bool passed() const { return !infinite() && Clock::now() >= when_; }
+  // kInfinite when infinite, else what is left (zero once passed): what to pass to a wait that takes a timeout.
+  Duration remaining() const;
+  Clock::time_point when() const { return when_; }
+  Deadline earliest(Deadline other) const { return other.when_ < when_ ? other : *this; }
+
+ private:
+  explicit Deadline(Clock::time_point when) : when_(when) {}
+  Clock::time_point when_;
+};
+
 }  // namespace hxrt::hal

@@ -74,7 +74,9 @@ struct EngineOptions {
   bool fuse = true;
 };
 
-enum class FinishReason : uint8_t { kLength, kEos, kStopToken, kCallback, kError };
+// kCancelled: Engine::cancel(). kDeadline: the request's deadline passed (its status is DeadlineExceeded; the tokens
+// generated until then are kept). kError: a failed forward or an unservable request (status says why).
+enum class FinishReason : uint8_t { kLength, kEos, kStopToken, kCallback, kCancelled, kDeadline, kError };
 std::string_view finish_reason_name(FinishReason reason);
 
 struct Request {
@@ -86,13 +88,16 @@ struct Request {
   bool return_logits = false;        // keep the logits row of every sampled step (tests, goldens)
   // Called with each new token; return false to stop the request (FinishReason::kCallback).
   std::function<bool(RequestId, int32_t token)> on_token;
+  // The request finishes with FinishReason::kDeadline at the first step that begins after this time, waiting or
+  // running (a step is the granularity: one forward is never cut short for one request's deadline).
+  hal::Deadline deadline = hal::Deadline::never();
 };
 
 struct RequestResult {
   RequestId id = -1;
   std::vector<int32_t> tokens;  // generated tokens (the stop token included when it ended the request)
   FinishReason finish = FinishReason::kLength;
-  Status status;                // not OK only for kError
+  Status status;                // not OK only for kError and kDeadline
   int prompt_tokens = 0;
   int cached_prompt_tokens = 0; // reused through prefix sharing at (the last) admission
   int preemptions = 0;
@@ -123,16 +128,24 @@ class Engine {
   // Queues a request. InvalidArgument for an empty prompt, a token outside the vocabulary, bad sampling params,
   // or a request longer than the model's context.
   Result<RequestId> submit(Request request);
+  // Finishes a waiting or running request with FinishReason::kCancelled and gives its KV blocks back (full
+  // committed blocks stay cached for prefix hits); its result comes from take_finished(). NotFound when the id is
+  // not waiting or running (finished already, or never submitted).
+  Status cancel(RequestId id);
   // One scheduler step (see the file comment). A failed forward fails the requests of that batch (their results
-  // carry the Status) and returns it; the engine stays usable.
-  Status step();
-  // Steps until no request is waiting or running.
-  Status run_until_idle();
+  // carry the Status) and returns it; the engine stays usable. `timeout` bounds the step's forward: past it the
+  // forward is aborted and fails its batch with DeadlineExceeded.
+  Status step(hal::Duration timeout = hal::kInfinite);
+  // Steps until no request is waiting or running, within one deadline for the whole call (each step gets what is
+  // left). DeadlineExceeded when work remains at the deadline: the requests stay queued or running, and a later
+  // call goes on with them.
+  Status run_until_idle(hal::Duration timeout = hal::kInfinite);
   bool idle() const { return waiting_.empty() && running_.empty(); }
   // Results of the requests that finished since the last call.
   std::vector<RequestResult> take_finished();
-  // submit + run_until_idle for one request.
-  Result<RequestResult> generate(Request request);
+  // submit, then step until this request finishes (other requests in flight advance with it). The timeout is
+  // also the request's deadline (the earlier of it and Request::deadline): past it, DeadlineExceeded.
+  Result<RequestResult> generate(Request request, hal::Duration timeout = hal::kInfinite);
 
   const LlamaConfig& config() const { return config_; }
   const EngineStats& stats() const { return stats_; }
@@ -148,6 +161,8 @@ class Engine {
   bool reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEntry>& batch, Status* failure);
   void preempt(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, Status status = Status());
+  void finish_waiting(std::deque<std::unique_ptr<Sequence>>::iterator it, FinishReason reason, Status status);
+  void expire_deadlines();
 
   runtime::Session& session_;
   const formats::GgufFile& file_;

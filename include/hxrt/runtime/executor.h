@@ -81,11 +81,16 @@ struct ExecutorStats {
   uint64_t launches = 0;
   uint64_t tiling_cache_hits = 0;
   uint64_t tiling_cache_misses = 0;
+  uint64_t tiling_cache_clears = 0;  // times the cache outgrew kTilingCacheCapacity and was emptied between runs
   uint64_t peak_intermediate_bytes = 0;  // largest bytes of intermediates live at once in a run (pool mode)
 };
 
 class Executor {
  public:
+  // Tilings cached per (kernel, shapes, params) before the cache is emptied at the start of the next run. A decoder
+  // whose steps see ever new batch shapes would otherwise grow it without bound (an entry per node per shape).
+  static constexpr size_t kTilingCacheCapacity = 16384;
+
   // The session and plan must outlive the executor. Uploads (or maps) the weights. A plan with a heterogeneous
   // split (plan->fallback_device()) also needs a session on a device of the fallback's kind, which then runs the
   // fallback nodes on its streams and holds their tensors in its pool (Note [Split runs] in executor.cc).
@@ -162,7 +167,7 @@ class Executor {
   // are aborted; every failed or aborted stream is reset, which waits for the command it is running to end.
   void quiesce();
 
-  std::chrono::steady_clock::time_point run_deadline_ = std::chrono::steady_clock::time_point::max();
+  hal::Deadline run_deadline_ = hal::Deadline::never();
   Session& session_;               // sessions_[kMainDevice]
   std::vector<Session*> sessions_;  // per device index of the plan (one entry unless the plan is split)
   std::shared_ptr<const ExecutionPlan> plan_;
