@@ -43,6 +43,8 @@ LAYER_DEPS = {
     # above formats and kernels: it reads graph files and makes the built-in registries. See SUBLAYERS.
     "model": {"formats", "runtime", "kernels", "ops", "memory", "graph", "hal", "base"},
     "llm": {"formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
+    # The C API (src/capi, include/hxrt/hxrt.h): one shared library over the llm layer and runtime::Model.
+    "capi": {"llm", "model", "formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
     "tools": {"llm", "model", "formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
 }
 # Files that live in one layer's folder but form a target of their own above it (src/runtime/CMakeLists.txt).

