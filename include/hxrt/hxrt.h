@@ -230,7 +230,8 @@ HXRT_API void hxrt_llm_options_init(hxrt_llm_options* options);
 HXRT_API void hxrt_generate_options_init(hxrt_generate_options* options);
 HXRT_API hxrt_status hxrt_llm_load(const hxrt_llm_options* options, hxrt_llm** llm);
 HXRT_API void hxrt_llm_destroy(hxrt_llm* llm);
-/* Continues `prompt`. `options` may be NULL for the defaults. */
+/* Continues `prompt`. `options` may be NULL for the defaults. *generation is zeroed on every path (its text is
+ * NULL unless the call succeeds), so hxrt_string_free(generation->text) is always safe. */
 HXRT_API hxrt_status hxrt_llm_generate(hxrt_llm* llm, const char* prompt, const hxrt_generate_options* options,
                                        hxrt_generation* generation);
 /* Replies to a conversation through the model's chat template: roles[i] ("system", "user", "assistant") said

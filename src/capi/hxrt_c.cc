@@ -675,10 +675,10 @@ void hxrt_llm_destroy(hxrt_llm* llm) {
 hxrt_status hxrt_llm_generate(hxrt_llm* llm, const char* prompt, const hxrt_generate_options* options,
                               hxrt_generation* generation) {
   return guard("hxrt_llm_generate", [&]() -> Status {
+    if (generation != nullptr) *generation = hxrt_generation{};  // set on every path, so freeing text is safe
     if (llm == nullptr) return null_argument("llm");
     if (prompt == nullptr) return null_argument("prompt");
     if (generation == nullptr) return null_argument("generation");
-    *generation = hxrt_generation{};
     HXRT_ASSIGN_OR_RETURN(hxrt::llm::GenerateOptions o, generate_options_of(llm, options));
     llm->cancel.store(false);
     return fill_generation(llm->llm->generate(prompt, o), generation);
@@ -688,6 +688,7 @@ hxrt_status hxrt_llm_generate(hxrt_llm* llm, const char* prompt, const hxrt_gene
 hxrt_status hxrt_llm_chat(hxrt_llm* llm, const char* const* roles, const char* const* contents, size_t message_count,
                           const hxrt_generate_options* options, hxrt_generation* generation) {
   return guard("hxrt_llm_chat", [&]() -> Status {
+    if (generation != nullptr) *generation = hxrt_generation{};  // set on every path, so freeing text is safe
     if (llm == nullptr) return null_argument("llm");
     if (generation == nullptr) return null_argument("generation");
     if (message_count == 0) return hxrt::invalid_argument("a chat needs at least one message");
