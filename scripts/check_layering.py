@@ -45,7 +45,9 @@ LAYER_DEPS = {
     "llm": {"formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
     # The C API (src/capi, include/hxrt/hxrt.h): one shared library over the llm layer and runtime::Model.
     "capi": {"llm", "model", "formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
-    "tools": {"llm", "model", "formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
+    # The OpenAI-compatible server (src/serve, include/hxrt/serve): HTTP over the llm layer; used by tools only.
+    "serve": {"llm", "formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
+    "tools": {"serve", "llm", "model", "formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
 }
 # Files that live in one layer's folder but form a target of their own above it (src/runtime/CMakeLists.txt).
 SUBLAYERS = {

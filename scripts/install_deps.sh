@@ -8,7 +8,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libicu-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
-  python3 python3-pip
+  libcpp-httplib-dev
+  python3 python3-pip python3-venv
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up llama.cpp (through the PyPI package llama-cpp-python) as the REFERENCE implementation
-# for the LLM goldens (scripts/make_llm_goldens.py) and as the benchmark PEER (bench/llama_cpp_peer.py).
+# for the LLM goldens (scripts/make_llm_goldens.py) and as the benchmark PEER (bench/llama_cpp_peer.py, and its
+# OpenAI-compatible server for bench/serve_load.py).
 # It is NOT a dependency of hxrt or of CI: nothing in the build or the test suite needs it.
 #
 # Creates, idempotently, a virtualenv at ${HXRT_PEER_DIR:-$HOME/.cache/hxrt/peers}/llama-cpp-python,
@@ -57,8 +58,17 @@ import numpy  # noqa: F401  (must be importable too)
 EOF
 }
 
+# llama.cpp's OpenAI-compatible server (the peer of `hxrt serve`, bench/serve_load.py): the [server] extra's
+# pure-Python dependencies (FastAPI, uvicorn, ...), installed beside an existing build without rebuilding it.
+install_server_extra() {
+  "$VPY" -c "import llama_cpp.server, uvicorn" 2>/dev/null && return 0
+  log "installing llama-cpp-python[server]==$VERSION's dependencies"
+  "$VPY" -m pip install --quiet "llama-cpp-python[server]==$VERSION"
+}
+
 if have="$(installed_version)" && [[ "$have" == "$VERSION" ]]; then
   log "llama-cpp-python $have already installed in $VENV"
+  install_server_extra
   echo "$VPY"
   exit 0
 fi
@@ -87,4 +97,5 @@ log "build+install took $(( $(date +%s) - start ))s"
 echo "$FINGERPRINT" > "$STAMP"
 have="$(installed_version)" || { rm -f "$STAMP"; log "install finished but llama_cpp does not import"; exit 1; }
 "$VPY" -c 'import llama_cpp; print("setup_llama_cpp_peer: import ok,", llama_cpp.__version__)' >&2
+install_server_extra
 echo "$VPY"

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
+scripts/python_env.sh >/dev/null
 HXRT_TEST_MODEL=$(scripts/fetch_model.sh)
 export HXRT_TEST_MODEL
 scripts/build.sh build -DHXRT_WERROR=ON

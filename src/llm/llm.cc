@@ -7,6 +7,7 @@
 
 #include "hxrt/hal/cpu/cpu_driver.h"
 #include "hxrt/hal/opencl/opencl_driver.h"
+#include "hxrt/llm/text_stream.h"
 
 namespace hxrt::llm {
 namespace {
@@ -14,21 +15,6 @@ namespace {
 std::string env(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr ? value : "";
-}
-
-// The length of the longest suffix of `text` that is a proper prefix of some stop string: text that may still
-// become a stop string and is held back until it cannot.
-size_t held_back(std::string_view text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const std::string& stop : stops) {
-    for (size_t n = std::min(stop.size() - 1, text.size()); n > hold; --n) {
-      if (text.substr(text.size() - n) == std::string_view(stop).substr(0, n)) {
-        hold = n;
-        break;
-      }
-    }
-  }
-  return hold;
 }
 
 }  // namespace
@@ -116,20 +102,9 @@ Result<Generation> Llm::generate_tokens(std::vector<int32_t> prompt, const Gener
   for (const std::string& stop : options.stop) {
     if (stop.empty()) return invalid_argument("generate: a stop string is empty");
   }
-  StreamingDecoder decoder(*tokenizer_);
-  std::string text;    // decoded so far, cut at a stop string
-  size_t emitted = 0;  // bytes of `text` given to on_text
+  TextStream stream(*tokenizer_, options.stop);
   Status failure;
-  bool stopped_by_string = false, stopped_by_caller = false, cancelled = false;
-  // Gives on_text what can no longer change: everything when `final`, else all but a possible stop prefix.
-  const auto emit = [&](bool final) {
-    const size_t end = final ? text.size() : text.size() - held_back(text, options.stop);
-    if (end <= emitted) return true;
-    const std::string_view piece = std::string_view(text).substr(emitted, end - emitted);
-    emitted = end;
-    return !options.on_text || options.on_text(piece);
-  };
-
+  bool stopped_by_caller = false, cancelled = false;
   Request request;
   request.prompt = std::move(prompt);
   request.max_new_tokens = options.max_tokens;
@@ -141,46 +116,33 @@ Result<Generation> Llm::generate_tokens(std::vector<int32_t> prompt, const Gener
       return false;
     }
     if (tokenizer_->is_eog(token) && !options.ignore_eos) return true;  // the engine ends the request
-    Result<std::string> piece = decoder.push(token);
+    Result<std::string> piece = stream.push(token);
     if (!piece.ok()) {
       failure = piece.status();
       return false;
     }
-    const size_t before = text.size();
-    text += *piece;
-    for (const std::string& stop : options.stop) {
-      const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
-      if (const size_t at = text.find(stop, from); at != std::string::npos) {
-        text.resize(at);
-        stopped_by_string = true;
-      }
-    }
-    if (stopped_by_string) {
-      stopped_by_caller = !emit(true);
-      return false;
-    }
-    if (!emit(false)) {
+    if (!piece->empty() && options.on_text && !options.on_text(*piece)) {
       stopped_by_caller = true;
       return false;
     }
-    return true;
+    return !stream.stopped();
   };
   HXRT_ASSIGN_OR_RETURN(RequestResult result, engine_->generate(std::move(request), options.timeout));
   HXRT_RETURN_IF_ERROR(failure);
   Generation generation;
   generation.finish = result.finish;
   if (result.finish == FinishReason::kCallback) {
-    generation.finish = cancelled           ? FinishReason::kCancelled
-                        : stopped_by_string ? FinishReason::kStopToken
-                                            : FinishReason::kCallback;
+    generation.finish = cancelled                                ? FinishReason::kCancelled
+                        : stream.stopped() && !stopped_by_caller ? FinishReason::kStopToken
+                                                                 : FinishReason::kCallback;
   }
-  if (!stopped_by_string && !stopped_by_caller && !cancelled) {
+  if (!stream.stopped() && !stopped_by_caller && !cancelled) {
     // What the decoder still buffers (an incomplete character at the end) and any held-back stop prefix.
-    text += decoder.finish();
-    emit(true);
+    const std::string rest = stream.finish();
+    if (!rest.empty() && options.on_text) options.on_text(rest);
   }
-  if (stopped_by_caller || cancelled) text.resize(emitted);  // the text ends where the caller's view of it ended
-  generation.text = std::move(text);
+  // The text ends where the caller's view of it ended.
+  generation.text = std::string(stream.emitted());
   generation.prompt_tokens = result.prompt_tokens;
   generation.completion_tokens = static_cast<int>(result.tokens.size());
   generation.cached_prompt_tokens = result.cached_prompt_tokens;

@@ -141,6 +141,8 @@ class Engine {
   // call goes on with them.
   Status run_until_idle(hal::Duration timeout = hal::kInfinite);
   bool idle() const { return waiting_.empty() && running_.empty(); }
+  int running() const { return static_cast<int>(running_.size()); }
+  int waiting() const { return static_cast<int>(waiting_.size()); }
   // Results of the requests that finished since the last call.
   std::vector<RequestResult> take_finished();
   // submit, then step until this request finishes (other requests in flight advance with it). The timeout is
@@ -148,6 +150,7 @@ class Engine {
   Result<RequestResult> generate(Request request, hal::Duration timeout = hal::kInfinite);
 
   const LlamaConfig& config() const { return config_; }
+  const EngineOptions& options() const { return options_; }
   const EngineStats& stats() const { return stats_; }
   const kv::KvCache& cache() const { return *cache_; }
   const runtime::ExecutionPlan& plan() const { return executor_->plan(); }

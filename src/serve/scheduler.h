@@ -1,0 +1,102 @@
+// Scheduler: one thread that owns the LLM engine and drives its continuous batching for the HTTP handlers.
+//
+// Handlers submit a Job (prompt tokens, sampling, stop strings) and then read its text pieces as the engine makes
+// them; a job the client gave up on is cancelled (Job::cancel) and leaves the batch at the next step. Between
+// steps the thread admits new jobs into the engine, so a request arriving while others decode joins the next step.
+//
+// Thread-safety: thread-safe. Jobs are shared between their handler and the scheduler thread; a Job's channel
+// (pieces, done, result) is guarded by its mutex; the engine is touched only by the scheduler thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hxrt/llm/llm.h"
+#include "hxrt/llm/text_stream.h"
+#include "serve/metrics.h"
+
+namespace hxrt::serve {
+
+using Clock = std::chrono::steady_clock;
+
+enum class JobEnd : uint8_t { kStop, kLength, kCancelled, kError };
+
+struct Job {
+  // Set by the handler before submit.
+  std::vector<int32_t> prompt;
+  int max_tokens = 16;
+  llm::SamplingParams sampling;
+  std::vector<std::string> stops;
+  bool ignore_eos = false;
+
+  // Set by the handler at any time: the scheduler cancels the request at its next step.
+  std::atomic<bool> cancel{false};
+
+  // The channel, guarded by mutex; cv signals a new piece or the end.
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::string> pieces;
+  bool done = false;
+  JobEnd end = JobEnd::kStop;
+  Status status;  // kError only
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+
+  // Scheduler-thread state.
+  std::unique_ptr<llm::TextStream> stream;
+  Clock::time_point submitted{};
+  std::optional<Clock::time_point> last_token;
+
+  // Waits until a piece is ready, the job ended, or `timeout` passed; moves the pieces into *out. Returns done.
+  bool wait_pieces(std::vector<std::string>* out, std::chrono::milliseconds timeout);
+};
+
+struct SchedulerOptions {
+  int max_queue = 64;  // jobs waiting beyond the engine's running sequences before submit() refuses
+};
+
+class Scheduler {
+ public:
+  // `llm` must outlive the scheduler; its engine is driven only from the scheduler's thread from now on.
+  Scheduler(llm::Llm& llm, Metrics& metrics, SchedulerOptions options);
+  ~Scheduler();  // stop()s
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a job. Unavailable when the scheduler is draining or stopped, ResourceExhausted (OutOfMemory code)
+  // when max_sequences running + max_queue waiting are already in flight; InvalidArgument for a request the engine
+  // refuses (the job is then done with that status).
+  Status submit(const std::shared_ptr<Job>& job);
+  // Refuses new jobs; the ones in flight run to their end. Returns when none is left.
+  void drain();
+  // Stops the thread (cancelling what still runs).
+  void stop();
+
+ private:
+  void loop();
+  void finish(const std::shared_ptr<Job>& job, JobEnd end, Status status, int completion_tokens);
+
+  llm::Llm& llm_;
+  Metrics& metrics_;
+  const SchedulerOptions options_;
+  std::mutex mutex_;
+  std::condition_variable cv_;                           // new work or stop, for the scheduler thread
+  std::condition_variable idle_cv_;                      // in_flight_ reached 0, for drain()
+  std::vector<std::shared_ptr<Job>> incoming_;           // guarded by mutex_
+  int in_flight_ = 0;                                    // guarded by mutex_: submitted and not yet done
+  bool draining_ = false;                                // guarded by mutex_
+  bool stopping_ = false;                                // guarded by mutex_
+  std::map<llm::RequestId, std::shared_ptr<Job>> jobs_;  // scheduler thread only
+  std::thread thread_;
+};
+
+}  // namespace hxrt::serve

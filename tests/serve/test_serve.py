@@ -1,0 +1,240 @@
+"""`hxrt serve` through the real `openai` client: plain and streaming chat and completions, stop strings, 16
+concurrent clients whose temperature-0 outputs equal solo runs, a client that disconnects mid-stream, bad requests,
+the API key, over capacity, /metrics, and SIGTERM draining. The server runs on 127.0.0.1 with a free port on the
+default model (HXRT_TEST_MODEL, else the model cache)."""
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+HXRT = os.environ.get("HXRT_BIN", "hxrt")
+PROMPTS = [
+    "The capital of France is",
+    "Water boils at a temperature of",
+    "The three primary colors are",
+    "A haiku about the sea:",
+]
+
+
+def default_model():
+    path = os.environ.get("HXRT_TEST_MODEL")
+    if path and os.path.isfile(path):
+        return path
+    cache = os.environ.get("HXRT_MODEL_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hxrt", "models")
+    path = os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not os.path.isfile(path):
+        pytest.skip("the default model is not in the model cache (scripts/fetch_model.sh)")
+    return path
+
+
+class Server:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([HXRT, "serve", "--model", default_model(), "--port", "0", "--threads", "2", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        match = re.search(r"listening on (http://[\d.]+:\d+)", line)
+        if not match:
+            self.proc.kill()
+            raise RuntimeError(f"hxrt serve did not start: {line!r} {self.proc.stderr.read()}")
+        self.url = match.group(1)
+        self.stderr = []
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+
+    def client(self, api_key="none", **kwargs):
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key, max_retries=0, timeout=300, **kwargs)
+
+    def metrics(self):
+        text = httpx.get(self.url + "/metrics").text
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return values
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server("--parallel", "8", "--kv-tokens", "8192")
+    yield s
+    assert s.stop() == 0, "".join(s.stderr)
+
+
+def chat(client, prompt, **kwargs):
+    return client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": prompt}],
+                                          temperature=0, **kwargs)
+
+
+def complete(client, prompt, **kwargs):
+    return client.completions.create(model="smollm2", prompt=prompt, temperature=0, **kwargs)
+
+
+def test_models_health_and_metrics(server):
+    models = server.client().models.list()
+    assert [m.id for m in models.data] == ["SmolLM2-135M-Instruct.Q4_1"]
+    assert httpx.get(server.url + "/health").json() == {"status": "ok"}
+    metrics = server.metrics()
+    assert "hxrt_sequences_running" in metrics and 'hxrt_kv_blocks{state="free"}' in metrics
+    assert httpx.get(server.url + "/nope").status_code == 404
+
+
+def test_chat_plain_and_streaming_agree(server):
+    client = server.client()
+    plain = chat(client, "What is the capital of France?", max_tokens=24)
+    assert plain.object == "chat.completion"
+    message = plain.choices[0].message
+    assert message.role == "assistant" and message.content
+    assert plain.choices[0].finish_reason in ("stop", "length")
+    assert plain.usage.completion_tokens >= 1 and plain.usage.prompt_tokens > 5
+    assert plain.usage.total_tokens == plain.usage.prompt_tokens + plain.usage.completion_tokens
+
+    chunks = list(chat(client, "What is the capital of France?", max_tokens=24, stream=True,
+                       stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == message.content
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == [plain.choices[0].finish_reason]
+    assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
+
+
+def test_completions_plain_and_streaming_agree(server):
+    client = server.client()
+    plain = complete(client, PROMPTS[0], max_tokens=12)
+    assert plain.object == "text_completion"
+    assert "Paris" in plain.choices[0].text
+    assert plain.choices[0].finish_reason == "length"
+    streamed = "".join(c.choices[0].text for c in complete(client, PROMPTS[0], max_tokens=12, stream=True))
+    assert streamed == plain.choices[0].text
+    # A prompt given as a list of one string is that string.
+    assert complete(client, [PROMPTS[0]], max_tokens=12).choices[0].text == plain.choices[0].text
+
+
+def test_stop_strings_end_the_text_and_are_never_streamed(server):
+    client = server.client()
+    full = complete(client, PROMPTS[1], max_tokens=24).choices[0].text
+    assert len(full) > 12
+    for stop in (full[6:9], full[10:11], [full[3:5], "\u0001never"]):
+        first = min(full.find(s) for s in ([stop] if isinstance(stop, str) else stop) if s in full)
+        plain = complete(client, PROMPTS[1], max_tokens=24, stop=stop)
+        assert plain.choices[0].text == full[:first]
+        assert plain.choices[0].finish_reason == "stop"
+        pieces = [c.choices[0].text for c in complete(client, PROMPTS[1], max_tokens=24, stop=stop, stream=True)]
+        assert "".join(pieces) == full[:first]
+
+
+def test_sixteen_concurrent_clients_get_their_solo_outputs(server):
+    client = server.client()
+    solo = {p: complete(client, p, max_tokens=16).choices[0].text for p in PROMPTS}
+    solo_chat = chat(client, PROMPTS[2], max_tokens=16).choices[0].message.content
+
+    def one(i):
+        prompt = PROMPTS[i % len(PROMPTS)]
+        if i % 5 == 4:
+            return "chat", chat(server.client(), PROMPTS[2], max_tokens=16).choices[0].message.content
+        if i % 2:
+            return prompt, "".join(c.choices[0].text for c in complete(server.client(), prompt, max_tokens=16, stream=True))
+        return prompt, complete(server.client(), prompt, max_tokens=16).choices[0].text
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(one, range(16)))
+    for prompt, text in results:
+        assert text == (solo_chat if prompt == "chat" else solo[prompt]), prompt
+
+
+def test_a_client_that_disconnects_cancels_its_sequence(server):
+    before = server.metrics()["hxrt_generation_tokens_total"]
+    with httpx.stream("POST", server.url + "/v1/completions",
+                      json={"prompt": PROMPTS[3], "max_tokens": 400, "temperature": 0, "ignore_eos": True,
+                            "stream": True}, timeout=60) as response:  # ignore_eos: llama-server's extension
+        assert response.status_code == 200
+        lines = 0
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                lines += 1
+            if lines == 3:
+                break
+    deadline = time.time() + 30
+    while time.time() < deadline and server.metrics()["hxrt_sequences_running"] > 0:
+        time.sleep(0.1)
+    assert server.metrics()["hxrt_sequences_running"] == 0
+    time.sleep(0.5)
+    generated = server.metrics()["hxrt_generation_tokens_total"] - before
+    assert generated < 200, f"{generated} tokens generated for a client that left after 3"
+
+
+def test_bad_requests_get_openai_errors(server):
+    client = server.client()
+    response = httpx.post(server.url + "/v1/chat/completions", content=b"{not json", timeout=30)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert "not valid JSON" in error["message"] and error["type"] == "invalid_request_error"
+    cases = [
+        (lambda: client.chat.completions.create(model="m", messages=[]), "messages"),
+        (lambda: chat(client, "hi", max_tokens=5, n=2), "n"),
+        (lambda: client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
+                                                temperature=5), "temperature"),
+        (lambda: complete(client, "hi", max_tokens=100000), "max_tokens"),
+        (lambda: client.completions.create(model="m", prompt=[[1, 2], [3]]), "prompt"),
+    ]
+    for call, param in cases:
+        with pytest.raises(openai.BadRequestError) as caught:
+            call()
+        assert caught.value.status_code == 400
+        assert caught.value.body["param"] == param, caught.value.body
+    # The server is unharmed.
+    assert complete(client, PROMPTS[0], max_tokens=2).choices[0].text
+
+
+def test_api_key_and_capacity():
+    s = Server("--api-key", "sekret", "--parallel", "1", "--max-queue", "0")
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            complete(s.client(api_key="wrong"), PROMPTS[0], max_tokens=2)
+        good = s.client(api_key="sekret")
+        assert complete(good, PROMPTS[0], max_tokens=2).choices[0].text
+        # One long request takes the only slot; the next is refused with 503 instead of queueing.
+        long = good.completions.create(model="m", prompt=PROMPTS[3], max_tokens=300, temperature=0, stream=True)
+        next(iter(long))
+        with pytest.raises(openai.InternalServerError) as caught:
+            complete(good, PROMPTS[0], max_tokens=2)
+        assert caught.value.status_code == 503
+        long.close()
+    finally:
+        assert s.stop() == 0
+
+
+def test_sigterm_drains_requests_in_flight():
+    s = Server("--parallel", "2")
+    results = {}
+
+    def request():
+        results["text"] = complete(s.client(), PROMPTS[0], max_tokens=48, extra_body={"ignore_eos": True}).choices[0].text
+
+    worker = threading.Thread(target=request)
+    worker.start()
+    time.sleep(0.3)
+    s.proc.send_signal(signal.SIGTERM)
+    worker.join(timeout=120)
+    assert s.proc.wait(timeout=60) == 0
+    assert "Paris" in results.get("text", ""), "".join(s.stderr)
+    assert any("draining" in line for line in s.stderr)

@@ -1,0 +1,102 @@
+// `hxrt serve`: the OpenAI-compatible HTTP server (include/hxrt/serve/server.h, docs/serve.md). SIGTERM and SIGINT
+// drain it: new requests get 503, the ones in flight finish, then it exits 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "hxrt/llm/llm.h"
+#include "hxrt/serve/server.h"
+
+namespace hxrt::tools {
+namespace {
+
+struct ServeFlags {
+  std::string model;
+  std::string device = "cpu";
+  int threads = 0;
+  int parallel = 4;
+  int64_t kv_tokens = 8192;
+  serve::ServerOptions server;
+};
+
+// SIGTERM and SIGINT write their number into this pipe (all a handler may safely do); a thread reads it and drains
+// the server. A handler, not sigwait, because threads that libraries start before the server (PoCL's) would take a
+// blocked signal's default action instead.
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int signal) {
+  const unsigned char byte = static_cast<unsigned char>(signal);
+  [[maybe_unused]] const ssize_t written = write(g_signal_pipe[1], &byte, 1);
+}
+
+Status run_serve(const ServeFlags& flags) {
+  llm::LlmOptions options;
+  options.model = flags.model;
+  options.device = flags.device;
+  options.threads = flags.threads;
+  options.engine.kv_budget_tokens = flags.kv_tokens;
+  options.engine.max_sequences = flags.parallel;
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> llm, llm::Llm::load(options));
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<serve::Server> server, serve::Server::create(*llm, flags.server));
+
+  if (pipe(g_signal_pipe) != 0) return unavailable("cannot make the signal pipe");
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  std::thread waiter([&] {
+    unsigned char byte = 0;
+    while (read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    if (byte == 0) return;  // serve() ended on its own
+    fmt::print(stderr, "hxrt serve: signal {}: draining\n", static_cast<int>(byte));
+    server->shutdown();
+  });
+  // The line scripts and tests wait for (the port is the bound one when --port 0).
+  fmt::print("hxrt serve: listening on http://{}:{} (model {}, device {}, {} sequences at once, KV {} tokens)\n",
+             flags.server.host, server->bound_port(), llm->model_path(), flags.device, flags.parallel, flags.kv_tokens);
+  std::fflush(stdout);
+  Status served = server->serve();
+  const unsigned char end = 0;
+  [[maybe_unused]] const ssize_t written = write(g_signal_pipe[1], &end, 1);
+  waiter.join();
+  server.reset();
+  fmt::print(stderr, "hxrt serve: stopped\n");
+  return served;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions)");
+  cmd->add_option("--model,-m", flags->model,
+                  "GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)");
+  cmd->add_option("--device", flags->device, "device: cpu, opencl, cpu:0 ...");
+  cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--host", flags->server.host, "address to listen on");
+  cmd->add_option("--port", flags->server.port, "port (0 = any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--parallel", flags->parallel, "sequences decoded at once (continuous batching)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-queue", flags->server.max_queue, "requests waiting beyond --parallel before 503")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-tokens", flags->kv_tokens, "KV cache budget in tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--api-key", flags->server.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--model-id", flags->server.model_id, "the model id /v1/models lists (default: the file name)");
+  cmd->callback([flags, exit_code]() {
+    if (Status s = run_serve(*flags); !s.ok()) {
+      fmt::print(stderr, "hxrt serve: {}\n", s.to_string());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace hxrt::tools
