@@ -9,7 +9,7 @@ PACKAGES=(
   libopenblas-dev libicu-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   libcpp-httplib-dev
-  python3 python3-pip python3-venv
+  python3 python3-pip python3-venv python3-dev
 )
 
 missing=()
