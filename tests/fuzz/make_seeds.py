@@ -118,3 +118,20 @@ smollm_like = ("{% for message in messages %}{% if loop.first and messages[0]['r
 for i, template in enumerate((chatml, smollm_like, "chatml", "{{ bos_token }}[INST] unsupported")):
     parts = [template, "user", "Hi there", "assistant", "Hello! How can I help?", "user", "Tell me a joke."]
     write("chat_template", f"template{i}", b"\x01" + b"\x00".join(p.encode() for p in parts))
+
+# ---- the server's request bodies: endpoint byte (odd: chat completions), then the JSON body ----
+import json  # noqa: E402
+
+requests = {
+    "chat_stream": (1, {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
+                        "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
+                        "stop": ["\n", "END"]}),
+    "chat_parts": (1, {"messages": [{"role": "system", "content": [{"type": "text", "text": "a"}]},
+                                    {"role": "user", "content": None}], "n": 1, "seed": 3}),
+    "completion": (0, {"prompt": "Once upon a time", "max_tokens": 16, "top_p": 0.9, "top_k": 40, "seed": 7}),
+    "completion_tokens": (0, {"prompt": [1, 2, 3, 999], "ignore_eos": True, "min_p": 0.05}),
+    "bad_fields": (1, {"messages": [], "temperature": 5, "presence_penalty": 1}),
+}
+for name, (chat, body) in requests.items():
+    write("serve_request", name, bytes([chat]) + json.dumps(body).encode())
+write("serve_request", "broken_json", b"\x00[1,2")

@@ -1,0 +1,173 @@
+#include "serve/request.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace hxrt::serve {
+namespace {
+
+using nlohmann::json;
+
+HttpError bad_field(const std::string& param, std::string message) {
+  return HttpError{.status = 400, .message = std::move(message), .param = param};
+}
+
+bool present(const json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
+
+// A number field within [lo, hi] (finite); nullopt when it is fine or absent.
+std::optional<HttpError> read_number(const json& body, const char* key, double lo, double hi, float* field) {
+  if (!present(body, key)) return std::nullopt;
+  if (!body[key].is_number() || !std::isfinite(body[key].get<double>()) || body[key].get<double>() < lo ||
+      body[key].get<double>() > hi) {
+    return bad_field(key, fmt::format("'{}' must be a number in [{}, {}]", key, lo, hi));
+  }
+  *field = body[key].get<float>();
+  return std::nullopt;
+}
+
+std::optional<HttpError> read_sampling(const json& body, CompletionRequest* out) {
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!present(body, key)) continue;
+    if (!body[key].is_number_integer() || body[key].get<int64_t>() < 0 || body[key].get<int64_t>() > kMaxTokensLimit) {
+      return bad_field(key, fmt::format("'{}' must be an integer in [0, {}]", key, kMaxTokensLimit));
+    }
+    out->max_tokens = body[key].get<int>();
+  }
+  out->sampling.temperature = 1.0f;  // OpenAI's default
+  if (auto e = read_number(body, "temperature", 0.0, 2.0, &out->sampling.temperature)) return e;
+  if (auto e = read_number(body, "top_p", 0.0, 1.0, &out->sampling.top_p)) return e;
+  if (out->sampling.top_p <= 0.0f) return bad_field("top_p", "'top_p' must be greater than 0");
+  if (auto e = read_number(body, "min_p", 0.0, 1.0, &out->sampling.min_p)) return e;
+  if (auto e = read_number(body, "repetition_penalty", 0.01, 10.0, &out->sampling.repetition_penalty)) return e;
+  if (present(body, "top_k")) {
+    if (!body["top_k"].is_number_integer() || body["top_k"].get<int64_t>() < 0 || body["top_k"].get<int64_t>() > 1 << 20) {
+      return bad_field("top_k", "'top_k' must be a non-negative integer");
+    }
+    out->sampling.top_k = body["top_k"].get<int>();
+  }
+  if (present(body, "seed")) {
+    if (!body["seed"].is_number_integer()) return bad_field("seed", "'seed' must be an integer");
+    out->sampling.seed = body["seed"].is_number_unsigned() ? body["seed"].get<uint64_t>()
+                                                          : static_cast<uint64_t>(body["seed"].get<int64_t>());
+  }
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    if (present(body, key) && (!body[key].is_number() || body[key].get<double>() != 0.0)) {
+      return bad_field(key, fmt::format("'{}' is not supported (use repetition_penalty)", key));
+    }
+  }
+  if (present(body, "n") && (!body["n"].is_number_integer() || body["n"].get<int64_t>() != 1)) {
+    return bad_field("n", "only n = 1 is supported");
+  }
+  if (present(body, "stop")) {
+    const json& stop = body["stop"];
+    if (stop.is_string()) {
+      out->stops.push_back(stop.get<std::string>());
+    } else if (stop.is_array() && stop.size() <= kMaxStopStrings) {
+      for (const json& s : stop) {
+        if (!s.is_string()) return bad_field("stop", "'stop' must be a string or an array of strings");
+        out->stops.push_back(s.get<std::string>());
+      }
+    } else {
+      return bad_field("stop", fmt::format("'stop' must be a string or an array of at most {} strings", kMaxStopStrings));
+    }
+    std::erase_if(out->stops, [](const std::string& s) { return s.empty(); });
+  }
+  for (auto [key, field] : {std::pair{"stream", &out->stream}, std::pair{"ignore_eos", &out->ignore_eos}}) {
+    if (!present(body, key)) continue;
+    if (!body[key].is_boolean()) return bad_field(key, fmt::format("'{}' must be a boolean", key));
+    *field = body[key].get<bool>();
+  }
+  if (present(body, "stream_options")) {
+    const json& o = body["stream_options"];
+    if (!o.is_object()) return bad_field("stream_options", "'stream_options' must be an object");
+    if (present(o, "include_usage")) {
+      if (!o["include_usage"].is_boolean()) return bad_field("stream_options", "'include_usage' must be a boolean");
+      out->include_usage = o["include_usage"].get<bool>();
+    }
+  }
+  return std::nullopt;  // within SamplingParams::validate's ranges by the checks above
+}
+
+std::optional<HttpError> read_messages(const json& body, CompletionRequest* out) {
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+    return bad_field("messages", "'messages' must be a non-empty array");
+  }
+  for (size_t i = 0; i < body["messages"].size(); ++i) {
+    const json& m = body["messages"][i];
+    const std::string param = fmt::format("messages[{}]", i);
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return bad_field(param, fmt::format("'{}' must be an object with a string 'role'", param));
+    }
+    std::string content;
+    if (m.contains("content") && m["content"].is_string()) {
+      content = m["content"].get<std::string>();
+    } else if (m.contains("content") && m["content"].is_array()) {
+      for (const json& part : m["content"]) {  // [{"type": "text", "text": "..."}]
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          return bad_field(param, fmt::format("'{}.content' parts must be text parts", param));
+        }
+        content += part["text"].get<std::string>();
+      }
+    } else if (m.contains("content") && !m["content"].is_null()) {
+      return bad_field(param, fmt::format("'{}.content' must be a string or an array of text parts", param));
+    }
+    out->messages.push_back({m["role"].get<std::string>(), std::move(content)});
+  }
+  return std::nullopt;
+}
+
+std::optional<HttpError> read_prompt(const json& body, int vocab_size, CompletionRequest* out) {
+  if (!body.contains("prompt")) return bad_field("prompt", "'prompt' is required");
+  const json* prompt = &body["prompt"];
+  if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) prompt = &(*prompt)[0];
+  if (prompt->is_string()) {
+    out->prompt = prompt->get<std::string>();
+    if (out->prompt.empty()) return bad_field("prompt", "'prompt' is empty");
+    return std::nullopt;
+  }
+  if (prompt->is_array() && !prompt->empty()) {  // token ids
+    std::vector<int32_t> tokens;
+    for (const json& t : *prompt) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
+        return bad_field("prompt", fmt::format("'prompt' token ids must be integers in [0, {})", vocab_size));
+      }
+      tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    out->prompt_tokens = std::move(tokens);
+    return std::nullopt;
+  }
+  return bad_field("prompt", "'prompt' must be a string, one string in an array, or an array of token ids");
+}
+
+}  // namespace
+
+std::string error_json(const HttpError& e) {
+  return json{{"error",
+               {{"message", e.message},
+                {"type", e.type},
+                {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::variant<CompletionRequest, HttpError> parse_request(std::string_view body, bool chat, int default_max_tokens,
+                                                         int vocab_size) {
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return bad_field("", "the body is not valid JSON");
+  if (!parsed.is_object()) return bad_field("", "the body must be a JSON object");
+  CompletionRequest request;
+  request.chat = chat;
+  request.max_tokens = default_max_tokens;
+  try {
+    if (auto e = read_sampling(parsed, &request)) return *e;
+    if (auto e = chat ? read_messages(parsed, &request) : read_prompt(parsed, vocab_size, &request)) return *e;
+  } catch (const json::exception& e) {  // a value that passed its type check but not a conversion
+    return bad_field("", fmt::format("a field has a value hxrt cannot read: {}", e.what()));
+  }
+  return request;
+}
+
+}  // namespace hxrt::serve

@@ -1,0 +1,54 @@
+// Request: the body of POST /v1/chat/completions or /v1/completions, parsed and checked before anything runs.
+//
+// Every field hxrt serves is read with its type and range checked; a bad one is an HttpError naming it (OpenAI's
+// `param`), never an exception or a crash. Fields hxrt does not serve are refused when they would change the result
+// (n > 1, presence/frequency penalties) and ignored otherwise, as OpenAI's clients send some by default. The prompt
+// stays text (or token ids) here: the server tokenizes it. Separate from the server so that the parser can be fuzzed
+// alone (tests/fuzz/fuzz_serve_request.cc).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "hxrt/llm/sampler.h"
+#include "hxrt/llm/tokenizer.h"
+
+namespace hxrt::serve {
+
+// An answer other than 200, with OpenAI's error object.
+struct HttpError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;
+  std::string code;
+};
+// {"error": {"message", "type", "param", "code"}} as JSON text.
+std::string error_json(const HttpError& error);
+
+struct CompletionRequest {
+  bool chat = false;
+  std::vector<llm::ChatMessage> messages;  // chat: at least one
+  std::string prompt;                      // completions: text, unless prompt_tokens is set
+  std::optional<std::vector<int32_t>> prompt_tokens;
+  int max_tokens = 16;
+  llm::SamplingParams sampling;            // within SamplingParams::validate's ranges
+  std::vector<std::string> stops;          // non-empty strings
+  bool stream = false;
+  bool include_usage = false;              // stream_options.include_usage
+  bool ignore_eos = false;                 // llama-server's extension
+};
+
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxTokensLimit = 1 << 20;
+
+// `vocab_size` bounds token-id prompts. `default_max_tokens` applies when the body has none.
+std::variant<CompletionRequest, HttpError> parse_request(std::string_view body, bool chat, int default_max_tokens,
+                                                         int vocab_size);
+
+}  // namespace hxrt::serve

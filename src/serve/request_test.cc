@@ -1,0 +1,76 @@
+// The server's request parser: OpenAI's fields read with their types and ranges, errors naming the field.
+#include "serve/request.h"
+
+#include <gtest/gtest.h>
+
+namespace hxrt::serve {
+namespace {
+
+CompletionRequest ok(std::string_view body, bool chat) {
+  auto parsed = parse_request(body, chat, 256, 1000);
+  if (const auto* e = std::get_if<HttpError>(&parsed)) ADD_FAILURE() << body << ": " << e->message;
+  return std::holds_alternative<CompletionRequest>(parsed) ? std::get<CompletionRequest>(parsed) : CompletionRequest{};
+}
+
+HttpError bad(std::string_view body, bool chat) {
+  auto parsed = parse_request(body, chat, 256, 1000);
+  EXPECT_TRUE(std::holds_alternative<HttpError>(parsed)) << body;
+  return std::holds_alternative<HttpError>(parsed) ? std::get<HttpError>(parsed) : HttpError{};
+}
+
+TEST(RequestTest, ReadsTheFieldsOfAChatRequest) {
+  const CompletionRequest r = ok(R"({"model": "x", "messages": [{"role": "system", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+      "max_completion_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 4, "min_p": 0.1, "seed": 42,
+      "stop": ["x", ""], "stream": true, "stream_options": {"include_usage": true}, "user": "ignored"})", true);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].role, "user");
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 4);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.stops, std::vector<std::string>{"x"}) << "empty stop strings are dropped";
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.sampling.validate().ok());
+  EXPECT_EQ(ok(R"({"messages": [{"role": "user", "content": "hi"}]})", true).max_tokens, 256) << "the default";
+  EXPECT_FLOAT_EQ(ok(R"({"messages": [{"role": "user", "content": "hi"}]})", true).sampling.temperature, 1.0f);
+}
+
+TEST(RequestTest, ReadsCompletionPromptsAsTextOrTokens) {
+  EXPECT_EQ(ok(R"({"prompt": "once"})", false).prompt, "once");
+  EXPECT_EQ(ok(R"({"prompt": ["once"]})", false).prompt, "once");
+  const CompletionRequest tokens = ok(R"({"prompt": [1, 2, 999], "ignore_eos": true})", false);
+  ASSERT_TRUE(tokens.prompt_tokens.has_value());
+  EXPECT_EQ(*tokens.prompt_tokens, (std::vector<int32_t>{1, 2, 999}));
+  EXPECT_TRUE(tokens.ignore_eos);
+  EXPECT_EQ(bad(R"({"prompt": [1, 1000]})", false).param, "prompt") << "outside the vocabulary";
+  EXPECT_EQ(bad(R"({"prompt": ""})", false).param, "prompt");
+  EXPECT_EQ(bad(R"({"max_tokens": 3})", false).param, "prompt");
+}
+
+TEST(RequestTest, BadFieldsAreNamed) {
+  EXPECT_NE(bad("{not json", true).message.find("not valid JSON"), std::string::npos);
+  EXPECT_EQ(bad("[1]", true).message, "the body must be a JSON object");
+  const char* user = R"("messages": [{"role": "user", "content": "hi"}])";
+  for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("temperature": 2.5)", "temperature"}, {R"("temperature": "hot")", "temperature"},
+           {R"("top_p": 0)", "top_p"}, {R"("top_k": -1)", "top_k"}, {R"("max_tokens": -1)", "max_tokens"},
+           {R"("max_tokens": 1.5)", "max_tokens"}, {R"("n": 2)", "n"}, {R"("presence_penalty": 0.5)", "presence_penalty"},
+           {R"("stop": 3)", "stop"}, {R"("stop": [1])", "stop"}, {R"("stream": "yes")", "stream"},
+           {R"("seed": "x")", "seed"}, {R"("stream_options": 1)", "stream_options"}}) {
+    const HttpError e = bad("{" + std::string(user) + ", " + field + "}", true);
+    EXPECT_EQ(e.param, param) << field << ": " << e.message;
+    EXPECT_EQ(e.status, 400);
+  }
+  EXPECT_EQ(bad(R"({"messages": []})", true).param, "messages");
+  EXPECT_EQ(bad(R"({"messages": [{"content": "no role"}]})", true).param, "messages[0]");
+  EXPECT_EQ(bad(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true).param, "messages[0]");
+  const std::string json = error_json(HttpError{.message = "m", .param = "p"});
+  EXPECT_EQ(json, R"({"error":{"code":null,"message":"m","param":"p","type":"invalid_request_error"}})");
+}
+
+}  // namespace
+}  // namespace hxrt::serve
