@@ -78,6 +78,9 @@ std::string Metrics::render() const {
       "hxrt_kv_blocks{{state=\"used\"}} {}\nhxrt_kv_blocks{{state=\"free\"}} {}\n"
       "hxrt_kv_blocks{{state=\"reclaimable\"}} {}\n",
       gauges_.kv_blocks_used, gauges_.kv_blocks_free, gauges_.kv_blocks_reclaimable);
+  out += "# HELP hxrt_preemptions_total Sequences preempted (KV budget) and later recomputed.\n";
+  out += "# TYPE hxrt_preemptions_total counter\n";
+  out += fmt::format("hxrt_preemptions_total {}\n", gauges_.preemptions);
   out += "# HELP hxrt_time_to_first_token_seconds From a request's arrival to its first generated token.\n";
   out += "# TYPE hxrt_time_to_first_token_seconds histogram\n";
   ttft_.render("hxrt_time_to_first_token_seconds", &out);

@@ -34,6 +34,7 @@ struct Gauges {
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_free = 0;
   int64_t kv_blocks_reclaimable = 0;
+  uint64_t preemptions = 0;  // the engine's, since start (a counter)
 };
 
 class Metrics {

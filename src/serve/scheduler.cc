@@ -150,7 +150,8 @@ void Scheduler::loop() {
                                .waiting = engine.waiting(),
                                .kv_blocks_used = kv.used_blocks,
                                .kv_blocks_free = kv.free_blocks,
-                               .kv_blocks_reclaimable = kv.reclaimable_blocks});
+                               .kv_blocks_reclaimable = kv.reclaimable_blocks,
+                               .preemptions = engine.stats().preemptions});
   }
   // Stopping: whatever still runs is cancelled and its handler told.
   for (const auto& [id, job] : jobs_) {
