@@ -80,7 +80,9 @@ def start(side: str, args) -> tuple[subprocess.Popen, str]:
     else:
         cmd = [args.peer_python, "-m", "llama_cpp.server", "--model", args.model, "--host", "127.0.0.1",
                "--port", str(port), "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads),
-               "--n_ctx", str(args.kv_tokens)]
+               "--n_ctx", str(args.kv_tokens),
+               # By default a new request interrupts the stream in progress; a server under load must queue it.
+               "--interrupt_requests", "False"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     wait_ready(url, proc)
@@ -109,11 +111,18 @@ def load(url: str, clients: int, requests_per_client: int, max_tokens: int) -> d
     results: list[dict] = []
     lock = threading.Lock()
 
+    errors = []
+
     def client_loop(index: int) -> None:
         with httpx.Client() as client:
             for r in range(requests_per_client):
                 prompt = PROMPTS[(index * requests_per_client + r) % len(PROMPTS)]
-                result = one_request(client, url, prompt, max_tokens)
+                try:
+                    result = one_request(client, url, prompt, max_tokens)
+                except httpx.HTTPError as e:  # counted: a failed request is not a finished one
+                    with lock:
+                        errors.append(repr(e))
+                    continue
                 with lock:
                     results.append(result)
 
@@ -132,7 +141,7 @@ def load(url: str, clients: int, requests_per_client: int, max_tokens: int) -> d
 
     return {"requests_per_s": len(results) / wall, "tokens_per_s": sum(r["tokens"] for r in results) / wall,
             "ttft_p50": pct(ttfts, 0.5), "ttft_p99": pct(ttfts, 0.99), "itl_p50": pct(itls, 0.5),
-            "itl_p99": pct(itls, 0.99), "wall_s": wall, "requests": len(results)}
+            "itl_p99": pct(itls, 0.99), "wall_s": wall, "requests": len(results), "errors": len(errors)}
 
 
 def main() -> int:
@@ -163,7 +172,7 @@ def main() -> int:
                 runs.setdefault((side, clients), []).append(m)
                 print(f"{side:9s} clients={clients:2d} rep={rep}: {m['requests_per_s']:.2f} req/s "
                       f"{m['tokens_per_s']:.1f} tok/s ttft p50 {m['ttft_p50'] * 1e3:.0f} ms "
-                      f"itl p50 {m['itl_p50'] * 1e3:.1f} ms", file=sys.stderr, flush=True)
+                      f"itl p50 {m['itl_p50'] * 1e3:.1f} ms, {m['errors']} failed requests", file=sys.stderr, flush=True)
 
     def med(side, clients, key):
         return statistics.median(r[key] for r in runs[(side, clients)])
@@ -174,8 +183,8 @@ def main() -> int:
         cpu = match.group(1) if match else cpu
     print(f"\nCPU: {cpu}, {os.cpu_count()} cores; threads {args.threads}; {args.reps} reps; "
           f"{args.requests_per_client} requests/client, max_tokens {args.max_tokens}\n")
-    print("| clients | side | req/s | tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| clients | side | req/s | tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | failed |")
+    print("|---|---|---|---|---|---|---|---|---|")
     table = []
     for clients in args.clients:
         for side in ("hxrt", "llama.cpp"):
@@ -184,14 +193,14 @@ def main() -> int:
             table.append({"side": side, "clients": clients, **row})
             print(f"| {clients} | {side} | {row['requests_per_s']:.2f} | {row['tokens_per_s']:.1f} | "
                   f"{row['ttft_p50'] * 1e3:.0f} | {row['ttft_p99'] * 1e3:.0f} | {row['itl_p50'] * 1e3:.1f} | "
-                  f"{row['itl_p99'] * 1e3:.1f} |")
+                  f"{row['itl_p99'] * 1e3:.1f} | {sum(r['errors'] for r in runs[(side, clients)])} |")
         h = {k: med("hxrt", clients, k) for k in ("requests_per_s", "tokens_per_s", "ttft_p50", "ttft_p99",
                                                   "itl_p50", "itl_p99")}
         p = {k: med("llama.cpp", clients, k) for k in h}
         print(f"| {clients} | ratio | {h['requests_per_s'] / p['requests_per_s']:.2f}x | "
               f"{h['tokens_per_s'] / p['tokens_per_s']:.2f}x | {p['ttft_p50'] / h['ttft_p50']:.2f}x | "
               f"{p['ttft_p99'] / h['ttft_p99']:.2f}x | {p['itl_p50'] / h['itl_p50']:.2f}x | "
-              f"{p['itl_p99'] / h['itl_p99']:.2f}x |")
+              f"{p['itl_p99'] / h['itl_p99']:.2f}x | |")
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as f:
