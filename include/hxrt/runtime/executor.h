@@ -89,7 +89,7 @@ class Executor {
  public:
   // Tilings cached per (kernel, shapes, params) before the cache is emptied at the start of the next run. A decoder
   // whose steps see ever new batch shapes would otherwise grow it without bound (an entry per node per shape).
-  static constexpr size_t kTilingCacheCapacity = 16384;
+  static constexpr size_t kTilingCacheCapacity = 4096;
 
   // The session and plan must outlive the executor. Uploads (or maps) the weights. A plan with a heterogeneous
   // split (plan->fallback_device()) also needs a session on a device of the fallback's kind, which then runs the
