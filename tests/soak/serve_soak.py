@@ -37,12 +37,14 @@ def default_model() -> str:
     return os.environ.get("HXRT_TEST_MODEL") or os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
-def rss_kib(pid: int) -> float:
+def rss_kib(pid: int) -> tuple[float, float]:
+    """(resident anonymous memory, resident file pages: the memory-mapped model), KiB."""
+    values = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return float(line.split()[1])
-    return 0.0
+            if line.startswith(("RssAnon:", "RssFile:")):
+                values[line.split(":")[0]] = float(line.split()[1])
+    return values.get("RssAnon", 0.0), values.get("RssFile", 0.0)
 
 
 def slope(points):
@@ -169,13 +171,18 @@ def main() -> int:
                for name in ("hxrt_generation_tokens_total", "hxrt_preemptions_total")}
     proc.terminate()
     code = proc.wait(timeout=60)
-    warm = [p for p in samples if p[0] >= wall / 5]
+    warm_anon = [(t, anon) for t, (anon, _) in samples if t >= wall / 5]
+    warm_file = [(t, file) for t, (_, file) in samples if t >= wall / 5]
     report = {**stats, "seconds": round(wall, 1), "requests_per_s": round(stats["requests"] / wall, 2),
               "generated_tokens": counter["hxrt_generation_tokens_total"],
               "preemptions": counter["hxrt_preemptions_total"],
-              "rss_start_mib": round(samples[0][1] / 1024, 1) if samples else None,
-              "rss_end_mib": round(samples[-1][1] / 1024, 1) if samples else None,
-              "rss_slope_kib_per_min": round(slope(warm) * 60, 1), "server_exit": code, "stalled": stalled}
+              "rss_start_mib": round(sum(samples[0][1]) / 1024, 1) if samples else None,
+              "rss_end_mib": round(sum(samples[-1][1]) / 1024, 1) if samples else None,
+              "anon_start_mib": round(samples[0][1][0] / 1024, 1) if samples else None,
+              "anon_end_mib": round(samples[-1][1][0] / 1024, 1) if samples else None,
+              "anon_slope_kib_per_min": round(slope(warm_anon) * 60, 1),
+              "file_slope_kib_per_min": round(slope(warm_file) * 60, 1),
+              "server_exit": code, "stalled": stalled}
     print(json.dumps(report))
     for f in failures[:10]:
         print("serve_soak:", f, file=sys.stderr)
