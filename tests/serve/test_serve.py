@@ -232,7 +232,9 @@ def test_sigterm_drains_requests_in_flight():
 
     worker = threading.Thread(target=request)
     worker.start()
-    time.sleep(0.3)
+    deadline = time.time() + 60
+    while time.time() < deadline and s.metrics().get("hxrt_sequences_running", 0) < 1:
+        time.sleep(0.02)  # SIGTERM once the request is in the batch, not before it arrived
     s.proc.send_signal(signal.SIGTERM)
     worker.join(timeout=120)
     assert s.proc.wait(timeout=60) == 0
