@@ -56,6 +56,8 @@ void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kerne
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   command.add_flag("--no-fusion", flags.no_fusion, "Do not apply fusion patterns");
+  command.add_flag("--no-verify-weights", flags.no_verify_weights,
+                   "Do not check the weights against their checksums at load (faster for large files)");
   command.add_flag("--tune", flags.tune,
                    "Measure every compatible kernel of a node on the device and choose the fastest (once per shape "
                    "bucket; see --timing-cache)");
@@ -103,7 +105,8 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     forced.push_back(std::move(f));
   }
 
-  HXRT_ASSIGN_OR_RETURN(graph::Graph graph, formats::read_graph_file(flags.graph_path));
+  HXRT_ASSIGN_OR_RETURN(graph::Graph graph,
+                        formats::read_graph_file(flags.graph_path, {.verify_weights = !flags.no_verify_weights}));
   loaded->loaded = GraphStats::of(graph);
   const auto original_targets = targets_of(graph);
   for (const ForcedKernel& f : forced) {

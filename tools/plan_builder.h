@@ -28,10 +28,11 @@ struct PlanFlags {
   std::vector<std::string> tune_dims;      // "SYMBOL=N": symbolic dims while measuring
   bool no_fallback = false;                // a node without a kernel on the device is an error
   std::vector<std::string> fallback_ops;   // op types placed on the CPU fallback anyway
+  bool no_verify_weights = false;          // skip the weights' checksums at load (speed)
 };
 
 // Registers GRAPH, --device, --streams, --no-fusion, --tune, --timing-cache, --tune-dim, --no-fallback,
-// --fallback-op and (when `with_force_kernel`) --force-kernel on `command`.
+// --fallback-op, --no-verify-weights and (when `with_force_kernel`) --force-kernel on `command`.
 void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kernel);
 
 // --snapshot-on-error DIR and --check-numerics, shared by `run` and `profile`.

@@ -12,7 +12,7 @@
 namespace hxrt::runtime {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options) {
-  HXRT_ASSIGN_OR_RETURN(graph::Graph graph, formats::read_graph_file(path));
+  HXRT_ASSIGN_OR_RETURN(graph::Graph graph, formats::read_graph_file(path, {.verify_weights = options.verify_weights}));
   Result<std::unique_ptr<Model>> model = create(std::move(graph), options);
   if (!model.ok()) return std::move(model).take_status().with_context(fmt::format("loading graph file '{}'", path));
   return model;

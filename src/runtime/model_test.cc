@@ -7,10 +7,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 #include "hxrt/formats/graph_file.h"
 #include "hxrt/formats/npy.h"
@@ -233,6 +236,24 @@ TEST(ModelTest, BadFilesDevicesAndInputsAreClearErrors) {
   // The model runs on after the rejected calls.
   Result<TensorMap> outputs = (*model)->run({{"x", x}});
   EXPECT_TRUE(outputs.ok()) << outputs.status().to_string();
+}
+
+TEST(ModelTest, AFlippedBitInAWeightIsDataLossAtLoad) {
+  std::ifstream in(kExamples + "mlp.hxrt", std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 1000u);
+  bytes[bytes.size() - 100] ^= 0x10;  // inside the weight section, the file's last part
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("hxrt_flipped_" + std::to_string(::getpid()) + ".hxrt");
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  Result<std::unique_ptr<Model>> verified = Model::load(path.string());
+  ASSERT_FALSE(verified.ok());
+  EXPECT_EQ(verified.status().code(), StatusCode::kDataLoss) << verified.status().to_string();
+  EXPECT_NE(verified.status().to_string().find("checksum"), std::string::npos) << verified.status().to_string();
+  ModelOptions fast;
+  fast.verify_weights = false;  // the caller's choice: loads, with the flipped weight
+  EXPECT_TRUE(Model::load(path.string(), fast).ok());
+  std::filesystem::remove(path);
 }
 
 }  // namespace

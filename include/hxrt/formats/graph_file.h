@@ -35,8 +35,9 @@
 // `keepalive`, so the weights are never copied and the mapping lives as long as any graph (or clone) using it.
 // Every field is checked before it is used: a truncated or corrupted file yields DataLoss, a file this reader
 // does not understand (bad magic, newer version, unknown flags or dtype) InvalidArgument, each naming the field
-// and, where it has one, the file offset. The weights themselves are covered by per-tensor checksums that are
-// verified only on request (GraphFileReadOptions::verify_weights), since verifying reads every page.
+// and, where it has one, the file offset. The weights themselves are covered by per-tensor checksums, verified at
+// read by default so that a flipped bit in a weight is DataLoss at load; GraphFileReadOptions::verify_weights = false
+// skips it for speed (verifying reads every page of the weights once).
 // The file must not be truncated while mapped (a POSIX mapping turns that into SIGBUS).
 //
 // Thread-safety: the functions are reentrant; distinct calls may run concurrently.
@@ -61,7 +62,7 @@ inline constexpr uint64_t kGraphFileAlignment = 64;  // of the weight section an
 
 struct GraphFileReadOptions {
   // Checks every initializer's bytes against its stored checksum (reads all weights; DataLoss on a mismatch).
-  bool verify_weights = false;
+  bool verify_weights = true;
 };
 
 // Writes `graph` (which must pass validate() and hold no graph::kLatestVersion node: InvalidArgument) to `path`, atomically: a temporary file beside it is renamed over it.

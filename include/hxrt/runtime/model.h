@@ -52,6 +52,8 @@ struct ModelOptions {
   // Borrowed drivers (they must outlive the Model). Null: the Model registers the built-in ones.
   const hal::DriverRegistry* drivers = nullptr;
   std::string name = "model";  // names the sessions ("model", "model-fallback")
+  // load(): check the weights against the file's checksums (a flipped bit is DataLoss at load); false skips it.
+  bool verify_weights = true;
 };
 
 class Model {
