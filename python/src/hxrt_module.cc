@@ -341,21 +341,15 @@ NB_MODULE(_hxrt, m) {
     hxrt::hal::DriverRegistry drivers;
     check(hxrt::hal::register_builtin_drivers(drivers));
     nb::list out;
-    for (hxrt::hal::Driver* driver : drivers.drivers()) {
-      if (!driver->available().ok()) continue;
-      hxrt::Result<std::vector<hxrt::hal::DeviceInfo>> found = driver->enumerate();
-      if (!found.ok()) continue;
-      for (const hxrt::hal::DeviceInfo& d : *found) {
-        const std::string kind(hxrt::hal::device_kind_name(d.kind));
-        nb::dict info;
-        info["name"] = kind + ":" + std::to_string(d.ordinal);
-        info["kind"] = kind;
-        info["description"] = d.name;
-        info["memory_bytes"] = d.memory_bytes;
-        info["compute_units"] = d.compute_units;
-        info["host_addressable"] = d.host_addressable;
-        out.append(info);
-      }
+    for (const hxrt::hal::DeviceInfo& d : drivers.available_devices()) {
+      nb::dict info;
+      info["name"] = hxrt::hal::device_spec(d);
+      info["kind"] = std::string(hxrt::hal::device_kind_name(d.kind));
+      info["description"] = d.name;
+      info["memory_bytes"] = d.memory_bytes;
+      info["compute_units"] = d.compute_units;
+      info["host_addressable"] = d.host_addressable;
+      out.append(info);
     }
     return out;
   });

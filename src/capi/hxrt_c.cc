@@ -236,14 +236,7 @@ namespace {
 Result<std::vector<hxrt::hal::DeviceInfo>> all_devices() {
   hxrt::hal::DriverRegistry drivers;
   HXRT_RETURN_IF_ERROR(hxrt::hal::register_builtin_drivers(drivers));
-  std::vector<hxrt::hal::DeviceInfo> devices;
-  for (hxrt::hal::Driver* driver : drivers.drivers()) {
-    if (!driver->available().ok()) continue;
-    Result<std::vector<hxrt::hal::DeviceInfo>> found = driver->enumerate();
-    if (!found.ok()) continue;
-    devices.insert(devices.end(), found->begin(), found->end());
-  }
-  return devices;
+  return drivers.available_devices();
 }
 }  // namespace
 
@@ -263,10 +256,9 @@ hxrt_status hxrt_device_get(size_t index, hxrt_device_info* info) {
     if (index >= devices.size()) return hxrt::out_of_range("device {} of {}", index, devices.size());
     const hxrt::hal::DeviceInfo& d = devices[index];
     *info = hxrt_device_info{};
-    const std::string_view kind = hxrt::hal::device_kind_name(d.kind);
-    copy_field(info->name, sizeof(info->name), fmt::format("{}:{}", kind, d.ordinal));
+    copy_field(info->name, sizeof(info->name), hxrt::hal::device_spec(d));
     copy_field(info->description, sizeof(info->description), d.name);
-    copy_field(info->kind, sizeof(info->kind), kind);
+    copy_field(info->kind, sizeof(info->kind), hxrt::hal::device_kind_name(d.kind));
     info->memory_bytes = d.memory_bytes;
     info->compute_units = d.compute_units;
     info->host_addressable = d.host_addressable ? 1 : 0;
@@ -694,7 +686,6 @@ hxrt_status hxrt_llm_chat(hxrt_llm* llm, const char* const* roles, const char* c
     if (message_count == 0) return hxrt::invalid_argument("a chat needs at least one message");
     if (roles == nullptr) return null_argument("roles");
     if (contents == nullptr) return null_argument("contents");
-    *generation = hxrt_generation{};
     std::vector<hxrt::llm::ChatMessage> messages;
     for (size_t i = 0; i < message_count; ++i) {
       if (roles[i] == nullptr || contents[i] == nullptr)

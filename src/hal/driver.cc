@@ -35,6 +35,16 @@ std::vector<Driver*> DriverRegistry::drivers() const {
   return out;
 }
 
+std::vector<DeviceInfo> DriverRegistry::available_devices() const {
+  std::vector<DeviceInfo> devices;
+  for (const auto& driver : drivers_) {
+    if (!driver->available().ok()) continue;
+    Result<std::vector<DeviceInfo>> found = driver->enumerate();
+    if (found.ok()) devices.insert(devices.end(), found->begin(), found->end());
+  }
+  return devices;
+}
+
 Result<std::unique_ptr<Device>> DriverRegistry::open(std::string_view spec) const {
   std::string_view name = spec;
   int ordinal = 0;

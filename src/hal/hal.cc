@@ -20,6 +20,10 @@ std::string_view device_kind_name(DeviceKind kind) {
   return "unknown";
 }
 
+std::string device_spec(const DeviceInfo& info) {
+  return std::string(device_kind_name(info.kind)) + ":" + std::to_string(info.ordinal);
+}
+
 std::string_view memory_kind_name(MemoryKind kind) {
   switch (kind) {
     case MemoryKind::kDevice: return "device";

@@ -133,34 +133,27 @@ Result<RequestId> Engine::submit(Request request) {
   return id;
 }
 
+// Records the result and drops the sequence from the running or waiting list that holds it (destroying it).
 void Engine::finish(Sequence& seq, FinishReason reason, Status status) {
   if (cache_->contains(seq.id)) cache_->release(seq.id).ignore();
   seq.result.finish = reason;
   seq.result.status = std::move(status);
   finished_.push_back(std::move(seq.result));
-  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s.get() == &seq; });
-  if (it != running_.end()) running_.erase(it);
-}
-
-void Engine::finish_waiting(std::deque<std::unique_ptr<Sequence>>::iterator it, FinishReason reason,
-                            Status status) {
-  Sequence& seq = **it;
-  if (cache_->contains(seq.id)) cache_->release(seq.id).ignore();
-  seq.result.finish = reason;
-  seq.result.status = std::move(status);
-  finished_.push_back(std::move(seq.result));
-  waiting_.erase(it);
+  const auto is_seq = [&](const auto& s) { return s.get() == &seq; };
+  if (auto it = std::find_if(running_.begin(), running_.end(), is_seq); it != running_.end()) {
+    running_.erase(it);
+  } else if (auto w = std::find_if(waiting_.begin(), waiting_.end(), is_seq); w != waiting_.end()) {
+    waiting_.erase(w);
+  }
 }
 
 Status Engine::cancel(RequestId id) {
-  auto waiting = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& s) { return s->id == id; });
-  if (waiting != waiting_.end()) {
-    finish_waiting(waiting, FinishReason::kCancelled, Status());
-    return ok_status();
-  }
-  auto running = std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s->id == id; });
-  if (running == running_.end()) return not_found("cancel: request {} is not waiting or running", id);
-  finish(**running, FinishReason::kCancelled);
+  const auto has_id = [&](const auto& s) { return s->id == id; };
+  Sequence* seq = nullptr;
+  if (auto it = std::find_if(running_.begin(), running_.end(), has_id); it != running_.end()) seq = it->get();
+  if (auto it = std::find_if(waiting_.begin(), waiting_.end(), has_id); it != waiting_.end()) seq = it->get();
+  if (seq == nullptr) return not_found("cancel: request {} is not waiting or running", id);
+  finish(*seq, FinishReason::kCancelled);
   return ok_status();
 }
 
@@ -171,16 +164,10 @@ void Engine::expire_deadlines() {
     return deadline_exceeded("request {} passed its deadline ({} of {} new tokens generated)", seq.id,
                              seq.result.tokens.size(), seq.request.max_new_tokens);
   };
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (expired(**it)) {
-      const auto index = it - waiting_.begin();
-      finish_waiting(it, FinishReason::kDeadline, status(**it));
-      it = waiting_.begin() + index;
-    } else {
-      ++it;
-    }
-  }
   std::vector<Sequence*> late;
+  for (const auto& s : waiting_) {
+    if (expired(*s)) late.push_back(s.get());
+  }
   for (const auto& s : running_) {
     if (expired(*s)) late.push_back(s.get());
   }
@@ -259,7 +246,6 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
       finish(seq, FinishReason::kError,
              out_of_memory("the KV cache budget of {} blocks × {} tokens cannot hold request {} ({} tokens)",
                                 cache_->num_blocks(), cache_->block_size(), seq.id, seq.tokens.size()));
-      waiting_.pop_front();
       continue;
     }
     HXRT_ASSIGN_OR_RETURN(const int32_t cached, cache_->add_sequence(seq.id, seq.tokens));

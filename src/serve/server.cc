@@ -20,6 +20,13 @@ using nlohmann::json;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
+// The error of a job that ended in kError or kCancelled: 503 when the KV budget could not hold it, else 500.
+HttpError job_failure(const Job& job) {
+  return HttpError{.status = job.status.code() == StatusCode::kOutOfMemory ? 503 : 500,
+                   .message = job.status.ok() ? "the request was cancelled" : job.status.to_string(),
+                   .type = "server_error"};
+}
+
 std::string finish_reason(JobEnd end) {
   return end == JobEnd::kLength ? "length" : "stop";
 }
@@ -120,11 +127,7 @@ struct Server::Impl {
     job->wait_pieces(&pieces, std::chrono::milliseconds(0));
     for (const std::string& p : pieces) text += p;
     if (job->end == JobEnd::kError || job->end == JobEnd::kCancelled) {
-      const bool overloaded = job->status.code() == StatusCode::kOutOfMemory;
-      return reply_error(res, endpoint,
-                         HttpError{.status = overloaded ? 503 : 500,
-                                   .message = job->status.ok() ? "the request was cancelled" : job->status.to_string(),
-                                   .type = "server_error"});
+      return reply_error(res, endpoint, job_failure(*job));
     }
     json choice =
         chat ? json{{"index", 0},
@@ -188,10 +191,7 @@ struct Server::Impl {
           }
           if (!done) return true;
           if (job->end == JobEnd::kError || job->end == JobEnd::kCancelled) {
-            const HttpError e{.status = 500,
-                              .message = job->status.ok() ? "the request was cancelled" : job->status.to_string(),
-                              .type = "server_error"};
-            if (!send("data: " + error_json(e) + "\n\n")) return false;
+            if (!send("data: " + error_json(job_failure(*job)) + "\n\n")) return false;
           } else {
             if (!send(chunk(chat ? json::object() : json(""), finish_reason(job->end)))) return false;
             if (include_usage) {

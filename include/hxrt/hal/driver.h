@@ -46,6 +46,9 @@ class DriverRegistry {
   // NotFound lists the registered names.
   Result<Driver*> find(std::string_view name) const;
   std::vector<Driver*> drivers() const;
+  // Every device of every available driver, in registration order; a driver whose library is absent, or whose
+  // enumeration fails, contributes none (its status is the driver's available()).
+  std::vector<DeviceInfo> available_devices() const;
   // Opens "cpu", "cpu:0", "opencl:1", ...
   Result<std::unique_ptr<Device>> open(std::string_view spec) const;
 

@@ -40,6 +40,8 @@ struct DeviceInfo {
   double timestamp_resolution_ns = 1.0;
   std::vector<std::string> features;  // "avx512f", "cl_khr_fp16", "sm_90", ...
 };
+// "cpu:0", "opencl:1": the spec DriverRegistry::open and Session::create take for this device.
+std::string device_spec(const DeviceInfo& info);
 
 // Durations and timeouts. Timestamps are nanoseconds on the host's steady clock; backends with their own device
 // clocks map device time onto it, so every record in one trace shares one clock.

@@ -164,7 +164,6 @@ class Engine {
   bool reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEntry>& batch, Status* failure);
   void preempt(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, Status status = Status());
-  void finish_waiting(std::deque<std::unique_ptr<Sequence>>::iterator it, FinishReason reason, Status status);
   void expire_deadlines();
 
   runtime::Session& session_;
