@@ -83,9 +83,9 @@ class KernelTunerTest : public testing::Test {
 
 TEST_F(KernelTunerTest, MeasuredPolicyPicksTheFasterKernelAndTheSavedCacheSkipsMeasuring) {
   // A slow custom Relu outranks the built-in ReluF32 (priority 0): only measuring can prefer the built-in one.
-  ASSERT_TRUE(kernels_.add(relu_kernel("ReluSlow", 100, std::chrono::microseconds(3000))).ok());
+  ASSERT_TRUE(kernels_.add(relu_kernel("ReluSlow", 100, std::chrono::microseconds(10000))).ok());
   ops::TimingCache cache;
-  Result<std::unique_ptr<KernelTuner>> tuner = KernelTuner::create(session_->device(), cache, {.repetitions = 3});
+  Result<std::unique_ptr<KernelTuner>> tuner = KernelTuner::create(session_->device(), cache, {.repetitions = 5});
   ASSERT_TRUE(tuner.ok()) << tuner.status().to_string();
   Result<std::unique_ptr<ExecutionPlan>> plan = build(graph(Dim(16)), tuner->get());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
@@ -152,7 +152,7 @@ TEST_F(KernelTunerTest, MeasuredPolicyPicksTheFasterKernelAndTheSavedCacheSkipsM
 }
 
 TEST_F(KernelTunerTest, SymbolicShapesAreMeasuredAtTheGivenDimsOrSkipped) {
-  ASSERT_TRUE(kernels_.add(relu_kernel("ReluSlow", 100, std::chrono::microseconds(2000))).ok());
+  ASSERT_TRUE(kernels_.add(relu_kernel("ReluSlow", 100, std::chrono::microseconds(10000))).ok());
   ops::TimingCache cache;
   Result<std::unique_ptr<KernelTuner>> unbound = KernelTuner::create(session_->device(), cache);
   ASSERT_TRUE(unbound.ok());
@@ -165,7 +165,7 @@ TEST_F(KernelTunerTest, SymbolicShapesAreMeasuredAtTheGivenDimsOrSkipped) {
   EXPECT_EQ(cache.size(), 0u);
 
   Result<std::unique_ptr<KernelTuner>> bound =
-      KernelTuner::create(session_->device(), cache, {.repetitions = 3, .dims = {{"n", 2}}});
+      KernelTuner::create(session_->device(), cache, {.repetitions = 5, .dims = {{"n", 2}}});
   ASSERT_TRUE(bound.ok());
   plan = build(graph(Dim::symbol("n")), bound->get());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
@@ -176,9 +176,9 @@ TEST_F(KernelTunerTest, SymbolicShapesAreMeasuredAtTheGivenDimsOrSkipped) {
 TEST_F(KernelTunerTest, AKernelThatFailsWhenMeasuredNeverWins) {
   // The fastest candidate (no work at all) fails on these shapes; the built-in one wins.
   ASSERT_TRUE(kernels_.add(relu_kernel("ReluBroken", 100, std::chrono::microseconds(0), /*fail=*/true)).ok());
-  ASSERT_TRUE(kernels_.add(relu_kernel("ReluSlow", 50, std::chrono::microseconds(1000))).ok());
+  ASSERT_TRUE(kernels_.add(relu_kernel("ReluSlow", 50, std::chrono::microseconds(10000))).ok());
   ops::TimingCache cache;
-  Result<std::unique_ptr<KernelTuner>> tuner = KernelTuner::create(session_->device(), cache, {.repetitions = 2});
+  Result<std::unique_ptr<KernelTuner>> tuner = KernelTuner::create(session_->device(), cache, {.repetitions = 5});
   ASSERT_TRUE(tuner.ok());
   Result<std::unique_ptr<ExecutionPlan>> plan = build(graph(Dim(8)), tuner->get());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
