@@ -1,23 +1,41 @@
 #include "hxrt/base/thread_pool.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
-#include <memory>
 
 #include "hxrt/base/check.h"
+#include "hxrt/base/spin.h"
 
 namespace hxrt {
 namespace {
 
 // Chunks per thread: more than one evens out imbalance between chunks and between busy and idle threads.
 constexpr int64_t kChunksPerThread = 4;
+// Polls between clock reads and yields while spinning (Note [Spinning pool]).
+constexpr int kPollsPerCheck = 64;
 
-// State of one parallel_for, shared with helper tasks that may start after the call has returned (they then find
-// no chunk left and exit without touching the body).
-struct Job {
+// Polls done() for at most `spin`; true when it became true.
+template <typename Done>
+bool spin_until(Done done, std::chrono::microseconds spin) {
+  if (spin.count() <= 0) return done();
+  const auto end = std::chrono::steady_clock::now() + spin;
+  for (;;) {
+    for (int i = 0; i < kPollsPerCheck; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= end) return done();
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
+
+// State of one parallel_for, shared with workers that may pick it up after the call has returned (they then find
+// no chunk left and drop it without touching the body).
+struct ThreadPool::Job {
   void* ctx;
-  void (*fn)(void*, int64_t, int64_t);
+  Trampoline fn;
   int64_t n;
   int64_t chunk;
   int64_t chunks;
@@ -26,7 +44,10 @@ struct Job {
   std::mutex mutex;
   std::condition_variable finished;
 
-  // Runs chunks until none is left; returns how many this thread ran.
+  bool has_chunks() const { return next.load(std::memory_order_relaxed) < chunks; }
+  bool complete() const { return done.load(std::memory_order_acquire) == chunks; }
+
+  // Runs chunks until none is left.
   void run_chunks() {
     int64_t ran = 0;
     for (;;) {
@@ -43,9 +64,8 @@ struct Job {
   }
 };
 
-}  // namespace
-
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads, std::chrono::microseconds spin)
+    : num_threads_(std::max(1, num_threads)), spin_(std::max(std::chrono::microseconds{0}, spin)) {
   workers_.reserve(static_cast<size_t>(num_threads_ - 1));
   for (int i = 0; i + 1 < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -68,17 +88,32 @@ int ThreadPool::default_thread_count() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+std::shared_ptr<ThreadPool::Job> ThreadPool::runnable_job_locked() const {
+  for (const std::shared_ptr<Job>& job : jobs_) {
+    if (job->has_chunks()) return job;
+  }
+  return nullptr;
+}
+
 void ThreadPool::worker_loop() {
   for (;;) {
-    std::function<void()> task;
+    // Read before looking for a job: a job posted after the look changes it, so the spin below sees it.
+    const uint64_t seen = posted_.load(std::memory_order_acquire);
+    std::shared_ptr<Job> job;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-      if (tasks_.empty()) return;  // stopping and drained
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      std::lock_guard<std::mutex> lock(mutex_);
+      job = runnable_job_locked();
+      if (job == nullptr && stopping_) return;
     }
-    task();
+    if (job != nullptr) {
+      job->run_chunks();
+      continue;
+    }
+    if (spin_until([&] { return posted_.load(std::memory_order_acquire) != seen; }, spin_)) continue;
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++sleeping_;
+    wake_.wait(lock, [&] { return stopping_ || runnable_job_locked() != nullptr; });
+    --sleeping_;
   }
 }
 
@@ -98,19 +133,23 @@ void ThreadPool::parallel_for_impl(int64_t n, int64_t grain, void* ctx, Trampoli
   job->chunk = (n + max_chunks - 1) / max_chunks;
   job->chunks = (n + job->chunk - 1) / job->chunk;
   const int64_t helpers = std::min<int64_t>(job->chunks - 1, static_cast<int64_t>(workers_.size()));
+  int64_t to_wake = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (int64_t i = 0; i < helpers; ++i) tasks_.emplace_back([job] { job->run_chunks(); });
+    jobs_.push_back(job);
+    posted_.fetch_add(1, std::memory_order_release);
+    to_wake = std::min<int64_t>(helpers, sleeping_);
   }
-  if (helpers == 1) {
-    wake_.notify_one();
-  } else {
-    wake_.notify_all();
-  }
+  for (int64_t i = 0; i < to_wake; ++i) wake_.notify_one();
   job->run_chunks();
-  if (job->done.load(std::memory_order_acquire) == job->chunks) return;
+  {
+    // Every chunk is claimed now: no worker needs to find this job any more.
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
+  }
+  if (spin_until([&] { return job->complete(); }, spin_)) return;
   std::unique_lock<std::mutex> lock(job->mutex);
-  job->finished.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == job->chunks; });
+  job->finished.wait(lock, [&] { return job->complete(); });
 }
 
 }  // namespace hxrt

@@ -5,16 +5,11 @@
 
 #include "hxrt/base/check.h"
 #include "hxrt/base/logging.h"
+#include "hxrt/base/spin.h"
 #include "hxrt/hal/device.h"
 
 namespace hxrt::hal {
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 int64_t to_ms(Duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
@@ -121,8 +116,8 @@ void HostQueuedStream::worker_loop() {
         fail_locked(std::move(status));
       }
       command = Command{};  // release buffers, callback and signal before reporting completion
-      completed_.fetch_add(1, std::memory_order_seq_cst);
-      if (sync_waiters_.load(std::memory_order_seq_cst) > 0) {
+      const uint64_t completed = completed_.fetch_add(1, std::memory_order_seq_cst) + 1;
+      if (completed >= wake_at_.load(std::memory_order_seq_cst)) {
         std::lock_guard<std::mutex> lock(mutex_);
         idle_cv_.notify_all();
       }
@@ -315,7 +310,10 @@ Status HostQueuedStream::synchronize(Duration timeout) {
   spin_until([&] { return completed_.load(std::memory_order_acquire) >= target; }, timeout);
   std::unique_lock<std::mutex> lock(mutex_);
   if (completed_.load(std::memory_order_acquire) < target) {
-    ++sync_waiters_;
+    // Published before the predicate reads completed_ (both seq_cst): either the worker sees this target after its
+    // increment, or the predicate sees the increment.
+    sync_targets_.push_back(target);
+    wake_at_.store(*std::min_element(sync_targets_.begin(), sync_targets_.end()), std::memory_order_seq_cst);
     const auto done = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
     bool finished = true;
     if (timeout == kInfinite) {
@@ -323,7 +321,9 @@ Status HostQueuedStream::synchronize(Duration timeout) {
     } else {
       finished = idle_cv_.wait_until(lock, deadline.when(), done);
     }
-    --sync_waiters_;
+    sync_targets_.erase(std::find(sync_targets_.begin(), sync_targets_.end(), target));
+    wake_at_.store(sync_targets_.empty() ? UINT64_MAX : *std::min_element(sync_targets_.begin(), sync_targets_.end()),
+                   std::memory_order_seq_cst);
     if (!finished) {
       return deadline_exceeded("stream '{}' did not finish {} pending command(s) within {} ms", name(),
                                target - completed_.load(), to_ms(timeout));

@@ -140,7 +140,10 @@ class HostQueuedStream : public Stream {
   bool worker_sleeping_ = false;             // guarded by mutex_
   bool stopping_ = false;                    // guarded by mutex_
   std::shared_ptr<EventSignal> waiting_on_;  // guarded by mutex_; the signal a kWait is blocked on
-  std::atomic<int> sync_waiters_{0};         // synchronize() callers blocked on idle_cv_
+  std::vector<uint64_t> sync_targets_;       // guarded by mutex_; what each synchronize() blocked on idle_cv_ awaits
+  // The smallest of sync_targets_ (UINT64_MAX when none): the worker wakes the waiters only once completed_ reaches
+  // it, not after every command (a decode step is ~600 commands).
+  std::atomic<uint64_t> wake_at_{UINT64_MAX};
 
   std::atomic<uint64_t> enqueued_{0};
   std::atomic<uint64_t> completed_{0};

@@ -88,7 +88,7 @@ class CpuDevice final : public Device {
  public:
   CpuDevice(Driver* driver, DeviceInfo info, const CpuDriverOptions& options)
       : Device(driver, std::move(info)),
-        pool_(options.num_threads > 0 ? options.num_threads : ThreadPool::default_thread_count()),
+        pool_(options.num_threads > 0 ? options.num_threads : ThreadPool::default_thread_count(), options.pool_spin),
         spin_(options.worker_spin) {}
 
   DeviceMemoryStats memory_stats() const override { return counters_.stats(); }

@@ -1,11 +1,11 @@
 // CPU kernels of the LLM ops (docs/ops.md, "LLM ops"): GatherRows and PagedAttention.
 //
-// PagedAttention works per (sequence, kv head): it widens the sequence's cached keys and values of that head to
-// f32 once (K, V [ctx, head_dim]) and serves every query head of the group and every token of the sequence from
-// them. Each token's output is a fixed sequence of float operations over its own sequence's cache — dot products
-// with eight partial sums combined in a fixed order, a max-subtracted softmax summed left to right, V accumulated
-// left to right — so it does not depend on which other sequences or tokens share the launch (Note [Batch
-// invariance] in quant_matmul.h): prefill, decode and batched decode agree bit for bit.
+// PagedAttention works per (sequence, query head), one task each, reading the cached keys and values where they lie
+// (an f16 cache is widened eight values at a time inside the dot product and the accumulation, never copied). Each
+// token's output is a fixed sequence of float operations over its own sequence's cache — dot products with eight
+// partial sums combined in a fixed order, a max-subtracted softmax summed left to right, V accumulated left to
+// right — so it does not depend on which other sequences or tokens share the launch (Note [Batch invariance] in
+// quant_matmul.h): prefill, decode and batched decode agree bit for bit.
 
 #include <immintrin.h>
 
@@ -105,15 +105,56 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(float p, const float* x, floa
   for (; d < n; ++d) y[d] += p * x[d];
 }
 
+// The same operations with b (x) an f16 row, widened exactly on the fly: bit-identical to widening it first.
+float dot_f16_scalar(const float* a, const uint16_t* b, int64_t n) {
+  float partial[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) partial[j] += a[i + j] * f16_to_f32(b[i + j]);
+  }
+  for (; i < n; ++i) partial[i % 8] += a[i] * f16_to_f32(b[i]);
+  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+         ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+}
+
+void axpy_f16_scalar(float p, const uint16_t* x, float* y, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) y[d] += p * f16_to_f32(x[d]);
+}
+
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+__attribute__((target("avx2,fma,f16c"))) float dot_f16_avx2(const float* a, const uint16_t* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16x8(b + i), acc);
+  alignas(32) float partial[8];
+  _mm256_store_ps(partial, acc);
+  for (; i < n; ++i) partial[i % 8] += a[i] * f16_to_f32(b[i]);
+  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+         ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+}
+
+__attribute__((target("avx2,fma,f16c"))) void axpy_f16_avx2(float p, const uint16_t* x, float* y, int64_t n) {
+  const __m256 pv = _mm256_set1_ps(p);
+  int64_t d = 0;
+  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(y + d, _mm256_fmadd_ps(pv, load_f16x8(x + d), _mm256_loadu_ps(y + d)));
+  for (; d < n; ++d) y[d] += p * f16_to_f32(x[d]);
+}
+
 struct AttentionIsa {
   float (*dot)(const float*, const float*, int64_t);
   void (*axpy)(float, const float*, float*, int64_t);
+  float (*dot_f16)(const float*, const uint16_t*, int64_t);
+  void (*axpy_f16)(float, const uint16_t*, float*, int64_t);
 };
 
 const AttentionIsa& attention_isa() {
-  static const AttentionIsa isa = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                                      ? AttentionIsa{dot_avx2, axpy_avx2}
-                                      : AttentionIsa{dot_scalar, axpy_scalar};
+  static const AttentionIsa isa =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")
+          ? AttentionIsa{dot_avx2, axpy_avx2, dot_f16_avx2, axpy_f16_avx2}
+          : AttentionIsa{dot_scalar, axpy_scalar, dot_f16_scalar, axpy_f16_scalar};
   return isa;
 }
 
@@ -124,15 +165,6 @@ void store_row(DType dtype, const float* src, int64_t n, std::byte* dst) {
   }
   auto* p = reinterpret_cast<uint16_t*>(dst);
   for (int64_t i = 0; i < n; ++i) p[i] = f32_to_f16(src[i]);
-}
-
-void load_row(DType dtype, const std::byte* src, int64_t n, float* dst) {
-  if (dtype == DType::kF32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    return;
-  }
-  const auto* p = reinterpret_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(p[i]);
 }
 
 // Shapes: q [T, H, D], k/v [T, G, D], caches [L, NB, BS, G, D], block_tables [S, MB], token_seq/positions [T].
@@ -205,7 +237,7 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
     }
   });
 
-  // 2. Attend, one task per (sequence, kv head).
+  // 2. Attend, one task per (sequence, query head).
   std::vector<std::vector<int64_t>> tokens_of(static_cast<size_t>(n_seqs));  // (n_seqs) token indices
   for (int64_t t = 0; t < n_tokens; ++t) tokens_of[static_cast<size_t>(seq_of[t])].push_back(t);
   std::vector<int64_t> active;
@@ -216,51 +248,54 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
   const float scale = params.scale != 0.0f ? params.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float* pq = q.data<const float>();
   float* py = out.data<float>();
-  const auto n_tasks = static_cast<int64_t>(active.size()) * n_kv;
+  const auto n_tasks = static_cast<int64_t>(active.size()) * n_heads;
   const AttentionIsa& isa = attention_isa();
   // Note [Half-precision products]: with an f16 cache the products are those of a half-precision GEMM, as in
   // llama.cpp: the query enters q·k, and the probabilities enter p·v, rounded to f16; sums stay f32.
   const bool half_products = cache_type == DType::kF16;
   ctx.pool().parallel_for(n_tasks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> keys, values, scores, query;  // (ctx, head_dim), (ctx, head_dim), (ctx), (head_dim)
+    std::vector<float> scores, query;  // (ctx), (head_dim)
+    std::vector<int64_t> rows;         // (ctx) byte offset of each position's (slot, kv head) row
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t s = active[static_cast<size_t>(task / n_kv)];
-      const int64_t g = task % n_kv;
+      const int64_t s = active[static_cast<size_t>(task / n_heads)];
+      const int64_t h = task % n_heads;
+      const int64_t g = h / group;
       const int64_t n_ctx = context[static_cast<size_t>(s)];
-      keys.resize(static_cast<size_t>(n_ctx * head_dim));
-      values.resize(static_cast<size_t>(n_ctx * head_dim));
       scores.resize(static_cast<size_t>(n_ctx));
-      for (int64_t j = 0; j < n_ctx; ++j) {
-        const int64_t offset = slot_of(s, j) * slot_bytes + g * row_bytes;
-        load_row(cache_type, kc + offset, head_dim, keys.data() + j * head_dim);
-        load_row(cache_type, vc + offset, head_dim, values.data() + j * head_dim);
-      }
+      rows.resize(static_cast<size_t>(n_ctx));
+      for (int64_t j = 0; j < n_ctx; ++j) rows[static_cast<size_t>(j)] = slot_of(s, j) * slot_bytes + g * row_bytes;
       for (int64_t t : tokens_of[static_cast<size_t>(s)]) {
         const int64_t n_visible = pos_of[t] + 1;
-        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          const float* qh = pq + (t * n_heads + h) * head_dim;
+        const float* qh = pq + (t * n_heads + h) * head_dim;
+        if (half_products) {
+          query.assign(qh, qh + head_dim);
+          for (float& x : query) x = f16_to_f32(f32_to_f16(x));
+          qh = query.data();
+        }
+        float max_score = -INFINITY;
+        for (int64_t j = 0; j < n_visible; ++j) {
+          const std::byte* key = kc + rows[static_cast<size_t>(j)];
+          const float score = half_products ? isa.dot_f16(qh, reinterpret_cast<const uint16_t*>(key), head_dim)
+                                            : isa.dot(qh, reinterpret_cast<const float*>(key), head_dim);
+          scores[static_cast<size_t>(j)] = score * scale;
+          max_score = std::max(max_score, scores[static_cast<size_t>(j)]);
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < n_visible; ++j) {
+          scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - max_score);
+          sum += scores[static_cast<size_t>(j)];
+        }
+        const float inv = 1.0f / sum;
+        float* yh = py + (t * n_heads + h) * head_dim;
+        std::fill(yh, yh + head_dim, 0.0f);
+        for (int64_t j = 0; j < n_visible; ++j) {
+          float p = scores[static_cast<size_t>(j)] * inv;
+          const std::byte* value = vc + rows[static_cast<size_t>(j)];
           if (half_products) {
-            query.assign(qh, qh + head_dim);
-            for (float& x : query) x = f16_to_f32(f32_to_f16(x));
-            qh = query.data();
-          }
-          float max_score = -INFINITY;
-          for (int64_t j = 0; j < n_visible; ++j) {
-            scores[static_cast<size_t>(j)] = isa.dot(qh, keys.data() + j * head_dim, head_dim) * scale;
-            max_score = std::max(max_score, scores[static_cast<size_t>(j)]);
-          }
-          float sum = 0.0f;
-          for (int64_t j = 0; j < n_visible; ++j) {
-            scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - max_score);
-            sum += scores[static_cast<size_t>(j)];
-          }
-          const float inv = 1.0f / sum;
-          float* yh = py + (t * n_heads + h) * head_dim;
-          std::fill(yh, yh + head_dim, 0.0f);
-          for (int64_t j = 0; j < n_visible; ++j) {
-            float p = scores[static_cast<size_t>(j)] * inv;
-            if (half_products) p = f16_to_f32(f32_to_f16(p));
-            isa.axpy(p, values.data() + j * head_dim, yh, head_dim);
+            p = f16_to_f32(f32_to_f16(p));
+            isa.axpy_f16(p, reinterpret_cast<const uint16_t*>(value), yh, head_dim);
+          } else {
+            isa.axpy(p, reinterpret_cast<const float*>(value), yh, head_dim);
           }
         }
       }

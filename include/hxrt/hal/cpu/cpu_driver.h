@@ -17,6 +17,8 @@ struct CpuDriverOptions {
   int num_threads = 0;
   // How long an idle stream worker spins for new work before sleeping; trades CPU for launch latency.
   std::chrono::microseconds worker_spin{50};
+  // How long an idle intra-op pool thread polls for the next parallel loop before sleeping (Note [Spinning pool]).
+  std::chrono::microseconds pool_spin{200};
 };
 
 std::unique_ptr<Driver> make_cpu_driver(const CpuDriverOptions& options = {});
