@@ -19,6 +19,8 @@ void add_profile_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
 // Registers `hxrt chat`: an interactive chat with a GGUF model.
 void add_chat_command(CLI::App& app, int* exit_code);
+// Registers `hxrt perplexity`: a GGUF model's perplexity on a text file, as llama-perplexity measures it.
+void add_perplexity_command(CLI::App& app, int* exit_code);
 // Registers `hxrt serve`: the OpenAI-compatible HTTP server.
 void add_serve_command(CLI::App& app, int* exit_code);
 

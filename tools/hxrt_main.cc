@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   hxrt::tools::add_profile_command(app, &exit_code);
   hxrt::tools::add_generate_command(app, &exit_code);
   hxrt::tools::add_chat_command(app, &exit_code);
+  hxrt::tools::add_perplexity_command(app, &exit_code);
   hxrt::tools::add_serve_command(app, &exit_code);
   try {
     app.parse(argc, argv);

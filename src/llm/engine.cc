@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -22,6 +25,18 @@ std::string_view finish_reason_name(FinishReason reason) {
   }
   return "?";
 }
+
+namespace {
+
+// log softmax(row)[target], in double precision.
+double log_softmax_at(std::span<const float> row, int32_t target) {
+  const float max_logit = *std::max_element(row.begin(), row.end());
+  double sum = 0.0;
+  for (float x : row) sum += std::exp(static_cast<double>(x) - max_logit);
+  return static_cast<double>(row[static_cast<size_t>(target)]) - max_logit - std::log(sum);
+}
+
+}  // namespace
 
 struct Engine::Sequence {
   RequestId id = -1;
@@ -124,7 +139,10 @@ Result<RequestId> Engine::submit(Request request) {
   seq->result.id = seq->id;
   seq->result.prompt_tokens = static_cast<int>(seq->tokens.size());
   const RequestId id = seq->id;
-  if (seq->request.max_new_tokens == 0) {
+  if (seq->request.prompt_logprobs) {
+    seq->result.prompt_logprobs.assign(seq->tokens.size() - 1, std::numeric_limits<double>::quiet_NaN());
+  }
+  if (seq->request.max_new_tokens == 0 && !seq->request.prompt_logprobs) {
     seq->result.finish = FinishReason::kLength;
     finished_.push_back(std::move(seq->result));
     return id;
@@ -287,14 +305,19 @@ Status Engine::step(hal::Duration timeout) {
   }
   std::vector<int32_t> tokens, positions, token_seq, logit_rows;
   std::vector<int32_t> tables(batch.size() * max_blocks, -1);
+  // Logits rows per entry: its last token's (sampling), or every row of a scored prompt chunk (the last one last).
+  std::vector<int64_t> last_logit_row(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     const BatchEntry& e = batch[i];
+    const bool scored = e.seq->request.prompt_logprobs;
     for (int32_t j = 0; j < e.count; ++j) {
       tokens.push_back(e.seq->tokens[static_cast<size_t>(e.start + j)]);
       positions.push_back(e.start + j);
       token_seq.push_back(static_cast<int32_t>(i));
+      if (scored && j + 1 < e.count) logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
     }
     logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    last_logit_row[i] = static_cast<int64_t>(logit_rows.size()) - 1;
     std::copy(seq_tables[i].begin(), seq_tables[i].end(), tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
   }
   runtime::TensorMap inputs;
@@ -316,15 +339,33 @@ Status Engine::step(hal::Duration timeout) {
   const std::vector<float> logits = outputs->at(decoder::kLogits).to_f32();  // (batch, vocab)
 
   uint64_t prefill = 0, decode = 0;
+  const auto logits_row = [&](int64_t r) {
+    return std::span<const float>(logits).subspan(static_cast<size_t>(r * config_.vocab_size),
+                                                  static_cast<size_t>(config_.vocab_size));
+  };
   for (size_t i = 0; i < batch.size(); ++i) {
     Sequence& seq = *batch[i].seq;
     HXRT_RETURN_IF_ERROR(cache_->commit(seq.id));
+    if (seq.request.prompt_logprobs) {
+      // Rows first_row .. last_logit_row[i] are the chunk's positions start .. start + count - 1.
+      const int64_t first_row = last_logit_row[i] - (batch[i].count - 1);
+      for (int32_t j = 0; j < batch[i].count; ++j) {
+        const int32_t p = batch[i].start + j;
+        if (p + 1 >= seq.result.prompt_tokens) break;
+        seq.result.prompt_logprobs[static_cast<size_t>(p)] =
+            log_softmax_at(logits_row(first_row + j), seq.tokens[static_cast<size_t>(p + 1)]);
+      }
+    }
     seq.computed += batch[i].count;
     const bool decoding = seq.computed > seq.result.prompt_tokens && batch[i].count == 1 && !seq.result.tokens.empty();
     (decoding ? decode : prefill) += static_cast<uint64_t>(batch[i].count);
     if (seq.pending() > 0) continue;  // prompt chunk: no token yet
-    std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(i) * config_.vocab_size,
-                           logits.begin() + static_cast<std::ptrdiff_t>(i + 1) * config_.vocab_size);
+    if (seq.request.max_new_tokens == 0) {  // a scored prompt and nothing to generate
+      finish(seq, FinishReason::kLength);
+      continue;
+    }
+    const std::span<const float> last = logits_row(last_logit_row[i]);
+    std::vector<float> row(last.begin(), last.end());
     if (seq.request.return_logits) seq.result.logits.push_back(row);
     const int32_t token = seq.sampler.sample(row, seq.tokens);
     seq.tokens.push_back(token);

@@ -1,6 +1,8 @@
 #include "hxrt/llm/llm.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -147,6 +149,57 @@ Result<Generation> Llm::generate_tokens(std::vector<int32_t> prompt, const Gener
   generation.completion_tokens = static_cast<int>(result.tokens.size());
   generation.cached_prompt_tokens = result.cached_prompt_tokens;
   return generation;
+}
+
+Result<Perplexity> Llm::perplexity(std::string_view text, const PerplexityOptions& options) {
+  const int n_ctx = options.context;
+  if (n_ctx < 4 || n_ctx > engine_->config().context_length) {
+    return invalid_argument("perplexity: context {} must be in [4, {}] (the model's context)", n_ctx,
+                            engine_->config().context_length);
+  }
+  if (options.max_chunks < 0) return invalid_argument("perplexity: max_chunks {} must be >= 0", options.max_chunks);
+  HXRT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, tokenizer_->encode(text, EncodeOptions{.add_special = false}));
+  Perplexity out;
+  out.context = n_ctx;
+  out.text_tokens = static_cast<int64_t>(tokens.size());
+  int chunks = static_cast<int>(out.text_tokens / n_ctx);
+  if (options.max_chunks > 0) chunks = std::min(chunks, options.max_chunks);
+  if (chunks == 0) {
+    return invalid_argument("perplexity: the text has {} tokens, fewer than one chunk of {}", tokens.size(), n_ctx);
+  }
+  const int first = n_ctx / 2;
+  const auto start = std::chrono::steady_clock::now();
+  double nll = 0.0, nll2 = 0.0;
+  for (int c = 0; c < chunks; ++c) {
+    Request request;
+    request.prompt.assign(tokens.begin() + static_cast<std::ptrdiff_t>(c) * n_ctx,
+                          tokens.begin() + static_cast<std::ptrdiff_t>(c + 1) * n_ctx);
+    if (tokenizer_->add_bos() && tokenizer_->bos() != kNoToken) request.prompt[0] = tokenizer_->bos();
+    request.max_new_tokens = 0;
+    request.prompt_logprobs = true;
+    HXRT_ASSIGN_OR_RETURN(RequestResult result, engine_->generate(std::move(request)));
+    double chunk_nll = 0.0;
+    for (int i = first; i < n_ctx - 1; ++i) {
+      const double logprob = result.prompt_logprobs[static_cast<size_t>(i)];
+      if (std::isnan(logprob)) {
+        return internal_error("perplexity: chunk {} position {} was served from the prefix cache, not scored", c, i);
+      }
+      chunk_nll -= logprob;
+      nll2 += logprob * logprob;
+    }
+    nll += chunk_nll;
+    out.scored_tokens += n_ctx - 1 - first;
+    out.chunk_ppl.push_back(std::exp(chunk_nll / (n_ctx - 1 - first)));
+    ++out.chunks;
+    if (options.on_chunk) options.on_chunk(c, std::exp(nll / static_cast<double>(out.scored_tokens)));
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto n = static_cast<double>(out.scored_tokens);
+  out.mean_nll = nll / n;
+  out.ppl = std::exp(out.mean_nll);
+  const double variance = nll2 / n - out.mean_nll * out.mean_nll;
+  out.ppl_error = variance > 0.0 && n > 1.0 ? out.ppl * std::sqrt(variance / (n - 1.0)) : 0.0;
+  return out;
 }
 
 }  // namespace hxrt::llm

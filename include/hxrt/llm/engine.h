@@ -86,6 +86,10 @@ struct Request {
   std::vector<int32_t> stop_tokens;  // besides the engine's EOS tokens
   bool ignore_eos = false;
   bool return_logits = false;        // keep the logits row of every sampled step (tests, goldens)
+  // Score the prompt: RequestResult::prompt_logprobs gets log p(prompt[i + 1] | prompt[0..i]) for every i (the
+  // forward computes the logits of every prompt row; perplexity, OpenAI's echo + logprobs). With max_new_tokens = 0
+  // the request finishes after its prompt without sampling.
+  bool prompt_logprobs = false;
   // Called with each new token; return false to stop the request (FinishReason::kCallback).
   std::function<bool(RequestId, int32_t token)> on_token;
   // The request finishes with FinishReason::kDeadline at the first step that begins after this time, waiting or
@@ -102,6 +106,9 @@ struct RequestResult {
   int cached_prompt_tokens = 0; // reused through prefix sharing at (the last) admission
   int preemptions = 0;
   std::vector<std::vector<float>> logits;  // per sampled step, when return_logits
+  // When prompt_logprobs: prompt_tokens - 1 entries, [i] = log p(prompt[i + 1] | prompt[0..i]) (natural log). Rows
+  // whose K/V came from the prefix cache were not computed: NaN there (cached_prompt_tokens says how many).
+  std::vector<double> prompt_logprobs;
 };
 
 struct EngineStats {

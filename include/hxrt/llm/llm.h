@@ -76,6 +76,30 @@ struct Generation {
   int cached_prompt_tokens = 0;
 };
 
+// Perplexity of a text as llama.cpp's llama-perplexity measures it: the text's tokens (no BOS added) are cut into
+// chunks of `context` tokens (a tail shorter than a chunk is dropped); each chunk is evaluated from an empty cache,
+// its first token replaced by BOS when the model adds one; the second half of each chunk is scored
+// (-log p(t[i + 1] | t[0..i]) for i in [context/2, context - 1)), so every scored token has at least context/2 of
+// context. PPL = exp(mean NLL) over every scored token; its error is PPL · the standard error of that mean.
+struct PerplexityOptions {
+  int context = 512;   // tokens per chunk (>= 4, at most the model's context)
+  int max_chunks = 0;  // 0 = every whole chunk of the text
+  // Called after each chunk with its index and the PPL over the chunks so far (as llama-perplexity prints it).
+  std::function<void(int chunk, double ppl_so_far)> on_chunk;
+};
+
+struct Perplexity {
+  double ppl = 0.0;
+  double ppl_error = 0.0;  // PPL · stderr(NLL)
+  double mean_nll = 0.0;
+  int chunks = 0;
+  int context = 0;
+  int64_t text_tokens = 0;
+  int64_t scored_tokens = 0;
+  std::vector<double> chunk_ppl;  // each chunk's own PPL
+  double seconds = 0.0;           // evaluating (tokenizing excluded)
+};
+
 class Llm {
  public:
   // Opens the file (errors name it), reads its tokenizer, opens the device and builds the engine.
@@ -90,6 +114,10 @@ class Llm {
   Result<Generation> chat(std::span<const ChatMessage> messages, const GenerateOptions& options = {});
   // Generates from prompt tokens (the two above end here).
   Result<Generation> generate_tokens(std::vector<int32_t> prompt, const GenerateOptions& options = {});
+
+  // The model's perplexity on `text` (PerplexityOptions says how). InvalidArgument when the text has fewer tokens
+  // than one chunk.
+  Result<Perplexity> perplexity(std::string_view text, const PerplexityOptions& options = {});
 
   const std::string& model_path() const { return path_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
