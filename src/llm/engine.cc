@@ -337,6 +337,9 @@ Status Engine::step(hal::Duration timeout) {
     return status;
   }
   const std::vector<float> logits = outputs->at(decoder::kLogits).to_f32();  // (batch, vocab)
+  if (options_.trim_pool_after_tokens > 0 && n_tokens >= options_.trim_pool_after_tokens) {
+    session_.pool().release_cached();
+  }
 
   uint64_t prefill = 0, decode = 0;
   const auto logits_row = [&](int64_t r) {

@@ -72,6 +72,10 @@ struct EngineOptions {
   runtime::Session* fallback_session = nullptr;
   std::vector<std::string> fallback_ops;
   bool fuse = true;
+  // After a forward of at least this many tokens (a prefill), the session's pool gives its cached blocks back to
+  // the device: the next steps are decodes whose intermediates are a few hundred KiB, so holding the prefill's
+  // tens of MiB would only raise the process's resident memory. 0 = never.
+  int trim_pool_after_tokens = 128;
 };
 
 // kCancelled: Engine::cancel(). kDeadline: the request's deadline passed (its status is DeadlineExceeded; the tokens

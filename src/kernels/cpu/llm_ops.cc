@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -143,6 +144,91 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_f16_avx2(float p, const uint1
   for (; d < n; ++d) y[d] += p * f16_to_f32(x[d]);
 }
 
+// One query against an f16 cache, head_dim = 8·kVecs (Note [Attention fast path]): the same float operations as
+// the dot_f16 / softmax / axpy_f16 sequence below, key for key and lane for lane, so the results are bit-identical;
+// what changes is that four keys' dot products run side by side (their eight-lane sums reduced together by two
+// hadds, which pair the lanes exactly as dot_f16_avx2's reduction does) and y stays in registers over the keys.
+template <int kVecs>
+__attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, const std::byte* kc, const std::byte* vc,
+                                                              const int64_t* rows, int64_t n_visible, float scale,
+                                                              float* scores, float* y) {
+  constexpr int64_t kDim = 8 * kVecs;
+  __m256 qv[kVecs];
+  for (int i = 0; i < kVecs; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i);
+  const auto key = [&](int64_t j) { return reinterpret_cast<const uint16_t*>(kc + rows[j]); };
+  float max_score = -INFINITY;
+  int64_t j = 0;
+  for (; j + 4 <= n_visible; j += 4) {
+    const uint16_t* k0 = key(j);
+    const uint16_t* k1 = key(j + 1);
+    const uint16_t* k2 = key(j + 2);
+    const uint16_t* k3 = key(j + 3);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < kVecs; ++i) {
+      a0 = _mm256_fmadd_ps(qv[i], load_f16x8(k0 + 8 * i), a0);
+      a1 = _mm256_fmadd_ps(qv[i], load_f16x8(k1 + 8 * i), a1);
+      a2 = _mm256_fmadd_ps(qv[i], load_f16x8(k2 + 8 * i), a2);
+      a3 = _mm256_fmadd_ps(qv[i], load_f16x8(k3 + 8 * i), a3);
+    }
+    const __m256 pairs = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    const __m128 dots = _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
+    alignas(16) float d[4];
+    _mm_store_ps(d, dots);
+    for (int u = 0; u < 4; ++u) {
+      scores[j + u] = d[u] * scale;
+      max_score = std::max(max_score, scores[j + u]);
+    }
+  }
+  for (; j < n_visible; ++j) {
+    scores[j] = dot_f16_avx2(q, key(j), kDim) * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  float sum = 0.0f;
+  for (j = 0; j < n_visible; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  const float inv = 1.0f / sum;
+  // The probabilities at f16 precision, eight at a time (VCVTPS2PH rounds to nearest even, as f32_to_f16 does).
+  const __m256 inv8 = _mm256_set1_ps(inv);
+  for (j = 0; j + 8 <= n_visible; j += 8) {
+    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(scores + j), inv8);
+    _mm256_storeu_ps(scores + j, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+  }
+  for (; j < n_visible; ++j) scores[j] = f16_to_f32(f32_to_f16(scores[j] * inv));
+  __m256 acc[kVecs];
+  for (int i = 0; i < kVecs; ++i) acc[i] = _mm256_setzero_ps();
+  for (j = 0; j < n_visible; ++j) {
+    const __m256 p = _mm256_broadcast_ss(scores + j);
+    const auto* v = reinterpret_cast<const uint16_t*>(vc + rows[j]);
+    for (int i = 0; i < kVecs; ++i) acc[i] = _mm256_fmadd_ps(p, load_f16x8(v + 8 * i), acc[i]);
+  }
+  for (int i = 0; i < kVecs; ++i) _mm256_storeu_ps(y + 8 * i, acc[i]);
+}
+
+// HXRT_GENERIC_ATTENTION=1 turns the fast path off (read at every launch: tests compare the two bit for bit).
+bool generic_attention_only() {
+  const char* env = std::getenv("HXRT_GENERIC_ATTENTION");
+  return env != nullptr && env[0] == '1';
+}
+
+using AttendFn = void (*)(const float*, const std::byte*, const std::byte*, const int64_t*, int64_t, float, float*,
+                          float*);
+
+// The fast path for this head size on this CPU, or null (then the generic loops run).
+AttendFn attend_f16_fast(int64_t head_dim) {
+  static const bool supported =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (!supported) return nullptr;
+  static constexpr AttendFn kByVecs[] = {
+      &attend_f16_avx2<1>,  &attend_f16_avx2<2>,  &attend_f16_avx2<3>,  &attend_f16_avx2<4>,
+      &attend_f16_avx2<5>,  &attend_f16_avx2<6>,  &attend_f16_avx2<7>,  &attend_f16_avx2<8>,
+      &attend_f16_avx2<9>,  &attend_f16_avx2<10>, &attend_f16_avx2<11>, &attend_f16_avx2<12>,
+      &attend_f16_avx2<13>, &attend_f16_avx2<14>, &attend_f16_avx2<15>, &attend_f16_avx2<16>};
+  if (head_dim % 8 != 0 || head_dim < 8 || head_dim > 128) return nullptr;
+  return kByVecs[head_dim / 8 - 1];
+}
+
 struct AttentionIsa {
   float (*dot)(const float*, const float*, int64_t);
   void (*axpy)(float, const float*, float*, int64_t);
@@ -253,6 +339,7 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
   // Note [Half-precision products]: with an f16 cache the products are those of a half-precision GEMM, as in
   // llama.cpp: the query enters q·k, and the probabilities enter p·v, rounded to f16; sums stay f32.
   const bool half_products = cache_type == DType::kF16;
+  const AttendFn fast = half_products && !generic_attention_only() ? attend_f16_fast(head_dim) : nullptr;
   ctx.pool().parallel_for(n_tasks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores, query;  // (ctx), (head_dim)
     std::vector<int64_t> rows;         // (ctx) byte offset of each position's (slot, kv head) row
@@ -271,6 +358,10 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
           query.assign(qh, qh + head_dim);
           for (float& x : query) x = f16_to_f32(f32_to_f16(x));
           qh = query.data();
+          if (fast != nullptr) {
+            fast(qh, kc, vc, rows.data(), n_visible, scale, scores.data(), py + (t * n_heads + h) * head_dim);
+            continue;
+          }
         }
         float max_score = -INFINITY;
         for (int64_t j = 0; j < n_visible; ++j) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -146,9 +147,10 @@ struct Scenario {
 
 // Three sequences: a 7-token prefill from position 0, a 1-token decode at position 9, a 2-token chunk at 4..5;
 // the block tables use scattered block ids and the cache holds random history everywhere.
-Scenario mixed_scenario(DType cache_type, std::mt19937& rng) {
+Scenario mixed_scenario(DType cache_type, std::mt19937& rng, int64_t head_dim = 40) {
   Scenario sc;
   sc.cache_type = cache_type;
+  sc.head_dim = head_dim;
   sc.tables = {5, 2, -1, -1, -1,   // seq 0: positions 0..6
                7, 0, 11, -1, -1,   // seq 1: positions 0..9
                3, 9, -1, -1, -1};  // seq 2: positions 0..5
@@ -199,6 +201,24 @@ TEST(PagedAttentionTest, ATokensResultDoesNotDependOnTheRestOfTheBatch) {
   const std::vector<float> b = batched->outputs[0].to_f32(), s = single->outputs[0].to_f32();
   ASSERT_EQ(s.size(), static_cast<size_t>(q_row));
   EXPECT_EQ(0, std::memcmp(s.data(), b.data() + t * q_row, s.size() * sizeof(float))) << "bit-identical";
+}
+
+// Note [Attention fast path]: the f16 fast path computes exactly what the generic loops compute.
+TEST(PagedAttentionTest, TheFastPathIsBitIdenticalToTheGenericLoops) {
+  for (int64_t head_dim : {40, 64, 128}) {
+    std::mt19937 rng(static_cast<unsigned>(head_dim));
+    const Scenario sc = mixed_scenario(DType::kF16, rng, head_dim);
+    Result<testing::OpResult> fast = run_op(sc.call());
+    ASSERT_TRUE(fast.ok()) << fast.status().to_string();
+    ::setenv("HXRT_GENERIC_ATTENTION", "1", 1);
+    Result<testing::OpResult> generic = run_op(sc.call());
+    ::unsetenv("HXRT_GENERIC_ATTENTION");
+    ASSERT_TRUE(generic.ok()) << generic.status().to_string();
+    const std::vector<float> a = fast->outputs[0].to_f32(), b = generic->outputs[0].to_f32();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "head_dim " << head_dim;
+    EXPECT_LT(normalized_max_error(a, sc.reference()), 2e-6) << "head_dim " << head_dim;
+  }
 }
 
 TEST(PagedAttentionTest, BadBindingsAreErrorsNamingTheToken) {
