@@ -144,10 +144,13 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_f16_avx2(float p, const uint1
   for (; d < n; ++d) y[d] += p * f16_to_f32(x[d]);
 }
 
-// One query against an f16 cache, head_dim = 8·kVecs (Note [Attention fast path]): the same float operations as
-// the dot_f16 / softmax / axpy_f16 sequence below, key for key and lane for lane, so the results are bit-identical;
-// what changes is that four keys' dot products run side by side (their eight-lane sums reduced together by two
-// hadds, which pair the lanes exactly as dot_f16_avx2's reduction does) and y stays in registers over the keys.
+// Note [Attention fast path]
+// One query against an f16 cache, head_dim = 8·kVecs: the same float operations as the generic dot_f16 / softmax /
+// axpy_f16 sequence in compute_paged_attention, key for key and lane for lane, so the results are bit-identical
+// (PagedAttentionTest.TheFastPathIsBitIdenticalToTheGenericLoops); what changes is that four keys' dot products run
+// side by side (their eight-lane sums reduced together by two hadds, which pair the lanes exactly as
+// dot_f16_avx2's reduction does), the probabilities are rounded to f16 eight at a time, and y stays in registers
+// over the keys. HXRT_GENERIC_ATTENTION=1 runs the generic loops instead.
 template <int kVecs>
 __attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, const std::byte* kc, const std::byte* vc,
                                                               const int64_t* rows, int64_t n_visible, float scale,
