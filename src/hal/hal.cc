@@ -196,6 +196,19 @@ Status Stream::wait(Event& event, Duration timeout) {
   return do_wait(event, timeout);
 }
 
+Status Stream::begin_capture() {
+  return unimplemented("stream '{}' cannot capture command lists", name_);
+}
+
+Result<std::shared_ptr<const CapturedCommands>> Stream::end_capture(std::vector<std::string> /*labels*/) {
+  return failed_precondition("end_capture on stream '{}': not capturing", name_);
+}
+
+Status Stream::launch_captured(std::shared_ptr<const CapturedCommands> commands) {
+  if (!commands) return invalid_argument("launch_captured on stream '{}': no command list", name_);
+  return unimplemented("stream '{}' cannot replay command lists", name_);
+}
+
 // ---- Device ----
 
 Result<std::unique_ptr<Buffer>> Device::allocate(uint64_t bytes, MemoryKind kind) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "hxrt/base/check.h"
 #include "hxrt/base/logging.h"
@@ -66,10 +67,31 @@ void HostQueuedStream::fail_locked(Status error) {
   failed_.store(true, std::memory_order_release);
 }
 
+// A captured list: commands recorded by one stream, replayed by it (Note [Captured command lists]).
+struct HostQueuedStream::CapturedList final : CapturedCommands {
+  const HostQueuedStream* owner = nullptr;
+  std::vector<Command> commands;
+  std::vector<std::string> labels;  // empty, or one per command
+  size_t size() const override { return commands.size(); }
+};
+
 Status HostQueuedStream::enqueue(Command command, const std::function<void()>& on_enqueued) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_.load(std::memory_order_relaxed)) return sticky_error_locked();
   if (stopping_) return failed_precondition("stream '{}' is being destroyed", name());
+  if (capturing_) {
+    switch (command.kind) {
+      case CommandKind::kRecord:
+      case CommandKind::kWait:
+      case CommandKind::kCallback:
+      case CommandKind::kReplay:
+        return unimplemented(
+            "stream '{}' is capturing: event records, waits, host callbacks and replays cannot be "
+            "captured (Note [Captured command lists])",
+            name());
+      default: captured_.push_back(std::move(command)); return ok_status();
+    }
+  }
   queue_.push_back(std::move(command));
   enqueued_.fetch_add(1, std::memory_order_release);
   if (on_enqueued) on_enqueued();
@@ -147,8 +169,64 @@ Status HostQueuedStream::execute(Command& command) {
     case CommandKind::kCallback: command.callback(ok_status()); return ok_status();
     case CommandKind::kRecord: return record_now(command);
     case CommandKind::kWait: return execute_wait(command);
+    case CommandKind::kReplay: return execute_replay(*command.replay);
   }
   return internal_error("stream '{}': unknown command", name());
+}
+
+Status HostQueuedStream::execute_replay(const CapturedList& list) {
+  const size_t n = list.commands.size();
+  for (size_t k = 0; k < n; ++k) {
+    if (cancel_.load(std::memory_order_relaxed)) {
+      return aborted("stream '{}' was aborted during a replay, before command {} of {}", name(), k + 1, n);
+    }
+    // Replaying reads a command, never consumes it (launch arguments, views and payloads stay as captured).
+    if (Status status = execute(const_cast<Command&>(list.commands[k])); !status.ok()) {
+      return std::move(status).with_context(
+          fmt::format("command {} of {}{} of a captured list replayed on stream '{}'", k + 1, n,
+                      list.labels.empty() ? std::string() : fmt::format(" ({})", list.labels[k]), name()));
+    }
+  }
+  return ok_status();
+}
+
+Status HostQueuedStream::begin_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_.load(std::memory_order_relaxed)) return sticky_error_locked();
+  if (capturing_) return failed_precondition("begin_capture on stream '{}': already capturing", name());
+  capturing_ = true;
+  captured_.clear();
+  return ok_status();
+}
+
+Result<std::shared_ptr<const CapturedCommands>> HostQueuedStream::end_capture(std::vector<std::string> labels) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!capturing_) return failed_precondition("end_capture on stream '{}': not capturing", name());
+  capturing_ = false;
+  auto list = std::make_shared<CapturedList>();
+  list->owner = this;
+  list->commands = std::exchange(captured_, {});
+  if (!labels.empty() && labels.size() != list->commands.size()) {
+    return invalid_argument("end_capture on stream '{}': {} labels for {} captured commands", name(), labels.size(),
+                            list->commands.size());
+  }
+  list->labels = std::move(labels);
+  return std::shared_ptr<const CapturedCommands>(std::move(list));
+}
+
+bool HostQueuedStream::capturing() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return capturing_;
+}
+
+Status HostQueuedStream::launch_captured(std::shared_ptr<const CapturedCommands> commands) {
+  auto list = std::dynamic_pointer_cast<const CapturedList>(commands);
+  if (list == nullptr || list->owner != this) {
+    return invalid_argument("launch_captured on stream '{}': the list was captured by another stream", name());
+  }
+  Command command(CommandKind::kReplay);
+  command.replay = std::move(list);
+  return enqueue(std::move(command));
 }
 
 Status HostQueuedStream::record_now(Command& command) {

@@ -45,8 +45,15 @@ class HostQueuedStream : public Stream {
   void abort() final;
   Status reset() final;
 
+  // Note [Captured command lists] (stream.h).
+  Status begin_capture() final;
+  Result<std::shared_ptr<const CapturedCommands>> end_capture(std::vector<std::string> labels) final;
+  bool capturing() const final;
+  Status launch_captured(std::shared_ptr<const CapturedCommands> commands) final;
+
  protected:
-  enum class CommandKind : uint8_t { kLaunch, kCopy, kFill, kCallback, kRecord, kWait };
+  enum class CommandKind : uint8_t { kLaunch, kCopy, kFill, kCallback, kRecord, kWait, kReplay };
+  struct CapturedList;
 
   // Driver data resolved when a command is enqueued (OpenCL: cl_mem handles of the arguments).
   class DriverPayload {
@@ -78,6 +85,7 @@ class HostQueuedStream : public Stream {
     std::shared_ptr<EventSignal> signal;   // kRecord, kWait
     Duration timeout = kInfinite;          // kWait
     std::unique_ptr<DriverPayload> payload;  // set by prepare()
+    std::shared_ptr<const CapturedList> replay;  // kReplay
   };
 
   HostQueuedStream(Device* device, std::string name, HostQueuedStreamOptions options);
@@ -121,6 +129,7 @@ class HostQueuedStream : public Stream {
   // Runs one command; returns its failure (with context) or OK.
   Status execute(Command& command);
   Status execute_wait(Command& command);
+  Status execute_replay(const CapturedList& list);
   Status record_now(Command& command);
   // Completes a command that is skipped because the stream failed or was aborted.
   void skip(Command& command, const Status& error);
@@ -144,6 +153,9 @@ class HostQueuedStream : public Stream {
   // The smallest of sync_targets_ (UINT64_MAX when none): the worker wakes the waiters only once completed_ reaches
   // it, not after every command (a decode step is ~600 commands).
   std::atomic<uint64_t> wake_at_{UINT64_MAX};
+
+  bool capturing_ = false;         // guarded by mutex_
+  std::vector<Command> captured_;  // guarded by mutex_; what the capture in progress recorded
 
   std::atomic<uint64_t> enqueued_{0};
   std::atomic<uint64_t> completed_{0};

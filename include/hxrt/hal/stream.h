@@ -19,8 +19,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "hxrt/base/status.h"
 #include "hxrt/hal/buffer.h"
@@ -47,6 +49,23 @@ struct StreamState {
 // the same stream.
 using HostCallback = std::function<void(const Status&)>;
 
+// Note [Captured command lists]
+// A stream can record work once and replay it many times, as CUDA graphs and ACL model-run task lists do: between
+// begin_capture() and end_capture() the stream's launches, copies, fills and host callbacks are checked as usual
+// (a bad one fails its enqueue) and recorded in order instead of running; records, waits and host callbacks
+// cannot be captured (Unimplemented: cross-stream order and host work belong to the replaying caller).
+// launch_captured() enqueues the whole list as one command, which runs the recorded commands in order on the stream —
+// one queue operation instead of one per command, with no enqueue-side work per command. The first failing command
+// fails the stream as a launch would, its error saying which command of the list it was. What the commands name
+// (buffers, kernels, host memory, launch arguments) must stay valid, and unchanged in address, as long as the list may
+// be replayed: a replay's parameters are the contents of that memory. A list replays only on the stream that captured
+// it.
+class CapturedCommands {
+ public:
+  virtual ~CapturedCommands() = default;
+  virtual size_t size() const = 0;
+};
+
 class Stream {
  public:
   virtual ~Stream() = default;
@@ -70,6 +89,15 @@ class Stream {
   // record fails, this stream fails with its error. If it does not complete within `timeout` of the wait starting
   // on the device, this stream fails with DeadlineExceeded. FailedPrecondition for an event never recorded.
   Status wait(Event& event, Duration timeout = kInfinite);
+
+  // Note [Captured command lists]. Default: Unimplemented (the stream cannot capture; run the work directly).
+  virtual Status begin_capture();
+  // Ends the capture and returns what was recorded (an empty list when nothing was). `labels`, when given, names
+  // each recorded command (one per command): a replay's failure says which one failed. FailedPrecondition when not
+  // capturing; InvalidArgument when labels does not match the commands (the capture ends either way).
+  virtual Result<std::shared_ptr<const CapturedCommands>> end_capture(std::vector<std::string> labels = {});
+  virtual bool capturing() const { return false; }
+  virtual Status launch_captured(std::shared_ptr<const CapturedCommands> commands);
 
   // Blocks until all enqueued work ran; returns the sticky status, or DeadlineExceeded (work keeps running).
   virtual Status synchronize(Duration timeout = kInfinite) = 0;
