@@ -206,11 +206,7 @@ Result<std::shared_ptr<const CapturedCommands>> HostQueuedStream::end_capture(st
   auto list = std::make_shared<CapturedList>();
   list->owner = this;
   list->commands = std::exchange(captured_, {});
-  if (!labels.empty() && labels.size() != list->commands.size()) {
-    return invalid_argument("end_capture on stream '{}': {} labels for {} captured commands", name(), labels.size(),
-                            list->commands.size());
-  }
-  list->labels = std::move(labels);
+  if (labels.size() == list->commands.size()) list->labels = std::move(labels);
   return std::shared_ptr<const CapturedCommands>(std::move(list));
 }
 

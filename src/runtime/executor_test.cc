@@ -455,3 +455,82 @@ TEST_F(ExecutorTest, NodesKeepTheirGraphIdsThroughFusionInPlansTracesAndFailures
 
 }  // namespace
 }  // namespace hxrt::runtime
+
+namespace hxrt::runtime {
+namespace {
+
+// Note [Captured runs]: a capture replays what run() computes, bit for bit, for new input values of its shapes.
+TEST_F(ExecutorTest, ACapturedRunReplaysWhatRunComputesForNewInputs) {
+  for (const Dim& batch : {Dim(3), Dim::symbol("batch")}) {  // arena plan and pool plan
+    Result<std::unique_ptr<Executor>> executor = compile(mlp(batch));
+    ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+    Result<std::unique_ptr<Executor::Captured>> captured =
+        (*executor)->capture({{"x", HostTensor::random_f32({3, 8}, rng_)}});
+    ASSERT_TRUE(captured.ok()) << captured.status().to_string();
+    EXPECT_EQ((*captured)->launches(), (*executor)->plan().objects().size());
+    for (int rep = 0; rep < 4; ++rep) {
+      const HostTensor x = HostTensor::random_f32({3, 8}, rng_);
+      Result<TensorMap> replayed = (*executor)->replay(**captured, {{"x", x}});
+      ASSERT_TRUE(replayed.ok()) << replayed.status().to_string();
+      Result<TensorMap> ran = (*executor)->run({{"x", x}});  // runs in between do not disturb the capture
+      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+      const HostTensor& a = replayed->at("y");
+      const HostTensor& b = ran->at("y");
+      ASSERT_EQ(a.shape, (Shape{3, 4}));
+      EXPECT_EQ(a.bytes, b.bytes) << "bit-identical to run()";
+      expect_close(a.to_f32(), mlp_reference(x));
+    }
+    EXPECT_EQ((*executor)->stats().captures, 1u);
+    EXPECT_EQ((*executor)->stats().replays, 4u);
+    // Another shape is another capture.
+    Result<TensorMap> wrong = (*executor)->replay(**captured, {{"x", HostTensor::random_f32({4, 8}, rng_)}});
+    ASSERT_FALSE(wrong.ok());
+    EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(wrong.status().message().find("the capture was made for"), std::string::npos)
+        << wrong.status().to_string();
+    EXPECT_EQ((*executor)->replay(**captured, {}).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST_F(ExecutorTest, AFailureInAReplayNamesTheNodeAndTheCaptureStaysUsable) {
+  std::unique_ptr<ops::Registries> bundle = registries_with_failing_relu();
+  Result<std::unique_ptr<ExecutionPlan>> plan = ExecutionPlan::build(
+      mlp(Dim(2)), session_->device().info(), PlanContext{&schemas_, &bundle->kernels, &fusions_}, {.fuse = false});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  Result<std::unique_ptr<Executor>> executor =
+      Executor::create(*session_, std::shared_ptr<const ExecutionPlan>(std::move(plan).value()));
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  Result<std::unique_ptr<Executor::Captured>> captured =
+      (*executor)->capture({{"x", HostTensor::random_f32({2, 8}, rng_)}});
+  ASSERT_TRUE(captured.ok()) << captured.status().to_string();
+  for (int rep = 0; rep < 2; ++rep) {
+    Result<TensorMap> out = (*executor)->replay(**captured, {{"x", HostTensor::random_f32({2, 8}, rng_)}});
+    ASSERT_FALSE(out.ok());
+    const std::string message = out.status().to_string();
+    EXPECT_NE(message.find("injected failure"), std::string::npos) << message;
+    EXPECT_NE(message.find("node 'act' (Relu, kernel BrokenRelu)"), std::string::npos) << message;
+    EXPECT_NE(message.find("command 3 of 5"), std::string::npos) << message;
+  }
+  EXPECT_TRUE(session_->default_stream().status().ok()) << "the stream was reset";
+}
+
+TEST_F(ExecutorTest, PlansThatCannotBeCapturedSaySoAndRunNormally) {
+  // Two independent branches on two streams: cross-stream events cannot be captured.
+  graph::Graph g("branches");
+  ASSERT_TRUE(g.add_input("x", {DType::kF32, {4}}).ok());
+  add_node(g, "a", "Relu", {"x"}, "ya");
+  add_node(g, "b", "Sigmoid", {"x"}, "yb");
+  add_node(g, "join", "Add", {"ya", "yb"}, "y");
+  ASSERT_TRUE(g.mark_output("y").ok());
+  Result<std::unique_ptr<Executor>> executor = compile(std::move(g), PlanOptions{.max_streams = 2});
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  const HostTensor x = HostTensor::random_f32({4}, rng_);
+  Result<std::unique_ptr<Executor::Captured>> captured = (*executor)->capture({{"x", x}});
+  if ((*executor)->plan().num_streams() < 2) GTEST_SKIP() << "the planner used one stream";
+  ASSERT_FALSE(captured.ok());
+  EXPECT_EQ(captured.status().code(), StatusCode::kUnimplemented) << captured.status().to_string();
+  EXPECT_TRUE((*executor)->run({{"x", x}}).ok());
+}
+
+}  // namespace
+}  // namespace hxrt::runtime

@@ -3,6 +3,7 @@
 //
 //   BM_DispatchPerNode     a 10,000-node chain of tiny ops (Relu / Add on f32[16]): the executor's cost per node,
 //                          for the arena plan (static offsets) and the pool plan (refcounted blocks); ns_per_node.
+//   BM_Replay              the same chain captured once and replayed (Note [Captured runs]): ns_per_node.
 //   BM_ProfilerOverhead    the same chain with the profiler off and on (arena and pool plans): ns_per_launch; the
 //                          difference is what profiling costs per launch (events, records, pool events).
 //   BM_TwoBranches         two independent chains of 512x512 MatMuls joined at the end, max_streams 1 vs 2.
@@ -132,6 +133,34 @@ void BM_DispatchPerNode(benchmark::State& state) {
   state.SetLabel(state.range(0) == 1 ? "arena" : "pool");
 }
 BENCHMARK(BM_DispatchPerNode)->Arg(1)->Arg(0)->ArgName("arena")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same chain captured once and replayed (Note [Captured runs]): what a node costs when nothing per launch
+// happens on the host; range(0) as above.
+void BM_Replay(benchmark::State& state) {
+  Bench bench;
+  PlanOptions options;
+  options.fuse = false;
+  options.max_streams = 1;
+  options.static_memory_plan = state.range(0) == 1;
+  std::unique_ptr<Executor> executor = bench.compile(tiny_chain(bench), options);
+  const TensorMap inputs = {{"x", bench.random({16})}};
+  Result<std::unique_ptr<Executor::Captured>> captured = executor->capture(inputs);
+  if (!captured.ok()) {
+    state.SkipWithError(captured.status().to_string().c_str());
+    return;
+  }
+  const auto replay = [&] {
+    Result<TensorMap> out = executor->replay(**captured, inputs);
+    if (!out.ok()) state.SkipWithError(out.status().to_string().c_str());
+  };
+  replay();  // warm-up
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) replay();
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  state.counters["ns_per_node"] = ns / static_cast<double>(state.iterations()) / kChainNodes;
+  state.SetLabel(state.range(0) == 1 ? "arena" : "pool");
+}
+BENCHMARK(BM_Replay)->Arg(1)->Arg(0)->ArgName("arena")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // range(0): 1 = profiled (RunOptions::profile), 0 = not; range(1): 1 = arena plan, 0 = pool plan. The profiler is
 // cleared between runs (untimed) so its record cap never drops a run.

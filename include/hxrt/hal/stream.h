@@ -92,9 +92,9 @@ class Stream {
 
   // Note [Captured command lists]. Default: Unimplemented (the stream cannot capture; run the work directly).
   virtual Status begin_capture();
-  // Ends the capture and returns what was recorded (an empty list when nothing was). `labels`, when given, names
-  // each recorded command (one per command): a replay's failure says which one failed. FailedPrecondition when not
-  // capturing; InvalidArgument when labels does not match the commands (the capture ends either way).
+  // Ends the capture and returns what was recorded (an empty list when nothing was). `labels`, when there is one
+  // per recorded command (else they are dropped), name the commands: a replay's failure says which one failed.
+  // FailedPrecondition when not capturing.
   virtual Result<std::shared_ptr<const CapturedCommands>> end_capture(std::vector<std::string> labels = {});
   virtual bool capturing() const { return false; }
   virtual Status launch_captured(std::shared_ptr<const CapturedCommands> commands);

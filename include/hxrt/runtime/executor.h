@@ -79,6 +79,8 @@ struct RunOptions {
 struct ExecutorStats {
   uint64_t runs = 0;
   uint64_t launches = 0;
+  uint64_t captures = 0;  // Note [Captured runs]: capture() calls that succeeded
+  uint64_t replays = 0;   // replay() calls that succeeded (not counted in runs)
   uint64_t tiling_cache_hits = 0;
   uint64_t tiling_cache_misses = 0;
   uint64_t tiling_cache_clears = 0;  // times the cache outgrew kTilingCacheCapacity and was emptied between runs
@@ -107,6 +109,22 @@ class Executor {
   // Runs with inputs by graph input name; returns every graph output by name. Errors name the input and axis
   // (bad bindings) or the node (failures). Inputs bound as state are not passed here.
   Result<TensorMap> run(const TensorMap& inputs, const RunOptions& options = {});
+
+  // Note [Captured runs]
+  // capture() binds `inputs` (as run() does), places every tensor at an address it keeps, and records the plan's
+  // launches once into a captured command list of the plan's stream (Note [Captured command lists], hal/stream.h)
+  // instead of running them. replay() then runs the same launches on new input values of the same shapes: the
+  // inputs are copied into the capture's buffers, the list is enqueued as one command, the outputs are copied out.
+  // Per launch, nothing happens on the host: no binding, placement, tiling lookup, queue operation or release. A
+  // failure inside a replay names the node (its position in the list and its kernel), fails that replay only, and
+  // leaves the executor and the capture usable. Shapes are fixed per capture (the bucket): other shapes need another
+  // capture. The capture holds its intermediates for its lifetime (nothing is released between launches) and reads
+  // state inputs (bind_state) at the addresses bound when it was made. Unimplemented — use run() — when the plan
+  // cannot be captured: several streams or a heterogeneous split, or profiling on the session (a replay records no
+  // per-launch timestamps). The executor must outlive its captures; one replay or run at a time.
+  class Captured;
+  Result<std::unique_ptr<Captured>> capture(const TensorMap& inputs);
+  Result<TensorMap> replay(Captured& captured, const TensorMap& inputs);
 
   // Binds graph input `name` to device memory used in place by every later run, for state that lives across runs
   // (the KV cache: ops such as PagedAttention write into it, Note [KV cache state inputs] in ops/schemas/llm.cc).
@@ -195,6 +213,27 @@ class Executor {
   // Events recorded before (2i) and after (2i+1) object i in profiled or locating runs; made on first use.
   std::vector<std::unique_ptr<hal::Event>> markers_;
   std::vector<FailureReport> failures_;
+};
+
+// A captured run of an executor (Note [Captured runs]); made by Executor::capture, replayed by Executor::replay.
+class Executor::Captured {
+ public:
+  ~Captured();
+  Captured(const Captured&) = delete;
+  Captured& operator=(const Captured&) = delete;
+  size_t launches() const { return launches_; }
+  const graph::SymbolBindings& bindings() const { return bindings_; }
+
+ private:
+  friend class Executor;
+  Captured() = default;
+  const Executor* owner_ = nullptr;
+  std::unique_ptr<RunState> state_;
+  std::shared_ptr<const hal::CapturedCommands> commands_;
+  std::vector<std::unique_ptr<ops::Tiling>> tilings_;  // copies the launches point at (the cache may be cleared)
+  std::vector<std::pair<graph::ValueId, hal::BufferView>> state_views_;  // bound state at capture, checked at replay
+  graph::SymbolBindings bindings_;
+  size_t launches_ = 0;
 };
 
 }  // namespace hxrt::runtime

@@ -1,0 +1,146 @@
+// Captured runs (Note [Captured runs] in hxrt/runtime/executor.h): the plan's launches recorded once into a
+// captured command list of its stream, replayed with new input values.
+#include <fmt/format.h>
+
+#include "executor_run_state.h"
+#include "hxrt/hal/device.h"
+
+namespace hxrt::runtime {
+
+Executor::Captured::~Captured() {
+  if (state_ == nullptr || owner_ == nullptr) return;
+  // The list names this memory: nothing of it may still be queued.
+  for (hal::Stream* stream : owner_->streams_) stream->synchronize().ignore();
+  for (size_t v = 0; v < state_->allocations.size(); ++v) {
+    if (state_->allocations[v]) owner_->pool_of(static_cast<graph::ValueId>(v)).free(state_->allocations[v]).ignore();
+  }
+}
+
+Result<std::unique_ptr<Executor::Captured>> Executor::capture(const TensorMap& inputs) {
+  const graph::Graph& g = plan_->graph();
+  const std::vector<ExecutionObject>& objects = plan_->objects();
+  if (sessions_.size() > 1) {
+    return unimplemented("graph '{}' is split across devices: its runs cannot be captured", g.name());
+  }
+  for (const ExecutionObject& object : objects) {
+    if (object.stream != 0 || !object.wait_events.empty() || object.record_event >= 0) {
+      return unimplemented(
+          "graph '{}' runs on several streams (node '{}' is on stream {}): its runs cannot be captured", g.name(),
+          g.node(object.node).name, object.stream);
+    }
+  }
+  if (session_.profiler().enabled()) {
+    return unimplemented("the session profiles every run: a captured run records no per-launch timestamps");
+  }
+  std::unique_ptr<Captured> captured(new Captured());
+  captured->owner_ = this;
+  captured->state_ = std::make_unique<RunState>();
+  RunState& state = *captured->state_;
+  HXRT_RETURN_IF_ERROR_CTX(bind(inputs, state), "binding the inputs of graph '{}' for a capture", g.name());
+  captured->bindings_ = bindings_;
+  state.views.resize(static_cast<size_t>(g.num_values()));
+  state.allocations.resize(static_cast<size_t>(g.num_values()));
+  state.launches.resize(objects.size());
+  state.outcome.assign(objects.size(), Outcome::kPending);
+  state.hold_intermediates = true;  // every address stays what the list names
+  hal::Stream& stream = *streams_[0];
+  hal::Device& device = session_.device();
+
+  // Inputs live in buffers of the capture, refilled by every replay.
+  for (graph::ValueId id : g.inputs()) {
+    if (auto bound = states_.find(id); bound != states_.end()) {
+      state.views[static_cast<size_t>(id)] = bound->second.view;
+      captured->state_views_.emplace_back(id, bound->second.view);
+      continue;
+    }
+    const HostTensor& tensor = inputs.find(g.value(id).name)->second;
+    HXRT_ASSIGN_OR_RETURN(std::unique_ptr<hal::Buffer> buffer,
+                          device.allocate(std::max<uint64_t>(tensor.bytes.size(), 1), hal::MemoryKind::kDevice));
+    const hal::BufferView view(buffer.get(), 0, tensor.bytes.size());
+    if (!tensor.bytes.empty()) HXRT_RETURN_IF_ERROR(stream.copy_from_host(view, tensor.bytes.data()));
+    state.views[static_cast<size_t>(id)] = view;
+    state.input_buffers.push_back(std::move(buffer));
+  }
+  for (const auto& [id, view] : weights_) state.views[static_cast<size_t>(id)] = view;
+  HXRT_RETURN_IF_ERROR(stream.synchronize());
+
+  HXRT_RETURN_IF_ERROR_CTX(stream.begin_capture(), "capturing graph '{}'", g.name());
+  std::vector<std::string> labels;
+  labels.reserve(objects.size());
+  for (size_t i = 0; i < objects.size(); ++i) {
+    if (LaunchResult launched = launch_object(i, state); !launched.ok()) {
+      stream.end_capture().status().ignore();
+      return std::move(launched.status)
+          .with_context(fmt::format("{} node '{}' while capturing graph '{}'", launch_step_name(launched.step),
+                                    g.node(objects[i].node).name, g.name()));
+    }
+    labels.push_back(fmt::format("node '{}' ({}, kernel {})", g.node(objects[i].node).name,
+                                 g.node(objects[i].node).op_type, objects[i].kernel->name));
+  }
+  HXRT_ASSIGN_OR_RETURN(captured->commands_, stream.end_capture(std::move(labels)));
+  // The launches point at tilings in the executor's cache, which a later run may empty: the capture keeps copies.
+  for (ops::KernelLaunch& launch : state.launches) {
+    if (launch.tiling == nullptr) continue;
+    captured->tilings_.push_back(std::make_unique<ops::Tiling>(*launch.tiling));
+    launch.tiling = captured->tilings_.back().get();
+  }
+  captured->launches_ = objects.size();
+  ++stats_.captures;
+  return captured;
+}
+
+Result<TensorMap> Executor::replay(Captured& captured, const TensorMap& inputs) {
+  const graph::Graph& g = plan_->graph();
+  if (captured.owner_ != this) return invalid_argument("replay: the capture was made by another executor");
+  RunState& state = *captured.state_;
+  hal::Stream& stream = *streams_[0];
+  for (const auto& [id, view] : captured.state_views_) {
+    auto bound = states_.find(id);
+    if (bound == states_.end() || !(bound->second.view.buffer == view.buffer &&
+                                    bound->second.view.offset == view.offset && bound->second.view.size == view.size)) {
+      return failed_precondition("replay: state input '{}' was bound elsewhere since the capture; capture again",
+                                 g.value(id).name);
+    }
+  }
+  size_t passed = 0;
+  for (graph::ValueId id : g.inputs()) {
+    if (states_.contains(id)) continue;
+    const graph::Value& value = g.value(id);
+    auto it = inputs.find(value.name);
+    if (it == inputs.end()) return invalid_argument("replay: missing input '{}'", value.name);
+    const Shape& shape = state.shapes[static_cast<size_t>(id)];
+    if (it->second.dtype != value.desc.dtype || !(it->second.shape == shape)) {
+      return invalid_argument("replay: input '{}' is {} {}, the capture was made for {} {}", value.name,
+                              it->second.dtype, it->second.shape, value.desc.dtype, shape);
+    }
+    ++passed;
+    if (!it->second.bytes.empty()) {
+      HXRT_RETURN_IF_ERROR(stream.copy_from_host(state.views[static_cast<size_t>(id)], it->second.bytes.data()));
+    }
+  }
+  if (passed != inputs.size())
+    return invalid_argument("replay: {} inputs passed, the graph takes {}", inputs.size(), passed);
+  const auto failed = [&](Status status) {
+    drain_after_failure(RunOptions{});
+    return std::move(status).with_context(fmt::format("replaying the captured run of graph '{}'", g.name()));
+  };
+  if (Status s = stream.launch_captured(captured.commands_); !s.ok()) return failed(std::move(s));
+  TensorMap outputs;
+  for (graph::ValueId id : g.outputs()) {
+    const auto v = static_cast<size_t>(id);
+    HostTensor tensor;
+    tensor.dtype = g.value(id).desc.dtype;
+    tensor.shape = state.shapes[v];
+    tensor.bytes.resize(state.views[v].size);
+    if (!tensor.bytes.empty()) {
+      if (Status s = stream.copy_to_host(tensor.bytes.data(), state.views[v]); !s.ok()) return failed(std::move(s));
+    }
+    outputs.emplace(g.value(id).name, std::move(tensor));
+  }
+  if (Status s = stream.synchronize(); !s.ok()) return failed(std::move(s));
+  ++stats_.replays;
+  stats_.launches += captured.launches_;
+  return outputs;
+}
+
+}  // namespace hxrt::runtime
