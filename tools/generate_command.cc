@@ -90,13 +90,15 @@ void print_stats(const llm::Engine& engine, const GenerateFlags& flags, double w
   if (flags.json) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    fmt::print("{{\"device\": \"{}\", \"parallel\": {}, \"prefill_tokens\": {}, \"prefill_tokens_per_s\": {:.3f}, "
-               "\"decode_tokens\": {}, \"decode_tokens_per_s\": {:.3f}, \"generated_tokens_per_s\": {:.3f}, "
-               "\"wall_s\": {:.4f}, \"steps\": {}, \"max_batch_sequences\": {}, \"peak_rss_kib\": {}}}\n",
-               flags.device, flags.parallel, s.prefill_tokens, rate(s.prefill_tokens, s.prefill_seconds),
-               s.decode_tokens, rate(s.decode_tokens, s.decode_seconds),
-               rate(s.decode_tokens + static_cast<uint64_t>(flags.parallel), wall_seconds), wall_seconds, s.steps,
-               s.max_batch_sequences, usage.ru_maxrss);
+    fmt::print(
+        "{{\"device\": \"{}\", \"parallel\": {}, \"prefill_tokens\": {}, \"prefill_tokens_per_s\": {:.3f}, "
+        "\"decode_tokens\": {}, \"decode_tokens_per_s\": {:.3f}, \"generated_tokens_per_s\": {:.3f}, "
+        "\"wall_s\": {:.4f}, \"steps\": {}, \"replayed_steps\": {}, \"captured_steps\": {}, "
+        "\"max_batch_sequences\": {}, \"peak_rss_kib\": {}}}\n",
+        flags.device, flags.parallel, s.prefill_tokens, rate(s.prefill_tokens, s.prefill_seconds), s.decode_tokens,
+        rate(s.decode_tokens, s.decode_seconds),
+        rate(s.decode_tokens + static_cast<uint64_t>(flags.parallel), wall_seconds), wall_seconds, s.steps,
+        s.replayed_steps, s.captured_steps, s.max_batch_sequences, usage.ru_maxrss);
   }
 }
 

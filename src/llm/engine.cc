@@ -1,6 +1,7 @@
 #include "hxrt/llm/engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -303,6 +304,10 @@ Status Engine::step(hal::Duration timeout) {
     max_blocks = std::max(max_blocks, table.size());
     seq_tables.push_back(table);
   }
+  // Decode steps pad the block tables to a power of two of blocks, so one capture serves 16·2^k positions.
+  bool decode_only = true;
+  for (const BatchEntry& e : batch) decode_only = decode_only && e.count == 1 && !e.seq->request.prompt_logprobs;
+  if (decode_only && options_.max_captured_steps > 0) max_blocks = std::bit_ceil(std::max<size_t>(max_blocks, 4));
   std::vector<int32_t> tokens, positions, token_seq, logit_rows;
   std::vector<int32_t> tables(batch.size() * max_blocks, -1);
   // Logits rows per entry: its last token's (sampling), or every row of a scored prompt chunk (the last one last).
@@ -327,9 +332,7 @@ Status Engine::step(hal::Duration timeout) {
   inputs.emplace(decoder::kBlockTables,
                  HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)}, tables));
   inputs.emplace(decoder::kLogitRows, HostTensor::i32(Shape{static_cast<int64_t>(logit_rows.size())}, logit_rows));
-  runtime::RunOptions run_options;
-  run_options.timeout = deadline.remaining();
-  Result<runtime::TensorMap> outputs = executor_->run(inputs, run_options);
+  Result<runtime::TensorMap> outputs = forward(inputs, decode_only, deadline.remaining());
   if (!outputs.ok()) {
     Status status = std::move(outputs).take_status().with_context(
         fmt::format("engine step {} ({} sequences, {} tokens)", stats_.steps, batch.size(), n_tokens));
@@ -398,6 +401,40 @@ Status Engine::step(hal::Duration timeout) {
   stats_.max_batch_sequences = std::max(stats_.max_batch_sequences, static_cast<int>(batch.size()));
   stats_.max_batch_tokens = std::max(stats_.max_batch_tokens, static_cast<int>(n_tokens));
   return ok_status();
+}
+
+// Note [Captured decode steps]
+// A decode step's graph is the same every time for a given (tokens, sequences, block-table width): the engine
+// captures it once per such bucket (Note [Captured runs] in hxrt/runtime/executor.h) and replays it, so the host
+// does no per-node work. Block tables are padded to a power of two of blocks (PagedAttention reads only the blocks
+// of positions it attends to), so a sequence growing by 16·2^k tokens changes bucket log2 times, not every block.
+// At most max_captured_steps buckets are kept (then the smallest bucket is dropped). Prefill steps, steps with a
+// timeout (a replay is not aborted at a deadline), profiled sessions and plans that cannot be captured run normally.
+Result<runtime::TensorMap> Engine::forward(const runtime::TensorMap& inputs, bool decode_only, hal::Duration timeout) {
+  const bool capturable =
+      decode_only && options_.max_captured_steps > 0 && timeout == hal::kInfinite && !session_.profiler().enabled();
+  if (!capturable) {
+    runtime::RunOptions run_options;
+    run_options.timeout = timeout;
+    return executor_->run(inputs, run_options);
+  }
+  const std::array<int64_t, 3> bucket = {inputs.at(decoder::kTokens).shape.dim(0),
+                                         inputs.at(decoder::kBlockTables).shape.dim(0),
+                                         inputs.at(decoder::kBlockTables).shape.dim(1)};
+  auto it = captured_.find(bucket);
+  if (it == captured_.end()) {
+    Result<std::unique_ptr<runtime::Executor::Captured>> captured = executor_->capture(inputs);
+    if (!captured.ok()) {
+      if (captured.status().code() == StatusCode::kUnimplemented) return executor_->run(inputs, {});
+      return std::move(captured).take_status();
+    }
+    if (static_cast<int>(captured_.size()) >= options_.max_captured_steps) captured_.erase(captured_.begin());
+    it = captured_.emplace(bucket, std::move(captured).value()).first;
+    ++stats_.captured_steps;
+  }
+  Result<runtime::TensorMap> outputs = executor_->replay(*it->second, inputs);
+  if (outputs.ok()) ++stats_.replayed_steps;
+  return outputs;
 }
 
 Status Engine::run_until_idle(hal::Duration timeout) {

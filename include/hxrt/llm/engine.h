@@ -19,6 +19,7 @@
 // Thread-safety: thread-compatible: one thread drives submit()/step(); callbacks run on that thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -76,6 +77,9 @@ struct EngineOptions {
   // the device: the next steps are decodes whose intermediates are a few hundred KiB, so holding the prefill's
   // tens of MiB would only raise the process's resident memory. 0 = never.
   int trim_pool_after_tokens = 128;
+  // Decode steps replay captured runs (Note [Captured decode steps] in engine.cc) instead of launching every node;
+  // at most this many shape buckets are captured (0 = never capture).
+  int max_captured_steps = 8;
 };
 
 // kCancelled: Engine::cancel(). kDeadline: the request's deadline passed (its status is DeadlineExceeded; the tokens
@@ -124,6 +128,8 @@ struct EngineStats {
   uint64_t preemptions = 0;
   int max_batch_sequences = 0;
   int max_batch_tokens = 0;
+  uint64_t replayed_steps = 0;  // forwards served by a captured run
+  uint64_t captured_steps = 0;  // captures made (one per shape bucket)
 };
 
 class Engine {
@@ -176,6 +182,8 @@ class Engine {
   void preempt(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, Status status = Status());
   void expire_deadlines();
+  // The forward of a step: a replay of the step's shape bucket when it is a decode step that can be captured.
+  Result<runtime::TensorMap> forward(const runtime::TensorMap& inputs, bool decode_only, hal::Duration timeout);
 
   runtime::Session& session_;
   const formats::GgufFile& file_;
@@ -191,6 +199,8 @@ class Engine {
   RequestId next_id_ = 0;
   uint64_t admissions_ = 0;
   EngineStats stats_;
+  // Captured decode steps by bucket (n_tokens, n_seqs, padded block-table width).
+  std::map<std::array<int64_t, 3>, std::unique_ptr<runtime::Executor::Captured>> captured_;
 };
 
 }  // namespace hxrt::llm
