@@ -262,6 +262,34 @@ Status Executor::bind(const TensorMap& inputs, RunState& state) {
 
 Result<const ops::Tiling*> Executor::tiling_for(size_t object, const ops::KernelLaunch& launch) {
   const ExecutionObject& eo = plan_->objects()[object];
+  // Each object remembers its last shapes and tiling: a run with the shapes of the previous one (every decode step,
+  // every static plan) finds it without building the cache key.
+  if (last_tilings_.size() != plan_->objects().size()) last_tilings_.assign(plan_->objects().size(), LastTiling{});
+  LastTiling& last = last_tilings_[object];
+  const auto same_shapes = [&] {
+    if (last.tiling == nullptr || last.shapes.size() != launch.inputs.size() + launch.outputs.size()) return false;
+    size_t k = 0;
+    for (const ops::TensorRef& t : launch.inputs) {
+      if (!(t.shape == last.shapes[k++])) return false;
+    }
+    for (const ops::TensorRef& t : launch.outputs) {
+      if (!(t.shape == last.shapes[k++])) return false;
+    }
+    return true;
+  };
+  if (same_shapes()) {
+    ++stats_.tiling_cache_hits;
+    return last.tiling;
+  }
+  HXRT_ASSIGN_OR_RETURN(const ops::Tiling* tiling, tiling_by_key(eo, launch));
+  last.shapes.clear();
+  for (const ops::TensorRef& t : launch.inputs) last.shapes.push_back(t.shape);
+  for (const ops::TensorRef& t : launch.outputs) last.shapes.push_back(t.shape);
+  last.tiling = tiling;
+  return tiling;
+}
+
+Result<const ops::Tiling*> Executor::tiling_by_key(const ExecutionObject& eo, const ops::KernelLaunch& launch) {
   std::string key = eo.kernel->name;
   for (const ops::TensorRef& t : launch.inputs) key += fmt::format("|{}{}", t.dtype, t.shape);
   for (const ops::TensorRef& t : launch.outputs) key += fmt::format("|{}{}", t.dtype, t.shape);
@@ -493,6 +521,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   // Launches hold pointers into the tiling cache until they run; between runs none is queued, so it may be emptied.
   if (tiling_cache_.size() > kTilingCacheCapacity) {
     tiling_cache_.clear();
+    last_tilings_.clear();
     ++stats_.tiling_cache_clears;
   }
   RunState state;

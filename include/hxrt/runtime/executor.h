@@ -159,6 +159,7 @@ class Executor {
   Status prepare();
   Status bind(const TensorMap& inputs, RunState& state);
   Result<const ops::Tiling*> tiling_for(size_t object, const ops::KernelLaunch& launch);
+  Result<const ops::Tiling*> tiling_by_key(const ExecutionObject& object, const ops::KernelLaunch& launch);
   Status ensure_markers();
   // Enqueues object `object` as the named steps of LaunchStep, telling the run's observers; a failure names its
   // step. The steps:
@@ -208,6 +209,13 @@ class Executor {
   std::unordered_map<graph::ValueId, StateBinding> states_;        // graph input → bound state
   memory::Allocation arena_;
   std::unordered_map<std::string, std::unique_ptr<ops::Tiling>> tiling_cache_;
+  // Per object: the shapes of its last launch (inputs, then outputs) and the tiling they got (into tiling_cache_,
+  // cleared with it).
+  struct LastTiling {
+    std::vector<Shape> shapes;
+    const ops::Tiling* tiling = nullptr;
+  };
+  std::vector<LastTiling> last_tilings_;
   graph::SymbolBindings bindings_;
   ExecutorStats stats_;
   // Events recorded before (2i) and after (2i+1) object i in profiled or locating runs; made on first use.
