@@ -112,25 +112,36 @@ graph::Graph tiny_chain(Bench& bench) {
   return g;
 }
 
-// range(0): 1 = arena plan, 0 = pool plan.
-void BM_DispatchPerNode(benchmark::State& state) {
-  Bench bench;
+// The chain planned unfused on one stream, with the arena (static offsets) or the pool.
+std::unique_ptr<Executor> chain_executor(Bench& bench, bool arena) {
   PlanOptions options;
   options.fuse = false;
   options.max_streams = 1;
-  options.static_memory_plan = state.range(0) == 1;
-  std::unique_ptr<Executor> executor = bench.compile(tiny_chain(bench), options);
+  options.static_memory_plan = arena;
+  return bench.compile(tiny_chain(bench), options);
+}
+
+// Times `body` over the benchmark's iterations and reports ns_per_node of the chain; range(0) names the plan.
+template <typename Body>
+void time_per_node(benchmark::State& state, Body&& body) {
+  body();  // warm-up: tilings cached, pool segments allocated
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) body();
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  state.counters["ns_per_node"] = ns / static_cast<double>(state.iterations()) / kChainNodes;
+  state.SetLabel(state.range(0) == 1 ? "arena" : "pool");
+}
+
+// range(0): 1 = arena plan, 0 = pool plan.
+void BM_DispatchPerNode(benchmark::State& state) {
+  Bench bench;
+  std::unique_ptr<Executor> executor = chain_executor(bench, state.range(0) == 1);
   if (executor->plan().memory().uses_arena != (state.range(0) == 1)) {
     state.SkipWithError("the plan did not use the requested memory mode");
     return;
   }
   const TensorMap inputs = {{"x", bench.random({16})}};
-  run_or_skip(state, *executor, inputs);  // warm-up: tilings cached, pool segments allocated
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) run_or_skip(state, *executor, inputs);
-  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-  state.counters["ns_per_node"] = ns / static_cast<double>(state.iterations()) / kChainNodes;
-  state.SetLabel(state.range(0) == 1 ? "arena" : "pool");
+  time_per_node(state, [&] { run_or_skip(state, *executor, inputs); });
 }
 BENCHMARK(BM_DispatchPerNode)->Arg(1)->Arg(0)->ArgName("arena")->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -138,27 +149,17 @@ BENCHMARK(BM_DispatchPerNode)->Arg(1)->Arg(0)->ArgName("arena")->Unit(benchmark:
 // happens on the host; range(0) as above.
 void BM_Replay(benchmark::State& state) {
   Bench bench;
-  PlanOptions options;
-  options.fuse = false;
-  options.max_streams = 1;
-  options.static_memory_plan = state.range(0) == 1;
-  std::unique_ptr<Executor> executor = bench.compile(tiny_chain(bench), options);
+  std::unique_ptr<Executor> executor = chain_executor(bench, state.range(0) == 1);
   const TensorMap inputs = {{"x", bench.random({16})}};
   Result<std::unique_ptr<Executor::Captured>> captured = executor->capture(inputs);
   if (!captured.ok()) {
     state.SkipWithError(captured.status().to_string().c_str());
     return;
   }
-  const auto replay = [&] {
+  time_per_node(state, [&] {
     Result<TensorMap> out = executor->replay(**captured, inputs);
     if (!out.ok()) state.SkipWithError(out.status().to_string().c_str());
-  };
-  replay();  // warm-up
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) replay();
-  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-  state.counters["ns_per_node"] = ns / static_cast<double>(state.iterations()) / kChainNodes;
-  state.SetLabel(state.range(0) == 1 ? "arena" : "pool");
+  });
 }
 BENCHMARK(BM_Replay)->Arg(1)->Arg(0)->ArgName("arena")->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -166,11 +167,7 @@ BENCHMARK(BM_Replay)->Arg(1)->Arg(0)->ArgName("arena")->Unit(benchmark::kMillise
 // cleared between runs (untimed) so its record cap never drops a run.
 void BM_ProfilerOverhead(benchmark::State& state) {
   Bench bench;
-  PlanOptions options;
-  options.fuse = false;
-  options.max_streams = 1;
-  options.static_memory_plan = state.range(1) == 1;
-  std::unique_ptr<Executor> executor = bench.compile(tiny_chain(bench), options);
+  std::unique_ptr<Executor> executor = chain_executor(bench, state.range(1) == 1);
   const TensorMap inputs = {{"x", bench.random({16})}};
   const RunOptions run_options{.profile = state.range(0) == 1};
   Profiler& profiler = bench.session().profiler();

@@ -72,76 +72,62 @@ Status compute_gather_rows(const ops::CpuComputeContext& ctx) {
   return failure;
 }
 
-// The attention's inner loops: dot products with eight partial sums combined in a fixed order, and y += p·v.
-// The AVX2 versions keep the same order per lane; the ISA is chosen once per process, so every launch (and every
-// batch composition) runs the same instructions.
-float dot_scalar(const float* a, const float* b, int64_t n) {
+// The attention's inner loops: dot products with eight partial sums combined in a fixed order, and y += p·v, over
+// f32 rows or f16 rows widened exactly on the fly (bit-identical to widening them first). The AVX2 versions keep
+// the same order per lane; the ISA is chosen once per process, so every launch (and every batch composition) runs
+// the same instructions.
+inline float widen(float x) {
+  return x;
+}
+inline float widen(uint16_t h) {
+  return f16_to_f32(h);
+}
+
+// ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)): the one reduction order of every dot product here.
+inline float reduce8(const float* p) {
+  return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
+template <typename T>
+float dot_scalar(const float* a, const T* b, int64_t n) {
   float partial[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) partial[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < 8; ++j) partial[j] += a[i + j] * widen(b[i + j]);
   }
-  for (; i < n; ++i) partial[i % 8] += a[i] * b[i];
-  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+  for (; i < n; ++i) partial[i % 8] += a[i] * widen(b[i]);
+  return reduce8(partial);
 }
 
-void axpy_scalar(float p, const float* x, float* y, int64_t n) {
-  for (int64_t d = 0; d < n; ++d) y[d] += p * x[d];
+template <typename T>
+void axpy_scalar(float p, const T* x, float* y, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) y[d] += p * widen(x[d]);
 }
 
-__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  alignas(32) float partial[8];
-  _mm256_store_ps(partial, acc);
-  for (; i < n; ++i) partial[i % 8] += a[i] * b[i];
-  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
 }
-
-__attribute__((target("avx2,fma"))) void axpy_avx2(float p, const float* x, float* y, int64_t n) {
-  const __m256 pv = _mm256_set1_ps(p);
-  int64_t d = 0;
-  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(y + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d)));
-  for (; d < n; ++d) y[d] += p * x[d];
-}
-
-// The same operations with b (x) an f16 row, widened exactly on the fly: bit-identical to widening it first.
-float dot_f16_scalar(const float* a, const uint16_t* b, int64_t n) {
-  float partial[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) partial[j] += a[i + j] * f16_to_f32(b[i + j]);
-  }
-  for (; i < n; ++i) partial[i % 8] += a[i] * f16_to_f32(b[i]);
-  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
-         ((partial[4] + partial[5]) + (partial[6] + partial[7]));
-}
-
-void axpy_f16_scalar(float p, const uint16_t* x, float* y, int64_t n) {
-  for (int64_t d = 0; d < n; ++d) y[d] += p * f16_to_f32(x[d]);
-}
-
-__attribute__((target("avx2,fma,f16c"))) inline __m256 load_f16x8(const uint16_t* p) {
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-__attribute__((target("avx2,fma,f16c"))) float dot_f16_avx2(const float* a, const uint16_t* b, int64_t n) {
+template <typename T>
+__attribute__((target("avx2,fma,f16c"))) float dot_avx2(const float* a, const T* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16x8(b + i), acc);
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc);
   alignas(32) float partial[8];
   _mm256_store_ps(partial, acc);
-  for (; i < n; ++i) partial[i % 8] += a[i] * f16_to_f32(b[i]);
-  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
-         ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+  for (; i < n; ++i) partial[i % 8] += a[i] * widen(b[i]);
+  return reduce8(partial);
 }
 
-__attribute__((target("avx2,fma,f16c"))) void axpy_f16_avx2(float p, const uint16_t* x, float* y, int64_t n) {
+template <typename T>
+__attribute__((target("avx2,fma,f16c"))) void axpy_avx2(float p, const T* x, float* y, int64_t n) {
   const __m256 pv = _mm256_set1_ps(p);
   int64_t d = 0;
-  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(y + d, _mm256_fmadd_ps(pv, load_f16x8(x + d), _mm256_loadu_ps(y + d)));
-  for (; d < n; ++d) y[d] += p * f16_to_f32(x[d]);
+  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(y + d, _mm256_fmadd_ps(pv, load8(x + d), _mm256_loadu_ps(y + d)));
+  for (; d < n; ++d) y[d] += p * widen(x[d]);
 }
 
 // Note [Attention fast path]
@@ -149,7 +135,7 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_f16_avx2(float p, const uint1
 // axpy_f16 sequence in compute_paged_attention, key for key and lane for lane, so the results are bit-identical
 // (PagedAttentionTest.TheFastPathIsBitIdenticalToTheGenericLoops); what changes is that four keys' dot products run
 // side by side (their eight-lane sums reduced together by two hadds, which pair the lanes exactly as
-// dot_f16_avx2's reduction does), the probabilities are rounded to f16 eight at a time, and y stays in registers
+// dot_avx2's reduction does), the probabilities are rounded to f16 eight at a time, and y stays in registers
 // over the keys. HXRT_GENERIC_ATTENTION=1 runs the generic loops instead.
 template <int kVecs>
 __attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, const std::byte* kc, const std::byte* vc,
@@ -168,10 +154,10 @@ __attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, co
     const uint16_t* k3 = key(j + 3);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < kVecs; ++i) {
-      a0 = _mm256_fmadd_ps(qv[i], load_f16x8(k0 + 8 * i), a0);
-      a1 = _mm256_fmadd_ps(qv[i], load_f16x8(k1 + 8 * i), a1);
-      a2 = _mm256_fmadd_ps(qv[i], load_f16x8(k2 + 8 * i), a2);
-      a3 = _mm256_fmadd_ps(qv[i], load_f16x8(k3 + 8 * i), a3);
+      a0 = _mm256_fmadd_ps(qv[i], load8(k0 + 8 * i), a0);
+      a1 = _mm256_fmadd_ps(qv[i], load8(k1 + 8 * i), a1);
+      a2 = _mm256_fmadd_ps(qv[i], load8(k2 + 8 * i), a2);
+      a3 = _mm256_fmadd_ps(qv[i], load8(k3 + 8 * i), a3);
     }
     const __m256 pairs = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
     const __m128 dots = _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
@@ -183,7 +169,7 @@ __attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, co
     }
   }
   for (; j < n_visible; ++j) {
-    scores[j] = dot_f16_avx2(q, key(j), kDim) * scale;
+    scores[j] = dot_avx2(q, key(j), kDim) * scale;
     max_score = std::max(max_score, scores[j]);
   }
   float sum = 0.0f;
@@ -204,7 +190,7 @@ __attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, co
   for (j = 0; j < n_visible; ++j) {
     const __m256 p = _mm256_broadcast_ss(scores + j);
     const auto* v = reinterpret_cast<const uint16_t*>(vc + rows[j]);
-    for (int i = 0; i < kVecs; ++i) acc[i] = _mm256_fmadd_ps(p, load_f16x8(v + 8 * i), acc[i]);
+    for (int i = 0; i < kVecs; ++i) acc[i] = _mm256_fmadd_ps(p, load8(v + 8 * i), acc[i]);
   }
   for (int i = 0; i < kVecs; ++i) _mm256_storeu_ps(y + 8 * i, acc[i]);
 }
@@ -242,8 +228,8 @@ struct AttentionIsa {
 const AttentionIsa& attention_isa() {
   static const AttentionIsa isa =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")
-          ? AttentionIsa{dot_avx2, axpy_avx2, dot_f16_avx2, axpy_f16_avx2}
-          : AttentionIsa{dot_scalar, axpy_scalar, dot_f16_scalar, axpy_f16_scalar};
+          ? AttentionIsa{dot_avx2<float>, axpy_avx2<float>, dot_avx2<uint16_t>, axpy_avx2<uint16_t>}
+          : AttentionIsa{dot_scalar<float>, axpy_scalar<float>, dot_scalar<uint16_t>, axpy_scalar<uint16_t>};
   return isa;
 }
 
