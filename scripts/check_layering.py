@@ -36,7 +36,8 @@ LAYER_DEPS = {
     "graph": {"base"},
     "ops": {"graph", "hal", "base"},
     "kernels": {"ops", "graph", "hal", "base"},
-    "formats": {"graph", "base"},
+    # formats/onnx converts ONNX nodes to hxrt ops through the op schemas (shape inference while importing).
+    "formats": {"ops", "graph", "hal", "base"},
     "kv": {"memory", "hal", "base"},
     "runtime": {"ops", "memory", "graph", "hal", "base"},
     # runtime::Model (src/runtime/model.cc, include/hxrt/runtime/model.h) is a CMake target of its own, hxrt_model,

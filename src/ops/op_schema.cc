@@ -219,6 +219,13 @@ Status register_builtin_schemas(OpSchemaRegistry& registry) {
   HXRT_RETURN_IF_ERROR(schemas::register_conv(registry));
   HXRT_RETURN_IF_ERROR(schemas::register_fused(registry));
   HXRT_RETURN_IF_ERROR(schemas::register_llm(registry));
+  HXRT_RETURN_IF_ERROR(schemas::register_math(registry));
+  HXRT_RETURN_IF_ERROR(schemas::register_logic(registry));
+  HXRT_RETURN_IF_ERROR(schemas::register_reduce(registry));
+  HXRT_RETURN_IF_ERROR(schemas::register_shape_ops(registry));
+  HXRT_RETURN_IF_ERROR(schemas::register_indexing(registry));
+  HXRT_RETURN_IF_ERROR(schemas::register_pool(registry));
+  HXRT_RETURN_IF_ERROR(schemas::register_sequence(registry));
   return ok_status();
 }
 

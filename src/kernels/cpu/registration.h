@@ -13,5 +13,12 @@ Status register_linear(ops::KernelRegistry& registry);        // matmul.cc, quan
 Status register_conv(ops::KernelRegistry& registry);          // conv.cc
 Status register_fused(ops::KernelRegistry& registry);         // fused.cc
 Status register_llm_ops(ops::KernelRegistry& registry);       // llm_ops.cc
+Status register_math(ops::KernelRegistry& registry);  // math.cc
+Status register_logic(ops::KernelRegistry& registry);  // logic.cc
+Status register_reduce(ops::KernelRegistry& registry);  // reduce.cc
+Status register_shape_ops(ops::KernelRegistry& registry);  // shape_ops.cc
+Status register_indexing(ops::KernelRegistry& registry);  // indexing.cc
+Status register_pool(ops::KernelRegistry& registry);  // pool.cc
+Status register_sequence(ops::KernelRegistry& registry);  // sequence.cc
 
 }  // namespace hxrt::kernels::cpu

@@ -17,5 +17,12 @@ Status register_linear(OpSchemaRegistry& registry);  // MatMul Gemm MatMulQ
 Status register_conv(OpSchemaRegistry& registry);  // Conv BatchNormalization
 Status register_fused(OpSchemaRegistry& registry);  // hxrt.fused ops
 Status register_llm(OpSchemaRegistry& registry);  // GatherRows PagedAttention
+Status register_math(OpSchemaRegistry& registry);  // unary math and activations
+Status register_logic(OpSchemaRegistry& registry);  // broadcast binary, variadic, comparison and logical ops
+Status register_reduce(OpSchemaRegistry& registry);  // reductions and normalisations
+Status register_shape_ops(OpSchemaRegistry& registry);  // shape and layout ops
+Status register_indexing(OpSchemaRegistry& registry);  // indexing and data-dependent ops
+Status register_pool(OpSchemaRegistry& registry);  // pooling, transposed convolution and resampling
+Status register_sequence(OpSchemaRegistry& registry);  // recurrent, spectral and remaining ops
 
 }  // namespace hxrt::ops::schemas

@@ -1,0 +1,12 @@
+// ONNX converters of the pool family (converter.h).
+
+#include "formats/onnx/converter.h"
+
+namespace hxrt::formats::onnx {
+
+Status register_pool_converters(ConverterRegistry& registry) {
+  (void)registry;
+  return ok_status();
+}
+
+}  // namespace hxrt::formats::onnx
