@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   hxrt::tools::add_run_command(app, &exit_code);
   hxrt::tools::add_inspect_command(app, &exit_code);
   hxrt::tools::add_profile_command(app, &exit_code);
+  hxrt::tools::add_convert_command(app, &exit_code);
   hxrt::tools::add_generate_command(app, &exit_code);
   hxrt::tools::add_chat_command(app, &exit_code);
   hxrt::tools::add_perplexity_command(app, &exit_code);

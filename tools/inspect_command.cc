@@ -1,5 +1,7 @@
 // `hxrt inspect`: plans a graph file for a device without running it and prints the plan — kernels chosen and why,
-// fusion groups, streams and events, the memory plan — plus graph statistics, as text or JSON.
+// fusion groups, streams and events, the memory plan — plus graph statistics, as text or JSON. For an ONNX model,
+// the model and what each ONNX node became come first (onnx_report.h); a model planned at bind time is planned for
+// the --input values when they are given.
 #include <string>
 #include <vector>
 
@@ -7,6 +9,7 @@
 #include <nlohmann/json.hpp>  // ordered_json: keys print in the order below
 
 #include "commands.h"
+#include "onnx_report.h"
 #include "plan_builder.h"
 #include "text_format.h"
 
@@ -15,6 +18,7 @@ namespace {
 
 struct InspectFlags {
   PlanFlags plan;
+  std::vector<std::string> inputs;  // "name=file.npy": an ONNX model planned at bind time is planned for them
   bool json = false;
 };
 
@@ -131,9 +135,47 @@ std::string stats_line(const GraphStats& s) {
                      s.values, s.inputs, s.outputs, s.initializers, human_bytes(s.weight_bytes), s.weight_bytes);
 }
 
+// `hxrt inspect model.onnx`: the ONNX report, then the plan when there is one.
+Status inspect_onnx(const InspectFlags& flags, LoadedPlan& loaded) {
+  runtime::Model& model = *loaded.model;
+  if (!flags.inputs.empty()) {
+    HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_npy_inputs(flags.inputs));
+    HXRT_RETURN_IF_ERROR(check_inputs_present(model, inputs));
+    HXRT_RETURN_IF_ERROR(model.prepare(inputs));
+  }
+  const OnnxReportInput report{.path = flags.plan.graph_path,
+                               .model = model.onnx_import(),
+                               .planned = model.plan_onnx_import(),
+                               .plan = model.has_plan() ? &model.plan() : nullptr};
+  if (flags.json) {
+    nlohmann::ordered_json out;
+    if (report.plan != nullptr) {
+      out = plan_json(loaded, flags.plan.graph_path);
+      out.erase("loaded");
+    } else {
+      out = {{"graph_file", flags.plan.graph_path}, {"warnings", loaded.warnings}};
+    }
+    out["onnx"] = onnx_json(report);
+    fmt::print("{}\n", out.dump(2));
+    return ok_status();
+  }
+  for (const std::string& warning : loaded.warnings) fmt::print("warning: {}\n", warning);
+  fmt::print("{}", describe_onnx(report));
+  if (report.plan == nullptr) return ok_status();
+  fmt::print("planned graph: {}\n", stats_line(GraphStats::of(report.plan->graph())));
+  fmt::print("{}", report.plan->describe());
+  if (!loaded.tuning_report.empty()) fmt::print("kernel measurements (--tune):\n{}", loaded.tuning_report);
+  return ok_status();
+}
+
 Status inspect_graph(const InspectFlags& flags) {
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPlan> loaded, load_plan(flags.plan));
-  if (flags.json) {
+  if (loaded->model->onnx_import() != nullptr) {
+    HXRT_RETURN_IF_ERROR(inspect_onnx(flags, *loaded));
+  } else if (!flags.inputs.empty()) {
+    return invalid_argument("--input is for ONNX models planned at bind time; a graph file's plan does not depend "
+                            "on its inputs");
+  } else if (flags.json) {
     fmt::print("{}\n", plan_json(*loaded, flags.plan.graph_path).dump(2));
   } else {
     for (const std::string& warning : loaded->warnings) fmt::print("warning: {}\n", warning);
@@ -150,9 +192,14 @@ Status inspect_graph(const InspectFlags& flags) {
 }  // namespace
 
 void add_inspect_command(CLI::App& app, int* exit_code) {
-  CLI::App* command = app.add_subcommand("inspect", "Plan a graph file for a device and print the plan");
+  CLI::App* command =
+      app.add_subcommand("inspect", "Plan a graph file or ONNX model for a device and print the plan (for an ONNX "
+                                    "model also what each ONNX node became)");
   auto flags = std::make_shared<InspectFlags>();
   add_plan_options(*command, flags->plan, /*with_force_kernel=*/true);
+  command->add_option("--input", flags->inputs,
+                      "Input from a .npy file: NAME=FILE.npy (repeatable). An ONNX model whose graph depends on input "
+                      "values is imported and planned for these inputs");
   command->add_flag("--json", flags->json, "Print JSON instead of text");
   command->callback([flags, exit_code] {
     Status status = inspect_graph(*flags);

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "hxrt/formats/graph_file.h"
+#include "hxrt/formats/npy.h"
+#include "hxrt/formats/onnx.h"
 
 namespace hxrt::tools {
 namespace {
@@ -36,6 +38,20 @@ Result<std::pair<std::string, int64_t>> parse_dim(const std::string& text) {
   return std::pair<std::string, int64_t>(text.substr(0, eq), value);
 }
 
+// Node names and op types of an ONNX import's hxrt nodes ("name (Op)" each), before fusion.
+std::set<std::string, std::less<>> targets_of(const formats::OnnxImport& import) {
+  std::set<std::string, std::less<>> names;
+  for (const formats::OnnxNodeReport& node : import.nodes) {
+    for (const std::string& text : node.hxrt_nodes) {
+      const size_t open = text.rfind(" (");
+      if (open == std::string::npos || text.back() != ')') continue;
+      names.insert(text.substr(0, open));
+      names.insert(text.substr(open + 2, text.size() - open - 3));
+    }
+  }
+  return names;
+}
+
 // Node names and op types of a graph (what a --force-kernel target may name).
 std::set<std::string, std::less<>> targets_of(const graph::Graph& graph) {
   std::set<std::string, std::less<>> names;
@@ -47,10 +63,20 @@ std::set<std::string, std::less<>> targets_of(const graph::Graph& graph) {
   return names;
 }
 
+Status check_forced_targets(const std::vector<ForcedKernel>& forced,
+                            const std::set<std::string, std::less<>>& targets) {
+  for (const ForcedKernel& f : forced) {
+    if (!targets.contains(f.target)) {
+      return not_found("--force-kernel {}={}: the graph has no node or op type '{}'", f.target, f.kernel, f.target);
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kernel) {
-  command.add_option("graph", flags.graph_path, "hxrt graph file (.hxrt)")->required();
+  command.add_option("graph", flags.graph_path, "hxrt graph file (.hxrt) or ONNX model (.onnx)")->required();
   command.add_option("--device", flags.device, "Device to plan for (cpu, opencl, opencl:1 ...)")->capture_default_str();
   command.add_option("--streams", flags.streams, "Most streams to spread independent branches over")
       ->capture_default_str()
@@ -105,14 +131,14 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     forced.push_back(std::move(f));
   }
 
-  HXRT_ASSIGN_OR_RETURN(graph::Graph graph,
-                        formats::read_graph_file(flags.graph_path, {.verify_weights = !flags.no_verify_weights}));
-  loaded->loaded = GraphStats::of(graph);
-  const auto original_targets = targets_of(graph);
-  for (const ForcedKernel& f : forced) {
-    if (!original_targets.contains(f.target)) {
-      return not_found("--force-kernel {}={}: the graph has no node or op type '{}'", f.target, f.kernel, f.target);
-    }
+  // An ONNX model is imported by Model::load (Note [ONNX models]); its targets are checked once it is imported.
+  const bool onnx = formats::is_onnx_path(flags.graph_path);
+  graph::Graph graph;
+  if (!onnx) {
+    HXRT_ASSIGN_OR_RETURN(graph,
+                          formats::read_graph_file(flags.graph_path, {.verify_weights = !flags.no_verify_weights}));
+    loaded->loaded = GraphStats::of(graph);
+    HXRT_RETURN_IF_ERROR(check_forced_targets(forced, targets_of(graph)));
   }
 
   // Measured arbitration: timings from the cache file, and from measuring with --tune.
@@ -141,16 +167,29 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
   }
 
   const size_t timings_before = timings.size();
-  Result<std::unique_ptr<runtime::Model>> model = runtime::Model::create(std::move(graph), options);
+  Result<std::unique_ptr<runtime::Model>> model = onnx ? runtime::Model::load(flags.graph_path, options)
+                                                      : runtime::Model::create(std::move(graph), options);
   if (!model.ok()) {
     Status status = std::move(model).take_status();
     // A CPU device has no fallback, which the Model reports in its own words; the CLI names its flags.
     if (!flags.fallback_ops.empty() && status.message().find("fallback ops") != std::string::npos) {
       return invalid_argument("--fallback-op needs a non-CPU --device and the fallback (not --no-fallback)");
     }
+    // The ONNX path names the model and the stage itself (importing, planning).
+    if (onnx) return status;
     return std::move(status).with_context(fmt::format("planning graph file '{}'", flags.graph_path));
   }
   loaded->model = std::move(model).value();
+  if (onnx) {
+    // A model planned at bind time was imported only up to the node needing values: its targets are not all known.
+    if (!loaded->model->has_plan()) {
+      if (!forced.empty()) {
+        loaded->warnings.push_back("--force-kernel targets of a model planned at bind time are not checked");
+      }
+      return loaded;
+    }
+    HXRT_RETURN_IF_ERROR(check_forced_targets(forced, targets_of(*loaded->model->onnx_import())));
+  }
   if (flags.tune) {
     loaded->tuning_report = loaded->model->tuning_report();
     if (loaded->tuning_report.empty()) loaded->tuning_report = "no node has more than one compatible kernel\n";
@@ -166,6 +205,56 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     }
   }
   return loaded;
+}
+
+Result<runtime::TensorMap> read_npy_inputs(const std::vector<std::string>& specs) {
+  runtime::TensorMap inputs;
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return invalid_argument("--input '{}': expected NAME=FILE.npy", spec);
+    }
+    const std::string name = spec.substr(0, eq);
+    if (inputs.contains(name)) return invalid_argument("--input '{}' is given twice", name);
+    Result<HostTensor> tensor = formats::read_npy(spec.substr(eq + 1));
+    if (!tensor.ok()) return std::move(tensor).take_status().with_context(fmt::format("reading input '{}'", name));
+    inputs.emplace(name, std::move(tensor).value());
+  }
+  return inputs;
+}
+
+Status check_inputs_present(const runtime::Model& model, const runtime::TensorMap& inputs) {
+  if (const formats::OnnxImport* import = model.onnx_import()) {
+    for (size_t i = 0; i < import->inputs.size(); ++i) {
+      const std::string& name = import->inputs[i];
+      if (inputs.contains(name)) continue;
+      const std::string type = i < import->input_types.size() ? import->input_types[i].to_string() : "?";
+      return invalid_argument("missing input '{}' ({}): pass --input {}=FILE.npy", name, type, name);
+    }
+    return ok_status();
+  }
+  const graph::Graph& graph = model.plan().graph();
+  for (graph::ValueId id : graph.inputs()) {
+    const graph::Value& value = graph.value(id);
+    if (!inputs.contains(value.name)) {
+      return invalid_argument("missing input '{}' ({}): pass --input {}=FILE.npy", value.name, value.desc.to_string(),
+                              value.name);
+    }
+  }
+  return ok_status();
+}
+
+std::string plan_size_text(const LoadedPlan& loaded) {
+  const runtime::ExecutionPlan& plan = loaded.model->plan();
+  if (const formats::OnnxImport* import = loaded.model->plan_onnx_import()) {
+    int hxrt_nodes = 0;
+    for (const formats::OnnxNodeReport& node : import->nodes) {
+      hxrt_nodes += static_cast<int>(node.hxrt_nodes.size());
+    }
+    return fmt::format("{} ONNX nodes -> {} hxrt nodes, planned as {} launches", import->nodes.size(), hxrt_nodes,
+                       plan.objects().size());
+  }
+  return fmt::format("{} nodes planned as {} launches", loaded.loaded.nodes, plan.objects().size());
 }
 
 }  // namespace hxrt::tools

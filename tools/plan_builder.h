@@ -1,5 +1,6 @@
-// What `hxrt run`, `hxrt inspect` and `hxrt profile` share: the planning flags, and loading a graph file into a
-// runtime::Model (the built-in registries, the session(s) and the plan).
+// What `hxrt run`, `hxrt inspect` and `hxrt profile` share: the planning flags, and loading a graph file or an ONNX
+// model into a runtime::Model (the built-in registries, the session(s) and the plan; Note [ONNX models] in
+// hxrt/runtime/model.h), and reading .npy inputs.
 //
 // Thread-safety: thread-compatible (one command builds and uses one LoadedPlan).
 #pragma once
@@ -51,14 +52,27 @@ struct GraphStats {
 
 // One graph loaded for a command: the Model (its registries, sessions, plan and executor; the CPU fallback
 // session of the heterogeneous split when the device is not the CPU and fallback is on) and what the CLI reports.
+// For an ONNX model planned at bind time, model->has_plan() is false until model->prepare() or the first run.
 struct LoadedPlan {
   std::unique_ptr<runtime::Model> model;
-  GraphStats loaded;  // the graph as read from the file, before fusion
+  GraphStats loaded;  // the graph as read from the file, before fusion (graph files only)
   std::vector<std::string> warnings;  // e.g. a forced op type that fusion removed
   std::string tuning_report;          // KernelTuner::report() when --tune ran; "" otherwise
 };
 
-// Reads flags.graph_path, opens flags.device and builds the plan. Errors name the file or the pipeline stage.
+// Reads flags.graph_path (a graph file, or an ONNX model when it ends in ".onnx"), opens flags.device and builds
+// the plan. Errors name the file or the pipeline stage.
 Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags);
+
+// "NAME=FILE.npy" specs of --input, read into tensors by name. Errors name the spec or the input.
+Result<runtime::TensorMap> read_npy_inputs(const std::vector<std::string>& specs);
+
+// Names the first input of the model (its ONNX inputs, or its graph's) that `inputs` lacks, with its type and the
+// flag to add; OK when none is missing.
+Status check_inputs_present(const runtime::Model& model, const runtime::TensorMap& inputs);
+
+// "3 nodes planned as 2 launches" for a graph file; "3 ONNX nodes -> 2 hxrt nodes, planned as 2 launches" for an
+// ONNX model (whose plan must exist).
+std::string plan_size_text(const LoadedPlan& loaded);
 
 }  // namespace hxrt::tools

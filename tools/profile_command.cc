@@ -55,36 +55,16 @@ struct ProfileFlags {
   bool check_numerics = false;
 };
 
-Result<runtime::TensorMap> read_inputs(const std::vector<std::string>& specs) {
-  runtime::TensorMap inputs;
-  for (const std::string& spec : specs) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return invalid_argument("--input '{}': expected NAME=FILE.npy", spec);
-    }
-    Result<HostTensor> tensor = formats::read_npy(spec.substr(eq + 1));
-    if (!tensor.ok()) {
-      return std::move(tensor).take_status().with_context(fmt::format("reading input '{}'", spec.substr(0, eq)));
-    }
-    inputs.insert_or_assign(spec.substr(0, eq), std::move(tensor).value());
-  }
-  return inputs;
-}
-
 Status profile_graph(const ProfileFlags& flags) {
   if (flags.repeat < 1) return invalid_argument("--repeat must be at least 1");
   if (flags.warmup < 0) return invalid_argument("--warmup must not be negative");
-  HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_inputs(flags.inputs));
+  HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_npy_inputs(flags.inputs));
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPlan> loaded, load_plan(flags.plan));
   for (const std::string& warning : loaded->warnings) fmt::print(stderr, "hxrt profile: warning: {}\n", warning);
+  HXRT_RETURN_IF_ERROR(check_inputs_present(*loaded->model, inputs));
+  // An ONNX model planned at bind time is imported and planned for these inputs first (Note [ONNX models]).
+  HXRT_RETURN_IF_ERROR(loaded->model->prepare(inputs));
   const runtime::ExecutionPlan& plan = loaded->model->plan();
-  for (graph::ValueId id : plan.graph().inputs()) {
-    const graph::Value& value = plan.graph().value(id);
-    if (!inputs.contains(value.name)) {
-      return invalid_argument("missing input '{}' ({}): pass --input {}=FILE.npy", value.name, value.desc.to_string(),
-                              value.name);
-    }
-  }
   fmt::print("graph {} ('{}'): {} launches on {}:{} ({}), {} stream(s); {} warm-up + {} profiled run(s)\n\n",
              flags.plan.graph_path, plan.graph().name(), plan.objects().size(),
              hal::device_kind_name(plan.device().kind), plan.device().ordinal, plan.device().name,
@@ -116,7 +96,8 @@ Status profile_graph(const ProfileFlags& flags) {
 
 void add_profile_command(CLI::App& app, int* exit_code) {
   CLI::App* command =
-      app.add_subcommand("profile", "Run a graph file with the profiler: per-op summary and a Chrome/Perfetto trace");
+      app.add_subcommand("profile", "Run a graph file or ONNX model with the profiler: per-op summary and a "
+                                    "Chrome/Perfetto trace");
   auto flags = std::make_shared<ProfileFlags>();
   add_plan_options(*command, flags->plan, /*with_force_kernel=*/true);
   command->add_option("--input", flags->inputs, "Graph input from a .npy file: NAME=FILE.npy (repeatable)");

@@ -1,5 +1,5 @@
-// `hxrt run`: reads a graph file and .npy inputs, plans the graph for a device, runs it (--repeat times) and writes
-// every graph output as DIR/<name>.npy.
+// `hxrt run`: reads a graph file (or ONNX model) and .npy inputs, plans the graph for a device, runs it (--repeat
+// times) and writes every output as DIR/<name>.npy (the name sanitised into a file name: file_stem).
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -72,48 +72,22 @@ double median(std::vector<double> values) {
   return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
-Result<runtime::TensorMap> read_inputs(const std::vector<std::string>& specs) {
-  runtime::TensorMap inputs;
-  for (const std::string& spec : specs) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return invalid_argument("--input '{}': expected NAME=FILE.npy", spec);
-    }
-    const std::string name = spec.substr(0, eq);
-    const std::string path = spec.substr(eq + 1);
-    if (inputs.contains(name)) return invalid_argument("--input '{}' is given twice", name);
-    Result<HostTensor> tensor = formats::read_npy(path);
-    if (!tensor.ok()) return std::move(tensor).take_status().with_context(fmt::format("reading input '{}'", name));
-    inputs.emplace(name, std::move(tensor).value());
-  }
-  return inputs;
-}
-
-// Names each graph input the command line did not give, with its type and the flag to add.
-Status check_inputs_present(const graph::Graph& graph, const runtime::TensorMap& inputs) {
-  for (graph::ValueId id : graph.inputs()) {
-    const graph::Value& value = graph.value(id);
-    if (!inputs.contains(value.name)) {
-      return invalid_argument("missing input '{}' ({}): pass --input {}=FILE.npy", value.name, value.desc.to_string(),
-                              value.name);
-    }
-  }
-  return ok_status();
-}
-
 Status run_graph(const RunFlags& flags) {
   if (flags.repeat < 1) return invalid_argument("--repeat must be at least 1");
-  HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_inputs(flags.inputs));
+  HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_npy_inputs(flags.inputs));
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPlan> loaded, load_plan(flags.plan));
   for (const std::string& warning : loaded->warnings) fmt::print(stderr, "hxrt run: warning: {}\n", warning);
+  HXRT_RETURN_IF_ERROR(check_inputs_present(*loaded->model, inputs));
+  // An ONNX model planned at bind time is imported and planned for these inputs here (Note [ONNX models]).
+  const bool bind_time = !loaded->model->has_plan();
+  HXRT_RETURN_IF_ERROR(loaded->model->prepare(inputs));
   const runtime::ExecutionPlan& plan = loaded->model->plan();
   const hal::DeviceInfo& device = plan.device();
-  HXRT_RETURN_IF_ERROR(check_inputs_present(plan.graph(), inputs));
 
-  fmt::print("graph {} ('{}'): {} nodes planned as {} launches on {}:{} ({}), {} stream(s), memory: {}\n",
-             flags.plan.graph_path, plan.graph().name(), loaded->loaded.nodes, plan.objects().size(),
-             hal::device_kind_name(device.kind), device.ordinal, device.name, plan.num_streams(),
-             plan.memory().uses_arena ? "arena" : "pool");
+  fmt::print("graph {} ('{}'): {} on {}:{} ({}), {} stream(s), memory: {}{}\n", flags.plan.graph_path,
+             plan.graph().name(), plan_size_text(*loaded), hal::device_kind_name(device.kind), device.ordinal,
+             device.name, plan.num_streams(), plan.memory().uses_arena ? "arena" : "pool",
+             bind_time ? " (planned at bind time for these inputs)" : "");
   if (const runtime::SplitSummary& split = plan.split(); split.fallback_nodes > 0) {
     fmt::print("heterogeneous split: {} node(s) on the {} fallback ({}), {} copy node(s)\n", split.fallback_nodes,
                hal::device_kind_name(plan.fallback_device()->kind), fmt::join(split.fallback_ops, ", "), split.copies);
@@ -165,11 +139,16 @@ Status run_graph(const RunFlags& flags) {
 }  // namespace
 
 void add_run_command(CLI::App& app, int* exit_code) {
-  CLI::App* command = app.add_subcommand("run", "Run a graph file on .npy inputs and write its outputs as .npy");
+  CLI::App* command =
+      app.add_subcommand("run", "Run a graph file or ONNX model on .npy inputs and write its outputs as .npy");
   auto flags = std::make_shared<RunFlags>();
   add_plan_options(*command, flags->plan, /*with_force_kernel=*/true);
   command->add_option("--input", flags->inputs, "Graph input from a .npy file: NAME=FILE.npy (repeatable)");
-  command->add_option("--output-dir", flags->output_dir, "Directory for the outputs (<name>.npy each)")->required();
+  command
+      ->add_option("--output-dir", flags->output_dir,
+                   "Directory for the outputs: <name>.npy each, every character of the output name other than "
+                   "A-Z a-z 0-9 . _ - written as '_' (ONNX names such as 'onnx::Add_3' or 'layer/out:0')")
+      ->required();
   command->add_option("--repeat", flags->repeat, "Runs to time; the median is printed")->capture_default_str();
   add_failure_options(*command, flags->snapshot_dir, flags->check_numerics);
   command->add_flag("--keep-going", flags->keep_going,

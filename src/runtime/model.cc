@@ -198,18 +198,55 @@ Result<std::unique_ptr<Model>> Model::load_onnx(const std::string& path, const M
   state.options = options;
   HXRT_ASSIGN_OR_RETURN(state.fold_session,
                         Session::create(*model->drivers_, "cpu", SessionOptions{.name = options.name + "-fold"}));
-  formats::OnnxImportOptions import_options{.schemas = &model->registries_->schemas};
-  Model* self = model.get();
-  import_options.evaluate = [self](graph::Graph graph) { return self->fold(std::move(graph)); };
-  HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, formats::import_onnx_file(path, import_options));
+  HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, model->import_onnx_with({}, {}));
   model->onnx_import_ = std::make_unique<formats::OnnxImport>(std::move(import));
   if (!model->onnx_import_->bind_time) {
     Result<std::shared_ptr<const ExecutionPlan>> plan = model->build_plan(std::move(model->onnx_import_->graph), options);
     if (!plan.ok()) return std::move(plan).take_status().with_context(fmt::format("planning ONNX model '{}'", path));
     model->plan_ = std::move(plan).value();
+    model->plan_import_ = model->onnx_import_.get();
     if (model->plan_->fallback_device() == nullptr) model->fallback_session_.reset();
   }
   return model;
+}
+
+Result<formats::OnnxImport> Model::import_onnx(const std::string& path, const TensorMap& inputs,
+                                               const ModelOptions& options) {
+  // A Model on the host only, for its registries and fold session.
+  ModelOptions host = options;
+  host.device = "cpu";
+  host.fallback_device.clear();
+  host.plan.fallback_ops.clear();
+  std::unique_ptr<Model> model(new Model());
+  HXRT_RETURN_IF_ERROR(model->open(host));
+  model->onnx_ = std::make_unique<OnnxState>();
+  model->onnx_->path = path;
+  model->onnx_->options = host;
+  model->onnx_->fold_session = std::move(model->session_);
+  HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, model->import_onnx_with(inputs, {}));
+  if (import.bind_time) {
+    const std::vector<std::string>& needed = import.bind_time->input_values;
+    const bool all_given = std::all_of(needed.begin(), needed.end(),
+                                       [&](const std::string& name) { return inputs.contains(name); });
+    if (all_given) {
+      HXRT_ASSIGN_OR_RETURN(formats::OnnxImport bound, model->import_onnx_with(inputs, needed));
+      if (bound.bind_time) {
+        return internal_error("the ONNX model '{}' still needs bind-time values after binding {}: {}", path,
+                              fmt::join(needed, ", "), bound.bind_time->reason);
+      }
+      import = std::move(bound);
+    }
+  }
+  HXRT_RETURN_IF_ERROR(model->onnx_->fold_session->close().status());
+  return import;
+}
+
+Result<formats::OnnxImport> Model::import_onnx_with(const TensorMap& inputs, const std::vector<std::string>& bound) {
+  formats::OnnxImportOptions import_options{.schemas = &registries_->schemas};
+  import_options.evaluate = [this](graph::Graph graph) { return fold(std::move(graph)); };
+  for (const auto& [name, tensor] : inputs) import_options.input_shapes.emplace(name, tensor.shape);
+  for (const std::string& name : bound) import_options.input_values.emplace(name, to_value(inputs.find(name)->second));
+  return formats::import_onnx_file(onnx_->path, import_options);
 }
 
 Result<std::vector<graph::TensorValue>> Model::fold(graph::Graph graph) {
@@ -229,7 +266,12 @@ Result<std::vector<graph::TensorValue>> Model::fold(graph::Graph graph) {
   return values;
 }
 
-Result<TensorMap> Model::run_onnx(const TensorMap& inputs, const RunOptions& options) {
+Status Model::prepare(const TensorMap& inputs) {
+  if (onnx_ == nullptr) return ok_status();
+  return bind_onnx(inputs);
+}
+
+Status Model::bind_onnx(const TensorMap& inputs) {
   if (closed_) return failed_precondition("the ONNX model '{}' is closed", onnx_->path);
   for (const std::string& name : onnx_import_->inputs) {
     if (inputs.find(name) == inputs.end()) return invalid_argument("missing input '{}'", name);
@@ -239,11 +281,7 @@ Result<TensorMap> Model::run_onnx(const TensorMap& inputs, const RunOptions& opt
       return invalid_argument("the model has no input '{}' (inputs: {})", name, fmt::join(onnx_import_->inputs, ", "));
     }
   }
-  if (!onnx_import_->bind_time) {
-    HXRT_ASSIGN_OR_RETURN(Executor * executor, this->executor());
-    HXRT_ASSIGN_OR_RETURN(TensorMap results, executor->run(graph_inputs(*plan_, inputs), options));
-    return onnx_outputs(*onnx_import_, inputs, std::move(results));
-  }
+  if (!onnx_import_->bind_time) return ok_status();
   // Bind-time import, keyed by every input's dtype and shape and the bytes of the inputs whose values it needs.
   const std::vector<std::string>& needed = onnx_import_->bind_time->input_values;
   std::string key;
@@ -256,11 +294,7 @@ Result<TensorMap> Model::run_onnx(const TensorMap& inputs, const RunOptions& opt
   auto variant = std::find_if(onnx_->variants.begin(), onnx_->variants.end(),
                               [&](const OnnxVariant& v) { return v.key == key; });
   if (variant == onnx_->variants.end()) {
-    formats::OnnxImportOptions import_options{.schemas = &registries_->schemas};
-    import_options.evaluate = [this](graph::Graph graph) { return fold(std::move(graph)); };
-    for (const auto& [name, tensor] : inputs) import_options.input_shapes.emplace(name, tensor.shape);
-    for (const std::string& name : needed) import_options.input_values.emplace(name, to_value(inputs.find(name)->second));
-    HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, formats::import_onnx_file(onnx_->path, import_options));
+    HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, import_onnx_with(inputs, needed));
     if (import.bind_time) {
       return internal_error("the ONNX model '{}' still needs bind-time values after binding {}: {}", onnx_->path,
                             fmt::join(needed, ", "), import.bind_time->reason);
@@ -273,12 +307,28 @@ Result<TensorMap> Model::run_onnx(const TensorMap& inputs, const RunOptions& opt
     }
     v.plan = std::move(plan).value();
     v.import = std::make_unique<formats::OnnxImport>(std::move(import));
-    HXRT_ASSIGN_OR_RETURN(v.executor, Executor::create(*session_, v.plan, fallback_session_.get()));
     if (onnx_->variants.size() >= kMaxOnnxSpecializations) onnx_->variants.pop_front();
     onnx_->variants.push_back(std::move(v));
     variant = std::prev(onnx_->variants.end());
   }
   plan_ = variant->plan;
+  plan_import_ = variant->import.get();
+  return ok_status();
+}
+
+Result<TensorMap> Model::run_onnx(const TensorMap& inputs, const RunOptions& options) {
+  HXRT_RETURN_IF_ERROR(bind_onnx(inputs));
+  if (!onnx_import_->bind_time) {
+    HXRT_ASSIGN_OR_RETURN(Executor * executor, this->executor());
+    HXRT_ASSIGN_OR_RETURN(TensorMap results, executor->run(graph_inputs(*plan_, inputs), options));
+    return onnx_outputs(*onnx_import_, inputs, std::move(results));
+  }
+  auto variant = std::find_if(onnx_->variants.begin(), onnx_->variants.end(),
+                              [&](const OnnxVariant& v) { return v.plan == plan_; });
+  if (variant == onnx_->variants.end()) return internal_error("the bind-time plan of '{}' is gone", onnx_->path);
+  if (variant->executor == nullptr) {
+    HXRT_ASSIGN_OR_RETURN(variant->executor, Executor::create(*session_, variant->plan, fallback_session_.get()));
+  }
   HXRT_ASSIGN_OR_RETURN(TensorMap results, variant->executor->run(graph_inputs(*variant->plan, inputs), options));
   return onnx_outputs(*variant->import, inputs, std::move(results));
 }

@@ -92,6 +92,7 @@ struct OnnxImport {
   std::string producer;                  // "pytorch 2.1"
   std::map<std::string, int> opsets;     // domain ("" = ai.onnx) -> version
   std::vector<std::string> inputs;       // ONNX graph inputs (initializers excluded), in order
+  std::vector<graph::TensorDesc> input_types;  // per input: dtype and dims (dim_params as symbols; bound: static)
   std::vector<OnnxOutput> outputs;       // in ONNX output order
   std::vector<OnnxNodeReport> nodes;     // in ONNX node order
   std::optional<OnnxBindTimeNeeds> bind_time;  // set: `graph` is not usable; import again with the values

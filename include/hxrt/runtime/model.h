@@ -71,6 +71,12 @@ class Model {
   // Reads the graph file (or ONNX model, Note [ONNX models]) at `path` and plans it (see create). Errors name the
   // file.
   static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOptions& options = {});
+  // Imports the ONNX model at `path` as load() does (constant folding on a CPU session, with options.registries
+  // or the built-in ones) without planning it, for `inputs`: their shapes replace the declared ones, and the values
+  // of those a bind-time import needs are bound as constants (when `inputs` lacks one, the result has bind_time
+  // set and no graph). The result owns its weights (`hxrt convert` writes its graph as a graph file).
+  static Result<formats::OnnxImport> import_onnx(const std::string& path, const TensorMap& inputs = {},
+                                                 const ModelOptions& options = {});
   // Opens the device(s) and plans `graph`.
   static Result<std::unique_ptr<Model>> create(graph::Graph graph, const ModelOptions& options = {});
   ~Model();
@@ -81,12 +87,19 @@ class Model {
   // executor (uploads or maps the weights).
   Result<TensorMap> run(const TensorMap& inputs, const RunOptions& options = {});
 
+  // Plans the model for `inputs` without running them: for an ONNX model planned at bind time, the import and plan
+  // run() would make for these inputs (kept for run()); nothing otherwise. has_plan() is true after it.
+  Status prepare(const TensorMap& inputs);
+
   // The plan (of the latest run, for an ONNX model planned at bind time: see has_plan()).
   const ExecutionPlan& plan() const { return *plan_; }
   // False only for an ONNX model planned at bind time that has not run yet.
   bool has_plan() const { return plan_ != nullptr; }
   // The ONNX import's report (converters chosen, hxrt nodes made, folding, bind-time needs); null for graph files.
   const formats::OnnxImport* onnx_import() const { return onnx_import_.get(); }
+  // The import plan() was made from: onnx_import(), or for a model planned at bind time the latest run's or
+  // prepare()'s import (null before the first). Its graph was moved into the plan. Null for graph files.
+  const formats::OnnxImport* plan_onnx_import() const { return plan_import_; }
   const std::shared_ptr<const ExecutionPlan>& shared_plan() const { return plan_; }
   const graph::Graph& graph() const { return plan_->graph(); }
   std::vector<std::string> input_names() const;
@@ -111,6 +124,10 @@ class Model {
   // Plans `graph` on the Model's devices.
   Result<std::shared_ptr<const ExecutionPlan>> build_plan(graph::Graph graph, const ModelOptions& options);
   Result<TensorMap> run_onnx(const TensorMap& inputs, const RunOptions& options);
+  // Checks `inputs` against the ONNX inputs and, for a bind-time model, finds or makes the plan for them (plan_).
+  Status bind_onnx(const TensorMap& inputs);
+  // Imports the ONNX model with `inputs`' shapes and the values of the `bound` ones.
+  Result<formats::OnnxImport> import_onnx_with(const TensorMap& inputs, const std::vector<std::string>& bound);
   // Evaluates a one-node graph of constants on the fold session (formats::NodeEvaluator).
   Result<std::vector<graph::TensorValue>> fold(graph::Graph graph);
 
@@ -127,6 +144,7 @@ class Model {
   bool closed_ = false;
   // ONNX models only (Note [ONNX models]).
   std::unique_ptr<formats::OnnxImport> onnx_import_;
+  const formats::OnnxImport* plan_import_ = nullptr;
   std::unique_ptr<OnnxState> onnx_;
 };
 

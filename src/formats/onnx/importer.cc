@@ -556,6 +556,7 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
     if (states_.count(input.name()) != 0) return invalid_argument("graph input '{}' is listed twice", input.name());
     HXRT_RETURN_IF_ERROR(add_graph_input(input));
     out.inputs.push_back(input.name());
+    out.input_types.push_back(*states_[input.name()].desc);
   }
 
   // Nodes in topological order (ONNX requires it; a node reading a value produced later is a cycle or a dangling
