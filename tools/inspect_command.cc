@@ -141,7 +141,7 @@ Status inspect_onnx(const InspectFlags& flags, LoadedPlan& loaded) {
   if (!flags.inputs.empty()) {
     HXRT_ASSIGN_OR_RETURN(runtime::TensorMap inputs, read_npy_inputs(flags.inputs));
     HXRT_RETURN_IF_ERROR(check_inputs_present(model, inputs));
-    HXRT_RETURN_IF_ERROR(model.prepare(inputs));
+    HXRT_RETURN_IF_ERROR(prepare_plan(flags.plan, loaded, inputs));
   }
   const OnnxReportInput report{.path = flags.plan.graph_path,
                                .model = model.onnx_import(),

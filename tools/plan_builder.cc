@@ -146,7 +146,10 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     HXRT_ASSIGN_OR_RETURN(auto dim, parse_dim(text));
     options.tuner.dims.insert_or_assign(dim.first, dim.second);
   }
-  ops::TimingCache timings;
+  // The Model keeps pointers to the cache (an ONNX model planned at bind time plans with it later): the LoadedPlan
+  // owns it.
+  loaded->timings = std::make_unique<ops::TimingCache>();
+  ops::TimingCache& timings = *loaded->timings;
   if (!flags.timing_cache.empty() && std::filesystem::exists(flags.timing_cache)) {
     HXRT_RETURN_IF_ERROR(timings.load(flags.timing_cache));
   }
@@ -190,10 +193,13 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     }
     HXRT_RETURN_IF_ERROR(check_forced_targets(forced, targets_of(*loaded->model->onnx_import())));
   }
+  loaded->timings_saved = timings.size();
   if (flags.tune) {
     loaded->tuning_report = loaded->model->tuning_report();
     if (loaded->tuning_report.empty()) loaded->tuning_report = "no node has more than one compatible kernel\n";
-    if (!flags.timing_cache.empty() && timings.size() != timings_before) HXRT_RETURN_IF_ERROR(timings.save(flags.timing_cache));
+    if (!flags.timing_cache.empty() && timings.size() != timings_before) {
+      HXRT_RETURN_IF_ERROR(timings.save(flags.timing_cache));
+    }
   }
 
   const auto planned_targets = targets_of(loaded->model->graph());
@@ -205,6 +211,20 @@ Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags) {
     }
   }
   return loaded;
+}
+
+Status prepare_plan(const PlanFlags& flags, LoadedPlan& loaded, const runtime::TensorMap& inputs) {
+  if (loaded.model->has_plan() && loaded.model->onnx_import() == nullptr) return ok_status();
+  HXRT_RETURN_IF_ERROR(loaded.model->prepare(inputs));
+  if (flags.tune) {
+    loaded.tuning_report = loaded.model->tuning_report();
+    if (loaded.tuning_report.empty()) loaded.tuning_report = "no node has more than one compatible kernel\n";
+    if (!flags.timing_cache.empty() && loaded.timings->size() != loaded.timings_saved) {
+      HXRT_RETURN_IF_ERROR(loaded.timings->save(flags.timing_cache));
+      loaded.timings_saved = loaded.timings->size();
+    }
+  }
+  return ok_status();
 }
 
 Result<runtime::TensorMap> read_npy_inputs(const std::vector<std::string>& specs) {

@@ -54,6 +54,10 @@ struct GraphStats {
 // session of the heterogeneous split when the device is not the CPU and fallback is on) and what the CLI reports.
 // For an ONNX model planned at bind time, model->has_plan() is false until model->prepare() or the first run.
 struct LoadedPlan {
+  // Measured timings (--timing-cache, --tune), which the model's planning reads and adds to: declared first, so it
+  // outlives the model.
+  std::unique_ptr<ops::TimingCache> timings;
+  size_t timings_saved = 0;  // entries in the --timing-cache file as last written or read
   std::unique_ptr<runtime::Model> model;
   GraphStats loaded;  // the graph as read from the file, before fusion (graph files only)
   std::vector<std::string> warnings;  // e.g. a forced op type that fusion removed
@@ -63,6 +67,11 @@ struct LoadedPlan {
 // Reads flags.graph_path (a graph file, or an ONNX model when it ends in ".onnx"), opens flags.device and builds
 // the plan. Errors name the file or the pipeline stage.
 Result<std::unique_ptr<LoadedPlan>> load_plan(const PlanFlags& flags);
+
+// Plans an ONNX model planned at bind time for `inputs` (runtime::Model::prepare); then, with --tune, updates the
+// tuning report and saves new timings to --timing-cache. Checks the input names of any ONNX model; nothing for a
+// graph file.
+Status prepare_plan(const PlanFlags& flags, LoadedPlan& loaded, const runtime::TensorMap& inputs);
 
 // "NAME=FILE.npy" specs of --input, read into tensors by name. Errors name the spec or the input.
 Result<runtime::TensorMap> read_npy_inputs(const std::vector<std::string>& specs);

@@ -63,7 +63,7 @@ Status profile_graph(const ProfileFlags& flags) {
   for (const std::string& warning : loaded->warnings) fmt::print(stderr, "hxrt profile: warning: {}\n", warning);
   HXRT_RETURN_IF_ERROR(check_inputs_present(*loaded->model, inputs));
   // An ONNX model planned at bind time is imported and planned for these inputs first (Note [ONNX models]).
-  HXRT_RETURN_IF_ERROR(loaded->model->prepare(inputs));
+  HXRT_RETURN_IF_ERROR(prepare_plan(flags.plan, *loaded, inputs));
   const runtime::ExecutionPlan& plan = loaded->model->plan();
   fmt::print("graph {} ('{}'): {} launches on {}:{} ({}), {} stream(s); {} warm-up + {} profiled run(s)\n\n",
              flags.plan.graph_path, plan.graph().name(), plan.objects().size(),

@@ -80,7 +80,7 @@ Status run_graph(const RunFlags& flags) {
   HXRT_RETURN_IF_ERROR(check_inputs_present(*loaded->model, inputs));
   // An ONNX model planned at bind time is imported and planned for these inputs here (Note [ONNX models]).
   const bool bind_time = !loaded->model->has_plan();
-  HXRT_RETURN_IF_ERROR(loaded->model->prepare(inputs));
+  HXRT_RETURN_IF_ERROR(prepare_plan(flags.plan, *loaded, inputs));
   const runtime::ExecutionPlan& plan = loaded->model->plan();
   const hal::DeviceInfo& device = plan.device();
 

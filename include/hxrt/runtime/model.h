@@ -63,7 +63,8 @@ struct ModelOptions {
 // (an output folded at import, or an input returned as it is, comes back without running anything). A model whose
 // graph depends on input values (a Reshape whose shape is computed from an input) is imported again at bind time:
 // run() imports it with those inputs' values and every input's shape known, plans it, and keeps the plan for the
-// next run with the same values and shapes (at most kMaxOnnxSpecializations; the oldest goes first).
+// next run with the same values and shapes (at most kMaxOnnxSpecializations; the oldest goes first). prepare() makes
+// that plan without running (`hxrt inspect --input`); import_onnx() imports without planning (`hxrt convert`).
 class Model {
  public:
   static constexpr size_t kMaxOnnxSpecializations = 16;
@@ -87,8 +88,9 @@ class Model {
   // executor (uploads or maps the weights).
   Result<TensorMap> run(const TensorMap& inputs, const RunOptions& options = {});
 
-  // Plans the model for `inputs` without running them: for an ONNX model planned at bind time, the import and plan
-  // run() would make for these inputs (kept for run()); nothing otherwise. has_plan() is true after it.
+  // Plans the model for `inputs` without running it: for an ONNX model planned at bind time, the import and plan
+  // run() would make for these inputs (kept for run()); nothing otherwise. has_plan() is true after it. Errors as
+  // run()'s: a missing or unknown ONNX input, the import's or the planner's.
   Status prepare(const TensorMap& inputs);
 
   // The plan (of the latest run, for an ONNX model planned at bind time: see has_plan()).
