@@ -79,7 +79,9 @@ std::string chosen_reason(const std::string& reason) {
 
 std::string opsets_text(const std::map<std::string, int>& opsets) {
   std::vector<std::string> parts;
-  for (const auto& [domain, version] : opsets) parts.push_back(fmt::format("{} {}", domain.empty() ? "ai.onnx" : domain, version));
+  for (const auto& [domain, version] : opsets) {
+    parts.push_back(fmt::format("{} {}", domain.empty() ? "ai.onnx" : domain, version));
+  }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -192,7 +194,9 @@ std::string describe_onnx(const OnnxReportInput& report) {
         out += fmt::format(": kernel {} v{} on {}, stream {}\n         {}\n", object.kernel->name,
                            object.kernel->impl_version, index.device_of(object), object.stream,
                            chosen_reason(object.selection_reason));
-        if (object.device != runtime::kMainDevice) on_fallback.push_back(fmt::format("{} ({})", fate.name, fate.op_type));
+        if (object.device != runtime::kMainDevice) {
+          on_fallback.push_back(fmt::format("{} ({})", fate.name, fate.op_type));
+        }
       }
     }
     if (node.folded > 0) out += fmt::format("      ({} more hxrt node(s) folded at import)\n", node.folded);
@@ -200,7 +204,8 @@ std::string describe_onnx(const OnnxReportInput& report) {
   if (report.plan != nullptr) {
     const runtime::SplitSummary& split = report.plan->split();
     if (split.fallback_nodes > 0) {
-      out += fmt::format("heterogeneous split: on the {} fallback (no {} kernel, or --fallback-op): {}; {} copy node(s)\n",
+      out += fmt::format("heterogeneous split: on the {} fallback (no {} kernel, or --fallback-op): {}; {} copy "
+                         "node(s)\n",
                          hal::device_kind_name(report.plan->fallback_device()->kind),
                          hal::device_kind_name(report.plan->device().kind), fmt::join(on_fallback, ", "),
                          split.copies);

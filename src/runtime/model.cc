@@ -223,22 +223,27 @@ Result<formats::OnnxImport> Model::import_onnx(const std::string& path, const Te
   model->onnx_->path = path;
   model->onnx_->options = host;
   model->onnx_->fold_session = std::move(model->session_);
-  HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, model->import_onnx_with(inputs, {}));
-  if (import.bind_time) {
-    const std::vector<std::string>& needed = import.bind_time->input_values;
-    const bool all_given = std::all_of(needed.begin(), needed.end(),
-                                       [&](const std::string& name) { return inputs.contains(name); });
-    if (all_given) {
-      HXRT_ASSIGN_OR_RETURN(formats::OnnxImport bound, model->import_onnx_with(inputs, needed));
-      if (bound.bind_time) {
-        return internal_error("the ONNX model '{}' still needs bind-time values after binding {}: {}", path,
-                              fmt::join(needed, ", "), bound.bind_time->reason);
-      }
-      import = std::move(bound);
-    }
-  }
+  std::vector<std::string> bound;
+  HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, model->import_binding(inputs, bound));
   HXRT_RETURN_IF_ERROR(model->onnx_->fold_session->close().status());
   return import;
+}
+
+Result<formats::OnnxImport> Model::import_binding(const TensorMap& inputs, std::vector<std::string>& bound) {
+  for (;;) {
+    HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, import_onnx_with(inputs, bound));
+    if (!import.bind_time) return import;
+    // Binding the values one node asked for can reach a node that needs more (Range's start, then its limit).
+    const size_t before = bound.size();
+    for (const std::string& name : import.bind_time->input_values) {
+      if (!inputs.contains(name)) return import;
+      if (std::find(bound.begin(), bound.end(), name) == bound.end()) bound.push_back(name);
+    }
+    if (bound.size() == before) {
+      return internal_error("the ONNX model '{}' still needs bind-time values after binding {}: {}", onnx_->path,
+                            fmt::join(bound, ", "), import.bind_time->reason);
+    }
+  }
 }
 
 Result<formats::OnnxImport> Model::import_onnx_with(const TensorMap& inputs, const std::vector<std::string>& bound) {
@@ -283,21 +288,31 @@ Status Model::bind_onnx(const TensorMap& inputs) {
   }
   if (!onnx_import_->bind_time) return ok_status();
   // Bind-time import, keyed by every input's dtype and shape and the bytes of the inputs whose values it needs.
-  const std::vector<std::string>& needed = onnx_import_->bind_time->input_values;
-  std::string key;
-  for (const auto& [name, tensor] : inputs) key += fmt::format("{}:{}{};", name, tensor.dtype, tensor.shape);
-  for (const std::string& name : needed) {
-    const HostTensor& t = inputs.find(name)->second;
-    key.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
-    key += ';';
-  }
+  std::vector<std::string>& needed = onnx_import_->bind_time->input_values;
+  const auto key_of = [&inputs](const std::vector<std::string>& values) {
+    std::string key;
+    for (const auto& [name, tensor] : inputs) key += fmt::format("{}:{}{};", name, tensor.dtype, tensor.shape);
+    for (const std::string& name : values) {
+      const HostTensor& t = inputs.find(name)->second;
+      key.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+      key += ';';
+    }
+    return key;
+  };
+  std::string key = key_of(needed);
   auto variant = std::find_if(onnx_->variants.begin(), onnx_->variants.end(),
                               [&](const OnnxVariant& v) { return v.key == key; });
   if (variant == onnx_->variants.end()) {
-    HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, import_onnx_with(inputs, needed));
+    std::vector<std::string> bound = needed;
+    HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, import_binding(inputs, bound));
     if (import.bind_time) {
-      return internal_error("the ONNX model '{}' still needs bind-time values after binding {}: {}", onnx_->path,
-                            fmt::join(needed, ", "), import.bind_time->reason);
+      return internal_error("the ONNX model '{}' needs the values of {}, which are not inputs", onnx_->path,
+                            fmt::join(import.bind_time->input_values, ", "));
+    }
+    if (bound.size() > needed.size()) {
+      // Every input the import needed decides the graph: later keys hold their bytes too.
+      needed = bound;
+      key = key_of(needed);
     }
     OnnxVariant v;
     v.key = key;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +19,36 @@
 
 namespace hxrt::runtime {
 namespace {
+
+std::string temp_model_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / fmt::format("hxrt_model_onnx_test_{}_{}.onnx", name, ::getpid()))
+      .string();
+}
+
+// start, limit, delta: i64 scalars -> Range -> y. Its converter asks for one value at a time.
+std::string write_range_model() {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("range");
+  onnx::NodeProto* node = g->add_node();
+  node->set_name("range");
+  node->set_op_type("Range");
+  for (const char* name : {"start", "limit", "delta"}) {
+    onnx::ValueInfoProto* info = g->add_input();
+    info->set_name(name);
+    info->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+    info->mutable_type()->mutable_tensor_type()->mutable_shape();
+    node->add_input(name);
+  }
+  node->add_output("y");
+  g->add_output()->set_name("y");
+  const std::string path = temp_model_path("range");
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  EXPECT_TRUE(model.SerializeToOstream(&out));
+  return path;
+}
 
 // x: f32[batch, 6], shape: i64[2] -> Reshape -> y.
 std::string write_reshape_model() {
@@ -49,8 +80,7 @@ std::string write_reshape_model() {
   node->add_output("y");
   g->add_output()->set_name("y");
   g->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / fmt::format("hxrt_model_onnx_test_{}.onnx", ::getpid())).string();
+  const std::string path = temp_model_path("reshape");
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   EXPECT_TRUE(model.SerializeToOstream(&out));
   return path;
@@ -122,6 +152,24 @@ TEST_F(ModelOnnxTest, ImportWithoutPlanning) {
   ASSERT_EQ(g.outputs().size(), 1U);
   EXPECT_EQ(g.value(g.outputs()[0]).desc.to_string(), "f32[3, 4]");
   EXPECT_TRUE(g.validate().ok());
+}
+
+// Each run binds every value the import asks for, and the plans are keyed by all of them: a new limit is a new plan.
+TEST(ModelOnnxRangeTest, BindsEveryValueTheImportNeeds) {
+  const std::string path = write_range_model();
+  Result<std::unique_ptr<Model>> model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto scalar = [](int64_t v) { return HostTensor::i64(Shape(), {v}); };
+  for (const auto& [limit, expected] : {std::pair<int64_t, std::vector<int64_t>>{7, {1, 3, 5}},
+                                        std::pair<int64_t, std::vector<int64_t>>{10, {1, 3, 5, 7, 9}}}) {
+    Result<TensorMap> outputs = (*model)->run({{"start", scalar(1)}, {"limit", scalar(limit)}, {"delta", scalar(2)}});
+    ASSERT_TRUE(outputs.ok()) << outputs.status().to_string();
+    EXPECT_EQ(outputs->at("y").to_i64(), expected) << "limit " << limit;
+  }
+  const std::vector<std::string> needed = (*model)->onnx_import()->bind_time->input_values;
+  EXPECT_EQ(needed.size(), 3U);
+  ASSERT_TRUE((*model)->close().ok());
+  std::filesystem::remove(path);
 }
 
 TEST_F(ModelOnnxTest, BadFileIsAnError) {

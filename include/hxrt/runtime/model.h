@@ -130,6 +130,9 @@ class Model {
   Status bind_onnx(const TensorMap& inputs);
   // Imports the ONNX model with `inputs`' shapes and the values of the `bound` ones.
   Result<formats::OnnxImport> import_onnx_with(const TensorMap& inputs, const std::vector<std::string>& bound);
+  // Imports it binding `bound`, extended with every input a bind-time import asks for while `inputs` has it; the
+  // result has bind_time set only when `inputs` lacks one.
+  Result<formats::OnnxImport> import_binding(const TensorMap& inputs, std::vector<std::string>& bound);
   // Evaluates a one-node graph of constants on the fold session (formats::NodeEvaluator).
   Result<std::vector<graph::TensorValue>> fold(graph::Graph graph);
 
