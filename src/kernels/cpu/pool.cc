@@ -336,7 +336,10 @@ Status compute_global_pool(const ops::CpuComputeContext& ctx, bool max) {
   return ok_status();
 }
 
+// The indices address the unpooled shape [N, C, (in - 1) · stride + kernel - pads ...]; an output_shape that is
+// larger (ONNX's tests: 4x4 indices into a 5x5 output) keeps their multi-index, the extra positions staying zero.
 Status compute_max_unpool(const ops::CpuComputeContext& ctx) {
+  const auto& params = ctx.params<ops::PoolParams>();
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& indices = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
@@ -345,20 +348,45 @@ Status compute_max_unpool(const ops::CpuComputeContext& ctx) {
     return invalid_argument("MaxUnpool input 'I' {} {} must be i64 with as many elements as X {}", indices.dtype,
                             indices.shape, x.shape);
   }
-  if (y.dtype != DType::kF32 || y.shape.rank() != x.shape.rank()) {
-    return invalid_argument("MaxUnpool output is {} {} for X {}", y.dtype, y.shape, x.shape);
+  const size_t k = params.kernel_shape.size();
+  if (y.dtype != DType::kF32 || y.shape.rank() != x.shape.rank() || static_cast<size_t>(x.shape.rank()) != k + 2) {
+    return invalid_argument("MaxUnpool output is {} {} for X {} and a {}-D kernel", y.dtype, y.shape, x.shape, k);
   }
+  std::vector<int64_t> unpooled = {x.shape.dim(0), x.shape.dim(1)};
+  for (size_t i = 0; i < k; ++i) {
+    unpooled.push_back((x.shape.dim(static_cast<int>(i) + 2) - 1) * params.strides[i] + params.kernel_shape[i] -
+                       params.pads[i] - params.pads[i + k]);
+  }
+  int64_t unpooled_total = 1;
+  for (int64_t d : unpooled) {
+    if (d < 1) return invalid_argument("MaxUnpool unpooled shape [{}] of X {} is empty", fmt::join(unpooled, ", "), x.shape);
+    unpooled_total *= d;
+  }
+  const int rank = y.shape.rank();
+  const std::array<int64_t, Shape::kMaxRank> y_strides = y.shape.strides();
   const int64_t total = y.num_elements();
   float* yp = y.data<float>();
   std::fill(yp, yp + total, 0.0f);
   const float* xp = x.data<float>();
   const int64_t* ip = indices.data<int64_t>();
   for (int64_t i = 0; i < x.num_elements(); ++i) {
-    if (ip[i] < 0 || ip[i] >= total) {
-      return invalid_argument("MaxUnpool index {} (element {} of 'I') is outside the output {} of {} elements", ip[i],
-                              i, y.shape, total);
+    if (ip[i] < 0 || ip[i] >= unpooled_total) {
+      return invalid_argument("MaxUnpool index {} (element {} of 'I') is outside the unpooled shape [{}]", ip[i], i,
+                              fmt::join(unpooled, ", "));
     }
-    yp[ip[i]] = xp[i];
+    int64_t rest = ip[i];
+    int64_t offset = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t extent = unpooled[static_cast<size_t>(d)];
+      const int64_t coord = rest % extent;
+      rest /= extent;
+      if (coord >= y.shape.dim(d)) {
+        return invalid_argument("MaxUnpool index {} (element {} of 'I') falls outside the output {}", ip[i], i,
+                                y.shape);
+      }
+      offset += coord * y_strides[static_cast<size_t>(d)];
+    }
+    yp[offset] = xp[i];
   }
   return ok_status();
 }
