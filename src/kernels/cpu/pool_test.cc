@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kernels/testing/kernel_harness.h"
+#include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
@@ -662,6 +664,65 @@ TEST(RoiAlignOpTest, AverageOfBilinearSamplesAgainstReference) {
   auto index = run_op(bad);
   ASSERT_FALSE(index.ok());
   EXPECT_NE(index.status().message().find("batch index 3"), std::string::npos) << index.status().to_string();
+}
+
+// ---- Symbolic shape inference ----
+
+// Output desc of one node of `op_type` on graph inputs `inputs`; `constant` (when given) is an initializer appended
+// as the last input, after `omitted` empty optional inputs.
+std::string infer(const std::string& op_type, const std::vector<graph::TensorDesc>& inputs, graph::AttributeMap attrs,
+                  const std::optional<HostTensor>& constant = std::nullopt, int omitted = 0) {
+  ops::OpSchemaRegistry registry;
+  EXPECT_TRUE(ops::schemas::register_pool(registry).ok());
+  EXPECT_TRUE(ops::schemas::register_conv(registry).ok());
+  graph::Graph g;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    names.push_back("x" + std::to_string(i));
+    EXPECT_TRUE(g.add_input(names.back(), inputs[i]).ok());
+  }
+  for (int i = 0; i < omitted; ++i) names.emplace_back();
+  if (constant) {
+    names.emplace_back("c");
+    const auto* bytes = constant->bytes.data();
+    EXPECT_TRUE(g.add_initializer("c", {constant->dtype, graph::SymShape::from(constant->shape)},
+                                  graph::WeightData::copy_of({bytes, constant->bytes.size()}))
+                    .ok());
+  }
+  auto schema = registry.find(op_type, "", 0);
+  EXPECT_TRUE(schema.ok());
+  const std::vector<std::string> outputs = {"y"};
+  auto node = g.add_node("n", op_type, names, outputs, std::move(attrs), "", (*schema)->since_version);
+  EXPECT_TRUE(node.ok());
+  std::vector<ops::DimCheck> checks;
+  const Status status = registry.infer_node(g, *node, &checks);
+  if (!status.ok()) return status.to_string();
+  return g.value(g.node(*node).outputs[0]).desc.to_string();
+}
+
+TEST(PoolSchemaTest, SymbolicDimsFollowTheOutputFormulas) {
+  const graph::Dim n = graph::Dim::symbol("n");
+  const graph::Dim h = graph::Dim::symbol("h");
+  graph::AttributeMap pool;
+  pool.set("kernel_shape", std::vector<int64_t>{3, 2});
+  pool.set("strides", std::vector<int64_t>{2, 2});
+  pool.set("pads", std::vector<int64_t>{1, 0, 1, 0});
+  EXPECT_EQ(infer("MaxPool", {{DType::kF32, {n, 3, h, 9}}}, pool), "f32[n, 3, (((h - 1) / 2) + 1), 4]");
+  pool.set("auto_pad", "SAME_UPPER");
+  EXPECT_EQ(infer("AveragePool", {{DType::kF32, {n, 3, h, 9}}}, pool), "f32[n, 3, ((h + 1) / 2), 5]");
+  EXPECT_EQ(infer("GlobalMaxPool", {{DType::kF32, {n, 3, h, 9, 2}}}, {}), "f32[n, 3, 1, 1, 1]");
+
+  graph::AttributeMap transpose;
+  transpose.set("strides", std::vector<int64_t>{2, 3});
+  EXPECT_EQ(infer("ConvTranspose", {{DType::kF32, {n, 2, h, 4}}, {DType::kF32, {2, 5, 3, 3}}}, transpose),
+            "f32[n, 5, ((h * 2) + 1), 12]");
+
+  graph::AttributeMap resize;
+  resize.set("mode", "linear");
+  const HostTensor scales = HostTensor::f32(Shape{4}, {1, 1, 2, 0.5f});
+  EXPECT_EQ(infer("Resize", {{DType::kF32, {n, 3, h, 9}}}, resize, scales, 1), "f32[n, 3, (h * 2), 4]");
+  const HostTensor odd = HostTensor::f32(Shape{4}, {1, 1, 1.5f, 1});
+  EXPECT_NE(infer("Resize", {{DType::kF32, {n, 3, h, 9}}}, resize, odd, 1).find("whole number"), std::string::npos);
 }
 
 }  // namespace
