@@ -166,8 +166,8 @@ Status register_pool_converters(ConverterRegistry& registry) {
   defs.push_back(def("GlobalMaxPool", 1, kMax, same_op("GlobalMaxPool"), "GlobalMaxPool(1)"));
   defs.push_back(def("MaxUnpool", 9, kMax, convert_max_unpool, "MaxUnpool(11) with output_shape as a constant"));
   defs.push_back(def("ConvTranspose", 1, kMax, same_op("ConvTranspose"), "ConvTranspose(11), attributes as they are"));
-  defs.push_back(def("Upsample", 7, 8, convert_upsample_7,
-                     "Resize(13) asymmetric with the scales attribute as a constant input"));
+  defs.push_back(
+      def("Upsample", 7, 8, convert_upsample_7, "Resize(13) asymmetric with the scales attribute as a constant input"));
   defs.push_back(def("Upsample", 9, 9, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
   defs.push_back(def("Resize", 10, 10, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
   defs.push_back(def("Resize", 11, kMax, convert_resize, "Resize(13) with roi, scales and sizes as constants"));

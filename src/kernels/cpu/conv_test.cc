@@ -202,13 +202,13 @@ TEST(BatchNormOpTest, SchemaRejectsWrongParameterLength) {
   EXPECT_NE(result.status().to_string().find("'B'"), std::string::npos) << result.status().to_string();
 }
 
-
 // ---- ConvTranspose ----
 
 struct ConvTransposeCase {
   Shape x;  // [n, c, d...]
   Shape w;  // [c, m/group, k...]
-  std::vector<int64_t> strides, pads, dilations, output_padding, output_shape;  // empty: absent
+  // Empty when absent.
+  std::vector<int64_t> strides, pads, dilations, output_padding, output_shape;
   int64_t group = 1;
   std::string auto_pad = "NOTSET";
   bool bias = false;
@@ -227,8 +227,8 @@ std::vector<double> reference_conv_transpose(const ConvTransposeCase& c, const s
     kern[a] = c.w.dim(static_cast<int>(a) + 2);
     s[a] = c.strides.empty() ? 1 : c.strides[a];
     d[a] = c.dilations.empty() ? 1 : c.dilations[a];
-    const int64_t full = s[a] * (in[a] - 1) + (c.output_padding.empty() ? 0 : c.output_padding[a]) +
-                         (kern[a] - 1) * d[a] + 1;
+    const int64_t full =
+        s[a] * (in[a] - 1) + (c.output_padding.empty() ? 0 : c.output_padding[a]) + (kern[a] - 1) * d[a] + 1;
     if (!c.output_shape.empty() || c.auto_pad != "NOTSET") {
       out[a] = c.output_shape.empty() ? in[a] * s[a] : c.output_shape[a];
       const int64_t total = full - out[a];
@@ -251,7 +251,9 @@ std::vector<double> reference_conv_transpose(const ConvTransposeCase& c, const s
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t oc = 0; oc < m; ++oc) {
       const int64_t g = oc / mg;
-      for (int64_t o = 0; o < out_plane; ++o) y[static_cast<size_t>((b * m + oc) * out_plane + o)] = c.bias ? bias[static_cast<size_t>(oc)] : 0.0;
+      for (int64_t o = 0; o < out_plane; ++o) {
+        y[static_cast<size_t>((b * m + oc) * out_plane + o)] = c.bias ? bias[static_cast<size_t>(oc)] : 0.0;
+      }
       for (int64_t ci = g * cg; ci < (g + 1) * cg; ++ci) {
         for (int64_t i = 0; i < in_plane; ++i) {
           for (int64_t t = 0; t < taps; ++t) {

@@ -114,15 +114,15 @@ namespace {
 
 // ONNX's cubic convolution weights of the taps at offsets -1, 0, 1, 2 from floor(x), for ratio = x - floor(x).
 std::array<double, 4> cubic_weights(double ratio, double a) {
-  auto near = [a](double t) { return ((a + 2) * t - (a + 3)) * t * t + 1; };           // |t| <= 1
-  auto far = [a](double t) { return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a; };    // 1 < |t| < 2
+  auto near = [a](double t) { return ((a + 2) * t - (a + 3)) * t * t + 1; };       // |t| <= 1
+  auto far = [a](double t) { return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a; };  // 1 < |t| < 2
   return {far(ratio + 1), near(ratio), near(1 - ratio), far(2 - ratio)};
 }
 
 }  // namespace
 
-ResizeAxis resize_axis(const ops::ResizeParams& params, int64_t in, int64_t out, double scale, size_t axis,
-                       size_t rank, std::span<const double> roi) {
+ResizeAxis resize_axis(const ops::ResizeParams& params, int64_t in, int64_t out, double scale, size_t axis, size_t rank,
+                       std::span<const double> roi) {
   using Mode = ops::ResizeParams::Mode;
   ResizeAxis r;
   r.width = params.mode == Mode::kNearest ? 1 : params.mode == Mode::kLinear ? 2 : 4;
@@ -225,7 +225,8 @@ void resize_nd(const Shape& in, const Shape& out, std::span<const ResizeAxis> ax
           double weight = 1.0;
           int64_t offset = 0;
           for (size_t d = 0; d < ru; ++d) {
-            const size_t k = static_cast<size_t>(pos[d]) * static_cast<size_t>(axes[d].width) + static_cast<size_t>(tap[d]);
+            const size_t k =
+                static_cast<size_t>(pos[d]) * static_cast<size_t>(axes[d].width) + static_cast<size_t>(tap[d]);
             weight *= axes[d].weight[k];
             offset += axes[d].index[k] * in_strides[d];
           }
@@ -281,8 +282,8 @@ std::vector<double> read_doubles(const ops::CpuComputeContext& ctx, size_t i) {
 
 Result<ops::Tiling> pool_tiling(const ops::TilingQuery& query) {
   if (query.inputs.empty()) return invalid_argument("pool tiling needs X");
-  HXRT_ASSIGN_OR_RETURN(ops::PoolGeometry g, ops::pool_geometry(query.params_as<ops::PoolParams>(),
-                                                                query.inputs[0].shape));
+  HXRT_ASSIGN_OR_RETURN(ops::PoolGeometry g,
+                        ops::pool_geometry(query.params_as<ops::PoolParams>(), query.inputs[0].shape));
   ops::Tiling tiling;
   tiling.values = {{"planes", g.planes}};
   tiling.geometry = std::make_shared<ops::PoolGeometry>(std::move(g));
@@ -359,7 +360,8 @@ Status compute_max_unpool(const ops::CpuComputeContext& ctx) {
   }
   int64_t unpooled_total = 1;
   for (int64_t d : unpooled) {
-    if (d < 1) return invalid_argument("MaxUnpool unpooled shape [{}] of X {} is empty", fmt::join(unpooled, ", "), x.shape);
+    if (d < 1)
+      return invalid_argument("MaxUnpool unpooled shape [{}] of X {} is empty", fmt::join(unpooled, ", "), x.shape);
     unpooled_total *= d;
   }
   const int rank = y.shape.rank();
@@ -533,8 +535,9 @@ Status compute_roi_align(const ops::CpuComputeContext& ctx) {
   HXRT_RETURN_IF_ERROR(check_f32(rois, "RoiAlign", "rois"));
   if (x.shape.rank() != 4 || rois.shape.rank() != 2 || rois.shape.dim(1) != 4 || batch.dtype != DType::kI64 ||
       batch.num_elements() != rois.shape.dim(0)) {
-    return invalid_argument("RoiAlign needs X [N, C, H, W], rois [R, 4] and i64 batch_indices [R], got {}, {} and {} {}",
-                            x.shape, rois.shape, batch.dtype, batch.shape);
+    return invalid_argument(
+        "RoiAlign needs X [N, C, H, W], rois [R, 4] and i64 batch_indices [R], got {}, {} and {} {}", x.shape,
+        rois.shape, batch.dtype, batch.shape);
   }
   const int64_t n = x.shape.dim(0), c = x.shape.dim(1), h = x.shape.dim(2), w = x.shape.dim(3);
   const int64_t r_count = rois.shape.dim(0);
@@ -595,9 +598,9 @@ Status compute_roi_align(const ops::CpuComputeContext& ctx) {
                 }
                 const double ly = sy - static_cast<double>(y_low), lx = sx - static_cast<double>(x_low);
                 const double hy = 1 - ly, hx = 1 - lx;
-                const std::array<double, 4> terms = {hy * hx * img[y_low * w + x_low], hy * lx * img[y_low * w + x_high],
-                                                     ly * hx * img[y_high * w + x_low],
-                                                     ly * lx * img[y_high * w + x_high]};
+                const std::array<double, 4> terms = {
+                    hy * hx * img[y_low * w + x_low], hy * lx * img[y_low * w + x_high],
+                    ly * hx * img[y_high * w + x_low], ly * lx * img[y_high * w + x_high]};
                 if (p.max_mode) {
                   v = std::max({terms[0], terms[1], terms[2], terms[3]});
                 } else {
@@ -660,8 +663,9 @@ Status register_pool(ops::KernelRegistry& registry) {
   unpool.launch = ops::cpu_launch(unpool.name, compute_max_unpool);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(unpool)));
 
-  ops::KernelDef resize = cpu_def("Resize", "separable taps per axis (1 nearest, 2 linear, 4 cubic), summed over "
-                                            "their combinations, parallel over output elements",
+  ops::KernelDef resize = cpu_def("Resize",
+                                  "separable taps per axis (1 nearest, 2 linear, 4 cubic), summed over "
+                                  "their combinations, parallel over output elements",
                                   {f32, f32, f32, i64});
   resize.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_resize_params(node));
@@ -669,16 +673,16 @@ Status register_pool(ops::KernelRegistry& registry) {
   resize.launch = ops::cpu_launch(resize.name, compute_resize);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(resize)));
 
-  ops::KernelDef grid = cpu_def("GridSample", "PyTorch grid_sampler_2d semantics, parallel over (N, C) planes",
-                                {f32, f32});
+  ops::KernelDef grid =
+      cpu_def("GridSample", "PyTorch grid_sampler_2d semantics, parallel over (N, C) planes", {f32, f32});
   grid.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_grid_sample_params(node));
   };
   grid.launch = ops::cpu_launch(grid.name, compute_grid_sample);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(grid)));
 
-  ops::KernelDef roi = cpu_def("RoiAlign", "bilinear samples per bin, averaged (or max), parallel over (roi, C)",
-                               {f32, f32, i64});
+  ops::KernelDef roi =
+      cpu_def("RoiAlign", "bilinear samples per bin, averaged (or max), parallel over (roi, C)", {f32, f32, i64});
   roi.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_roi_align_params(node));
   };

@@ -24,13 +24,13 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
 // position maps outside the input (tf_crop_and_resize: the output is extrapolation_value).
 struct ResizeAxis {
   int width = 1;
-  std::vector<int64_t> index;   // [out, width], clamped to [0, in)
-  std::vector<double> weight;   // [out, width]
-  std::vector<uint8_t> outside; // [out]
+  std::vector<int64_t> index;    // [out, width], clamped to [0, in)
+  std::vector<double> weight;    // [out, width]
+  std::vector<uint8_t> outside;  // [out]
 };
 // The taps of axis `axis` of extent `in` resized to `out` with `scale`; `roi` is empty or [2 · rank] (starts, ends).
-ResizeAxis resize_axis(const ops::ResizeParams& params, int64_t in, int64_t out, double scale, size_t axis,
-                       size_t rank, std::span<const double> roi);
+ResizeAxis resize_axis(const ops::ResizeParams& params, int64_t in, int64_t out, double scale, size_t axis, size_t rank,
+                       std::span<const double> roi);
 
 // Resize of x (shape `in`) into y (shape `out`) with the axes' taps.
 void resize_nd(const Shape& in, const Shape& out, std::span<const ResizeAxis> axes, float extrapolation_value,

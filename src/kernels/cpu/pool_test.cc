@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -186,8 +186,12 @@ TEST(PoolOpTest, MaxPoolAndIndicesAgainstReference) {
   std::mt19937 rng(12);
   std::vector<PoolCase> cases = pool_cases();
   cases.push_back({.x = {1, 2, 8, 9}, .kernel = {2, 2}, .dilations = {2, 3}});
-  cases.push_back({.x = {1, 1, 9, 6, 5}, .kernel = {2, 2, 2}, .strides = {2, 1, 2}, .dilations = {2, 1, 1},
-                   .ceil_mode = true, .storage_order = 1});
+  cases.push_back({.x = {1, 1, 9, 6, 5},
+                   .kernel = {2, 2, 2},
+                   .strides = {2, 1, 2},
+                   .dilations = {2, 1, 1},
+                   .ceil_mode = true,
+                   .storage_order = 1});
   for (const PoolCase& c : cases) {
     const std::vector<float> x = HostTensor::random_f32(c.x, rng).to_f32();
     auto result = run_op(pool_call(c, true, x));
@@ -320,9 +324,9 @@ struct ResizeCase {
   std::string mode;
   std::string transform = "half_pixel";
   std::string nearest_mode = "round_prefer_floor";
-  std::vector<float> scales;   // empty: sizes
+  std::vector<float> scales;  // empty: sizes
   std::vector<int64_t> sizes;
-  std::vector<float> roi;      // tf_crop_and_resize
+  std::vector<float> roi;  // tf_crop_and_resize
   double cubic_a = -0.75;
   bool exclude_outside = false;
   double extrapolation = 0.0;
@@ -342,7 +346,8 @@ double interpolate_1d(const std::vector<double>& data, double scale, int64_t x, 
     src = static_cast<double>(x) / scale;
   } else if (t == "tf_crop_and_resize") {
     const double start = c.roi[axis], end = c.roi[axis + rank];
-    src = out_width == 1 ? (end - start) * (in - 1) / 2 : static_cast<double>(x) * (end - start) * (in - 1) / (out_width - 1);
+    src = out_width == 1 ? (end - start) * (in - 1) / 2
+                         : static_cast<double>(x) * (end - start) * (in - 1) / (out_width - 1);
     src += start * (in - 1);
     if (src < 0 || src > in - 1) return c.extrapolation;
   } else if (t == "pytorch_half_pixel") {
@@ -413,7 +418,11 @@ TEST(ResizeOpTest, AgainstOnnxReferenceAlgorithm) {
   const std::vector<ResizeCase> cases = {
       {.x = {1, 1, 4, 5}, .mode = "nearest", .scales = {1, 1, 2, 1.5f}},
       {.x = {1, 2, 5, 4}, .mode = "nearest", .transform = "asymmetric", .nearest_mode = "floor", .sizes = {1, 2, 3, 9}},
-      {.x = {1, 1, 4, 4}, .mode = "nearest", .transform = "align_corners", .nearest_mode = "ceil", .sizes = {1, 1, 7, 3}},
+      {.x = {1, 1, 4, 4},
+       .mode = "nearest",
+       .transform = "align_corners",
+       .nearest_mode = "ceil",
+       .sizes = {1, 1, 7, 3}},
       {.x = {2, 1, 3, 4}, .mode = "nearest", .nearest_mode = "round_prefer_ceil", .scales = {1, 1, 0.6f, 2.5f}},
       {.x = {1, 1, 4, 6}, .mode = "linear", .scales = {1, 1, 0.75f, 1.5f}},
       {.x = {1, 2, 3, 5}, .mode = "linear", .transform = "align_corners", .scales = {1, 1, 2, 0.6f}},
@@ -423,9 +432,16 @@ TEST(ResizeOpTest, AgainstOnnxReferenceAlgorithm) {
       {.x = {1, 1, 5, 4}, .mode = "cubic", .transform = "align_corners", .sizes = {1, 1, 9, 3}},
       {.x = {1, 1, 4, 4}, .mode = "cubic", .scales = {1, 1, 2, 2}, .cubic_a = -0.5, .exclude_outside = true},
       {.x = {1, 1, 4, 5}, .mode = "cubic", .transform = "asymmetric", .sizes = {1, 1, 3, 11}},
-      {.x = {1, 1, 4, 4}, .mode = "linear", .transform = "tf_crop_and_resize", .sizes = {1, 1, 3, 3},
-       .roi = {0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f}, .extrapolation = 10.0},
-      {.x = {2, 3, 4}, .mode = "cubic", .transform = "tf_crop_and_resize", .sizes = {2, 3, 5},
+      {.x = {1, 1, 4, 4},
+       .mode = "linear",
+       .transform = "tf_crop_and_resize",
+       .sizes = {1, 1, 3, 3},
+       .roi = {0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f},
+       .extrapolation = 10.0},
+      {.x = {2, 3, 4},
+       .mode = "cubic",
+       .transform = "tf_crop_and_resize",
+       .sizes = {2, 3, 5},
        .roi = {0, 0, -0.2f, 1, 1, 0.9f}},
   };
   std::mt19937 rng(16);
@@ -639,8 +655,10 @@ TEST(RoiAlignOpTest, AverageOfBilinearSamplesAgainstReference) {
               double sum = 0.0;
               for (int64_t iy = 0; iy < gh; ++iy) {
                 for (int64_t ix = 0; ix < gw; ++ix) {
-                  sum += sample(img, y1 + (static_cast<double>(py) + (static_cast<double>(iy) + 0.5) / static_cast<double>(gh)) * bh,
-                                x1 + (static_cast<double>(px) + (static_cast<double>(ix) + 0.5) / static_cast<double>(gw)) * bw);
+                  sum += sample(
+                      img,
+                      y1 + (static_cast<double>(py) + (static_cast<double>(iy) + 0.5) / static_cast<double>(gh)) * bh,
+                      x1 + (static_cast<double>(px) + (static_cast<double>(ix) + 0.5) / static_cast<double>(gw)) * bw);
                 }
               }
               expected.push_back(sum / static_cast<double>(std::max<int64_t>(1, gh * gw)));
