@@ -404,6 +404,9 @@ Status compute_resize(const ops::CpuComputeContext& ctx) {
   for (double v : size_values) sizes.push_back(static_cast<int64_t>(v));
   HXRT_ASSIGN_OR_RETURN(const ops::ResizeShape shape, ops::resize_shape(x.shape, scales, sizes));
   HXRT_RETURN_IF_ERROR(check_output(ctx.output(0), DType::kF32, shape.output, "Resize"));
+  if (x.num_elements() == 0 && shape.output.num_elements() != 0) {
+    return invalid_argument("Resize of the empty X {} to {}: nothing to sample", x.shape, shape.output);
+  }
   const size_t rank = static_cast<size_t>(x.shape.rank());
   if (params.coordinate_transformation_mode == "tf_crop_and_resize" && roi.size() != 2 * rank) {
     return invalid_argument("Resize 'roi' [{}] must hold {} values (starts, ends) for tf_crop_and_resize",
@@ -449,6 +452,12 @@ double grid_pad(double v, int64_t size, ops::GridSampleParams::Padding padding, 
     return std::clamp(v, 0.0, high);
   }
   return v;
+}
+
+// A pixel coordinate as an index; far-out or NaN coordinates (from a grid holding such values) become an index far
+// outside, whose neighbours are outside too.
+int64_t to_index(double v) {
+  return v > -1e9 && v < 1e9 ? static_cast<int64_t>(v) : -(int64_t{1} << 40);
 }
 
 double cubic_1d(const std::array<double, 4>& v, double t) {
@@ -499,7 +508,7 @@ Status compute_grid_sample(const ops::CpuComputeContext& ctx) {
                 ty = grid_pad(ty, h, p.padding_mode, p.align_corners);
                 tx = grid_pad(tx, w, p.padding_mode, p.align_corners);
               }
-              cols[static_cast<size_t>(q)] = at(static_cast<int64_t>(ty), static_cast<int64_t>(tx));
+              cols[static_cast<size_t>(q)] = at(to_index(ty), to_index(tx));
             }
             rows[static_cast<size_t>(r)] = cubic_1d(cols, gx - fx);
           }
@@ -508,11 +517,11 @@ Status compute_grid_sample(const ops::CpuComputeContext& ctx) {
           gx = grid_pad(gx, w, p.padding_mode, p.align_corners);
           gy = grid_pad(gy, h, p.padding_mode, p.align_corners);
           if (p.mode == Mode::kNearest) {
-            v = at(static_cast<int64_t>(std::nearbyint(gy)), static_cast<int64_t>(std::nearbyint(gx)));
+            v = at(to_index(std::nearbyint(gy)), to_index(std::nearbyint(gx)));
           } else {
             const double fx = std::floor(gx), fy = std::floor(gy);
             const double tx = gx - fx, ty = gy - fy;
-            const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+            const int64_t x0 = to_index(fx), y0 = to_index(fy);
             v = at(y0, x0) * (1 - tx) * (1 - ty) + at(y0, x0 + 1) * tx * (1 - ty) + at(y0 + 1, x0) * (1 - tx) * ty +
                 at(y0 + 1, x0 + 1) * tx * ty;
           }
@@ -541,6 +550,7 @@ Status compute_roi_align(const ops::CpuComputeContext& ctx) {
   }
   const int64_t n = x.shape.dim(0), c = x.shape.dim(1), h = x.shape.dim(2), w = x.shape.dim(3);
   const int64_t r_count = rois.shape.dim(0);
+  if (h == 0 || w == 0) return invalid_argument("RoiAlign X {} has an empty spatial dim", x.shape);
   const Shape out{r_count, c, p.output_height, p.output_width};
   HXRT_RETURN_IF_ERROR(check_output(ctx.output(0), DType::kF32, out, "RoiAlign"));
   const int64_t* bp = batch.data<int64_t>();
