@@ -164,7 +164,8 @@ const std::vector<PoolCase>& pool_cases() {
       {.x = {1, 1, 5, 5}, .kernel = {5, 5}, .pads = {2, 2, 2, 2}, .storage_order = 1},
       {.x = {1, 2, 5, 4, 7}, .kernel = {2, 3, 2}, .strides = {1, 2, 2}, .pads = {0, 1, 1, 1, 0, 0}},
       {.x = {1, 1, 1, 1}, .kernel = {1, 1}},
-      {.x = {3, 67, 5, 5}, .kernel = {2, 2}, .storage_order = 1},  // more planes than one chunk
+      {.x = {3, 67, 5, 5}, .kernel = {2, 2}, .storage_order = 1},
+      {.x = {2, 40, 12, 12}, .kernel = {3, 3}, .pads = {1, 1, 1, 1}},  // planes split over the pool
   };
   return cases;
 }
