@@ -157,12 +157,58 @@ Status convert_layer_norm(ConversionContext& ctx) {
                   pick(ctx, {"axis", "epsilon", "stash_type"}));
 }
 
-// BatchNormalization in inference: Y only, from the given mean and variance.
+// Note [BatchNormalization in training mode]
+// From opset 14, training_mode = 1 normalises with the batch's statistics over every axis but 1 (population
+// variance) and outputs running_mean = input_mean * momentum + mean * (1 - momentum), and running_var likewise.
+// That is exactly a decomposition into existing ops: ReduceMean for the mean, Sub, Mul and ReduceMean for the
+// variance, BatchNormalization (inference) with those statistics for Y, and Mul/Add for the running statistics.
+Status convert_batch_norm_training(ConversionContext& ctx) {
+  const graph::TensorDesc* desc = ctx.input_desc(0);
+  if (desc == nullptr) return ctx.unsupported("training_mode = 1 needs the rank of input 'X'");
+  if (desc->shape.rank() < 2) return ctx.error(fmt::format("input 'X' {} must have rank >= 2", desc->shape.to_string()));
+  Result<double> momentum = ctx.attrs().get_float("momentum", 0.9);
+  if (!momentum.ok()) return ctx.error(fmt::format("attribute 'momentum': {}", momentum.status().message()));
+  std::vector<int64_t> axes = {0};
+  for (int64_t d = 2; d < desc->shape.rank(); ++d) axes.push_back(d);
+  const std::string axes_value = ctx.add_ints(axes, "axes");
+  graph::AttributeMap keep;
+  keep.set("keepdims", int64_t{1});
+  graph::AttributeMap drop;
+  drop.set("keepdims", int64_t{0});
+  const std::string x = ctx.input(0);
+  const std::string mean_kept = ctx.temp("batch_mean_kept");  // [1, C, 1, ...]
+  const std::string centered = ctx.temp("centered");
+  const std::string squares = ctx.temp("squares");
+  const std::string mean = ctx.temp("batch_mean");  // [C]
+  const std::string var = ctx.temp("batch_var");    // [C]
+  HXRT_RETURN_IF_ERROR(ctx.emit("ReduceMean", {x, axes_value}, {mean_kept}, keep));
+  HXRT_RETURN_IF_ERROR(ctx.emit("Sub", {x, mean_kept}, {centered}));
+  HXRT_RETURN_IF_ERROR(ctx.emit("Mul", {centered, centered}, {squares}));
+  HXRT_RETURN_IF_ERROR(ctx.emit("ReduceMean", {squares, axes_value}, {var}, drop));
+  HXRT_RETURN_IF_ERROR(ctx.emit("ReduceMean", {x, axes_value}, {mean}, drop));
+  HXRT_RETURN_IF_ERROR(ctx.emit("BatchNormalization", {x, ctx.input(1), ctx.input(2), mean, var}, {ctx.output(0)},
+                                pick(ctx, {"epsilon"})));
+  const std::string keep_factor = ctx.add_float_scalar(static_cast<float>(*momentum), "momentum");
+  const std::string new_factor = ctx.add_float_scalar(static_cast<float>(1.0 - *momentum), "one_minus_momentum");
+  const std::pair<size_t, std::string> running[] = {{1, mean}, {2, var}};
+  for (const auto& [output, batch] : running) {
+    if (!ctx.has_output(output)) continue;
+    const std::string old_part = ctx.temp("running_old");
+    const std::string new_part = ctx.temp("running_new");
+    HXRT_RETURN_IF_ERROR(ctx.emit("Mul", {ctx.input(output + 2), keep_factor}, {old_part}));
+    HXRT_RETURN_IF_ERROR(ctx.emit("Mul", {batch, new_factor}, {new_part}));
+    HXRT_RETURN_IF_ERROR(ctx.emit("Add", {old_part, new_part}, {ctx.output(output)}));
+  }
+  return ok_status();
+}
+
+// BatchNormalization: Y from the given mean and variance (inference); training_mode = 1 from opset 14 is
+// decomposed (Note [BatchNormalization in training mode]); the training outputs of older opsets are unsupported.
 Status convert_batch_norm(ConversionContext& ctx) {
   if (ctx.attrs().has("training_mode")) {
     Result<int64_t> training = ctx.attrs().get_int("training_mode");
     if (!training.ok()) return ctx.error(fmt::format("attribute 'training_mode': {}", training.status().message()));
-    if (*training != 0) return ctx.unsupported("training_mode = 1 is not supported (inference only)");
+    if (*training != 0) return convert_batch_norm_training(ctx);
   }
   if (ctx.attrs().has("spatial")) {
     Result<int64_t> spatial = ctx.attrs().get_int("spatial");
@@ -172,7 +218,9 @@ Status convert_batch_norm(ConversionContext& ctx) {
   for (size_t i = 1; i < ctx.num_outputs(); ++i) {
     if (ctx.has_output(i)) {
       return ctx.unsupported(fmt::format(
-          "output {} (running or saved mean/variance) is a training output; only Y is supported (inference)", i));
+          "output {} (running or saved mean/variance) is a training output; only Y is supported outside "
+          "training_mode = 1 (opset 14+)",
+          i));
     }
   }
   return ctx.emit("BatchNormalization", {ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)},
@@ -226,7 +274,9 @@ Status register_reduce_converters(ConverterRegistry& registry) {
   const std::pair<int, int> bn_ranges[] = {{6, 6}, {7, 8}, {9, 13}, {14, 14}, {15, kLast}};
   for (const auto& [since, end] : bn_ranges) {
     HXRT_RETURN_IF_ERROR(add("BatchNormalization", since, end, convert_batch_norm,
-                             "BatchNormalization(15) in inference: Y only; training outputs are unsupported"));
+                             since >= 14 ? "BatchNormalization(15); training_mode = 1 as ReduceMean, Sub, Mul, "
+                                           "BatchNormalization, Mul, Add"
+                                         : "BatchNormalization(15) in inference: Y only"));
   }
   HXRT_RETURN_IF_ERROR(add("InstanceNormalization", 1, kLast, convert_instance_norm, "InstanceNormalization(6)"));
   HXRT_RETURN_IF_ERROR(add("LRN", 1, kLast, convert_lrn, "LRN(13)"));
