@@ -38,15 +38,18 @@ int64_t grain_for(int64_t work_per_item) {
 
 }  // namespace
 
-void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64_t storage_order, const float* x,
-             float* y, int64_t* indices, ThreadPool* pool) {
+template <typename T>
+void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64_t storage_order, const T* x, T* y,
+             int64_t* indices, ThreadPool* pool) {
+  constexpr T kLowest =
+      std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
   const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
   const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
   const int64_t window = g.kernel[0] * g.kernel[1] * g.kernel[2];
   auto body = [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
-      const float* xp = x + plane * in_plane;
-      float* yp = y + plane * out_plane;
+      const T* xp = x + plane * in_plane;
+      T* yp = y + plane * out_plane;
       int64_t* ip = indices != nullptr ? indices + plane * out_plane : nullptr;
       int64_t o = 0;
       for (int64_t od = 0; od < g.out[0]; ++od) {
@@ -57,7 +60,7 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
             double sum = 0.0;
             int64_t count = 0;   // positions inside the input
             int64_t padded = 1;  // positions inside the input and the explicit pads (count_include_pad)
-            float best = -std::numeric_limits<float>::infinity();
+            T best = kLowest;
             int64_t best_index = -1;
             if (!max && count_include_pad) {
               for (size_t a = 0; a < 3; ++a) {
@@ -78,7 +81,7 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
                 for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
                   const int64_t iw = start[2] + kw * g.dilation[2];
                   if (iw < 0 || iw >= g.in[2]) continue;
-                  const float v = xp[(id * g.in[1] + ih) * g.in[2] + iw];
+                  const T v = xp[(id * g.in[1] + ih) * g.in[2] + iw];
                   if (max) {
                     if (v > best || best_index < 0) {
                       best = v;
@@ -86,7 +89,7 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
                                                       : id + ih * g.in[0] + iw * g.in[0] * g.in[1];
                     }
                   } else {
-                    sum += v;
+                    sum += static_cast<double>(v);
                     ++count;
                   }
                 }
@@ -97,7 +100,7 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
               if (ip != nullptr) ip[o] = best_index < 0 ? -1 : plane * in_plane + best_index;
             } else {
               const int64_t divisor = count_include_pad ? padded : count;
-              yp[o] = divisor > 0 ? static_cast<float>(sum / static_cast<double>(divisor)) : 0.0f;
+              yp[o] = static_cast<T>(divisor > 0 ? sum / static_cast<double>(divisor) : 0.0);
             }
           }
         }
@@ -106,6 +109,13 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
   };
   split(pool, g.planes, grain_for(out_plane * window), body);
 }
+
+template void pool_nd<float>(const ops::PoolGeometry&, bool, bool, int64_t, const float*, float*, int64_t*,
+                             ThreadPool*);
+template void pool_nd<int8_t>(const ops::PoolGeometry&, bool, bool, int64_t, const int8_t*, int8_t*, int64_t*,
+                              ThreadPool*);
+template void pool_nd<uint8_t>(const ops::PoolGeometry&, bool, bool, int64_t, const uint8_t*, uint8_t*, int64_t*,
+                               ThreadPool*);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Resize
@@ -290,19 +300,33 @@ Result<ops::Tiling> pool_tiling(const ops::TilingQuery& query) {
   return tiling;
 }
 
+template <typename T>
+void run_pool(const ops::CpuComputeContext& ctx, bool max, int64_t* indices) {
+  const auto& params = ctx.params<ops::PoolParams>();
+  pool_nd(ctx.tiling().geometry_as<ops::PoolGeometry>(), max, params.count_include_pad, params.storage_order,
+          ctx.input(0).data<T>(), ctx.output(0).data<T>(), indices, &ctx.pool());
+}
+
 Status compute_pool(const ops::CpuComputeContext& ctx, bool max) {
   const std::string_view op = max ? "MaxPool" : "AveragePool";
-  const auto& params = ctx.params<ops::PoolParams>();
   const ops::PoolGeometry& g = ctx.tiling().geometry_as<ops::PoolGeometry>();
-  HXRT_RETURN_IF_ERROR(check_f32(ctx.input(0), op, "X"));
-  HXRT_RETURN_IF_ERROR(check_output(ctx.output(0), DType::kF32, g.output_shape, op));
+  const DType dtype = ctx.input(0).dtype;
+  if (dtype != DType::kF32 && !(max && (dtype == DType::kI8 || dtype == DType::kU8))) {
+    return invalid_argument("{} input 'X' must be f32{}, got {}", op, max ? ", i8 or u8" : "", dtype);
+  }
+  HXRT_RETURN_IF_ERROR(check_output(ctx.output(0), dtype, g.output_shape, op));
   int64_t* indices = nullptr;
   if (max && ctx.launch().outputs.size() > 1) {
     HXRT_RETURN_IF_ERROR(check_output(ctx.output(1), DType::kI64, g.output_shape, op));
     indices = ctx.output(1).data<int64_t>();
   }
-  pool_nd(g, max, params.count_include_pad, params.storage_order, ctx.input(0).data<float>(),
-          ctx.output(0).data<float>(), indices, &ctx.pool());
+  if (dtype == DType::kI8) {
+    run_pool<int8_t>(ctx, max, indices);
+  } else if (dtype == DType::kU8) {
+    run_pool<uint8_t>(ctx, max, indices);
+  } else {
+    run_pool<float>(ctx, max, indices);
+  }
   return ok_status();
 }
 
@@ -650,8 +674,9 @@ Status register_pool(ops::KernelRegistry& registry) {
   const std::vector<DType> f32 = {DType::kF32};
   const std::vector<DType> i64 = {DType::kI64};
   for (bool max : {false, true}) {
-    ops::KernelDef def = cpu_def(max ? "MaxPool" : "AveragePool",
-                                 "1-D to 3-D window loops per (N, C) plane, parallel over planes", {f32});
+    ops::KernelDef def =
+        cpu_def(max ? "MaxPool" : "AveragePool", "1-D to 3-D window loops per (N, C) plane, parallel over planes",
+                {max ? std::vector<DType>{DType::kF32, DType::kI8, DType::kU8} : f32});
     def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
       return ops::boxed(ops::parse_pool_params(node));
     };

@@ -16,9 +16,10 @@ namespace hxrt::kernels::cpu {
 
 // Average or max pooling of x [planes, in...] into y [planes, out...] (geometry `g`). `indices` (max only; may be
 // null) receives the flat index into x of each maximum: the plane's offset plus the row-major (storage_order 0)
-// or column-major (1) index of the position in the plane.
-void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64_t storage_order, const float* x,
-             float* y, int64_t* indices, ThreadPool* pool);
+// or column-major (1) index of the position in the plane. T: float (average and max), int8_t or uint8_t (max).
+template <typename T>
+void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64_t storage_order, const T* x, T* y,
+             int64_t* indices, ThreadPool* pool);
 
 // One axis of a Resize: for each output position, `width` taps of (input index, weight), or `outside` when the
 // position maps outside the input (tf_crop_and_resize: the output is extrapolation_value).

@@ -205,6 +205,26 @@ TEST(PoolOpTest, MaxPoolAndIndicesAgainstReference) {
   }
 }
 
+TEST(PoolOpTest, MaxPoolOnEightBitIntegers) {
+  std::mt19937 rng(20);
+  const PoolCase c{.x = {2, 3, 7, 6}, .kernel = {3, 2}, .strides = {2, 2}, .pads = {1, 0, 1, 1}, .storage_order = 1};
+  for (DType dtype : {DType::kU8, DType::kI8}) {
+    std::uniform_int_distribution<int> pick(dtype == DType::kU8 ? 0 : -128, dtype == DType::kU8 ? 255 : 127);
+    std::vector<std::byte> bytes(static_cast<size_t>(c.x.num_elements()));
+    for (std::byte& b : bytes) b = static_cast<std::byte>(pick(rng));  // ties included: the first maximum wins
+    const HostTensor xt = HostTensor::raw(dtype, c.x, bytes);
+    OpCall call = pool_call(c, true, xt.to_f32());
+    call.inputs = {xt};
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    const PoolReference ref = reference_pool(c, xt.to_f32(), true);
+    EXPECT_EQ(result->outputs[0].dtype, dtype);
+    const std::vector<float> got = result->outputs[0].to_f32();
+    EXPECT_EQ(std::vector<double>(got.begin(), got.end()), ref.y);
+    EXPECT_EQ(result->outputs[1].to_i64(), ref.indices);
+  }
+}
+
 TEST(PoolOpTest, MaxPoolWithoutIndicesOutput) {
   std::mt19937 rng(13);
   const PoolCase c{.x = {2, 3, 6, 6}, .kernel = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}};

@@ -274,7 +274,7 @@ Status register_pool(OpSchemaRegistry& registry) {
   max.inputs = {{"X"}};
   max.outputs = {{"Y"}, {"Indices", "I"}};
   max.attrs = pool_attrs(true);
-  max.type_constraints = {{"T", float_types()}, {"I", i64_type()}};
+  max.type_constraints = {{"T", {DType::kF32, DType::kI8, DType::kU8}}, {"I", i64_type()}};
   max.infer = infer_pool;
   max.doc = "max over each (dilated) window of the spatial dims (1-D to 3-D); Indices: flat index into X of each max";
   HXRT_RETURN_IF_ERROR(registry.add(std::move(max)));
