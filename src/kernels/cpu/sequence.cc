@@ -183,6 +183,17 @@ Status compute_recurrent(const ops::CpuComputeContext& ctx) {
     return invalid_argument("{}: W {} or R {} does not match {} directions, {} gate rows, input {}", op,
                             ctx.input(1).shape, ctx.input(2).shape, dirs, rows, t.input);
   }
+  const int64_t state = dirs * t.batch * params.hidden_size;
+  const auto check_size = [&](size_t i, std::string_view name, int64_t expected) -> Status {
+    if (!ctx.has_input(i) || ctx.input(i).num_elements() == expected) return ok_status();
+    return invalid_argument("{}: input '{}' {} must hold {} values", op, name, ctx.input(i).shape, expected);
+  };
+  HXRT_RETURN_IF_ERROR(check_size(3, "B", dirs * 2 * rows));
+  HXRT_RETURN_IF_ERROR(check_size(5, "initial_h", state));
+  if (lstm) {
+    HXRT_RETURN_IF_ERROR(check_size(6, "initial_c", state));
+    HXRT_RETURN_IF_ERROR(check_size(7, "P", dirs * 3 * params.hidden_size));
+  }
   t.x = x.data<const float>();
   t.w = ctx.input(1).data<const float>();
   t.r = ctx.input(2).data<const float>();
