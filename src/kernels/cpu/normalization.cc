@@ -359,29 +359,25 @@ Status compute_mvn(const ops::CpuComputeContext& ctx) {
   const auto& g = ctx.tiling().geometry_as<ops::ReduceGeometry>();
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
-  const auto count = static_cast<int64_t>(g.reduced_offsets.size());
-  if (y.num_elements() == 0 || count == 0) return ok_status();
+  if (y.num_elements() == 0 || g.reduced == 0) return ok_status();
   const float* px = x.data<const float>();
   float* py = y.data<float>();
-  ctx.pool().parallel_for(static_cast<int64_t>(g.kept_offsets.size()), rows_per_chunk(ctx.tiling(), count),
-                          [&](int64_t begin, int64_t end) {
-                            for (int64_t o = begin; o < end; ++o) {
-                              const int64_t base = g.kept_offsets[static_cast<size_t>(o)];
-                              double sum = 0.0;
-                              for (const int64_t off : g.reduced_offsets) sum += px[base + off];
-                              const double mean = sum / static_cast<double>(count);
-                              double squares = 0.0;
-                              for (const int64_t off : g.reduced_offsets) {
-                                const double d = static_cast<double>(px[base + off]) - mean;
-                                squares += d * d;
-                              }
-                              const double inv =
-                                  1.0 / (std::sqrt(squares / static_cast<double>(count)) + ops::kMvnEpsilon);
-                              for (const int64_t off : g.reduced_offsets) {
-                                py[base + off] = static_cast<float>((static_cast<double>(px[base + off]) - mean) * inv);
-                              }
-                            }
-                          });
+  const auto count = static_cast<double>(g.reduced);
+  ctx.pool().parallel_for(g.outputs, rows_per_chunk(ctx.tiling(), g.reduced), [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      const int64_t base = g.kept_offset(o);
+      double sum = 0.0;
+      g.for_each_reduced(base, [&](int64_t off) { sum += static_cast<double>(px[off]); });
+      const double mean = sum / count;
+      double squares = 0.0;
+      g.for_each_reduced(base, [&](int64_t off) {
+        const double d = static_cast<double>(px[off]) - mean;
+        squares += d * d;
+      });
+      const double inv = 1.0 / (std::sqrt(squares / count) + ops::kMvnEpsilon);
+      g.for_each_reduced(base, [&](int64_t off) { py[off] = static_cast<float>((static_cast<double>(px[off]) - mean) * inv); });
+    }
+  });
   return ok_status();
 }
 

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
-#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -49,13 +48,13 @@ T from_double(double v) {
   }
 }
 
-// The reduction of x[base + offsets[r]] for every r.
+// The reduction into the output whose elements start at x + base (Note [Reduction by offsets]).
 template <typename T>
-T reduce_one(ops::ReduceKind kind, const T* x, std::span<const int64_t> offsets) {
+T reduce_one(ops::ReduceKind kind, const T* x, const ops::ReduceGeometry& g, int64_t base) {
   using A = Accumulator<T>;
   auto fold = [&](A init, auto step) {
     A acc = init;
-    for (const int64_t off : offsets) acc = step(acc, static_cast<A>(x[off]));
+    g.for_each_reduced(base, [&](int64_t off) { acc = step(acc, static_cast<A>(x[off])); });
     return acc;
   };
   auto plus = [](A a, A v) { return a + v; };
@@ -75,16 +74,15 @@ T reduce_one(ops::ReduceKind kind, const T* x, std::span<const int64_t> offsets)
     case ops::ReduceKind::kMax: return static_cast<T>(fold(kLowest, [](A a, A v) { return v > a ? v : a; }));
     case ops::ReduceKind::kMin: return static_cast<T>(fold(kHighest, [](A a, A v) { return v < a ? v : a; }));
     case ops::ReduceKind::kMean: {
-      const auto n = static_cast<A>(offsets.size());
-      if (n == 0) return std::is_floating_point_v<T> ? from_double<T>(std::nan("")) : T{0};
-      return static_cast<T>(fold(A{0}, plus) / n);
+      if (g.reduced == 0) return std::is_floating_point_v<T> ? from_double<T>(std::nan("")) : T{0};
+      return static_cast<T>(fold(A{0}, plus) / static_cast<A>(g.reduced));
     }
     case ops::ReduceKind::kLogSumExp: {
       double m = -std::numeric_limits<double>::infinity();
-      for (const int64_t off : offsets) m = std::max(m, static_cast<double>(x[off]));
+      g.for_each_reduced(base, [&](int64_t off) { m = std::max(m, static_cast<double>(x[off])); });
       if (!std::isfinite(m)) return from_double<T>(m);
       double sum = 0.0;
-      for (const int64_t off : offsets) sum += std::exp(static_cast<double>(x[off]) - m);
+      g.for_each_reduced(base, [&](int64_t off) { sum += std::exp(static_cast<double>(x[off]) - m); });
       return from_double<T>(m + std::log(sum));
     }
   }
@@ -95,14 +93,9 @@ template <typename T>
 void reduce_typed(const ops::CpuComputeContext& ctx, ops::ReduceKind kind, const ops::ReduceGeometry& g) {
   const T* x = ctx.input(0).data<const T>();
   T* y = ctx.output(0).data<T>();
-  const std::span<const int64_t> reduced(g.reduced_offsets);
-  const auto outputs = static_cast<int64_t>(g.kept_offsets.size());
-  ctx.pool().parallel_for(outputs, units_per_chunk(ctx.tiling(), static_cast<int64_t>(reduced.size())),
-                          [&](int64_t begin, int64_t end) {
-                            for (int64_t o = begin; o < end; ++o) {
-                              y[o] = reduce_one(kind, x + g.kept_offsets[static_cast<size_t>(o)], reduced);
-                            }
-                          });
+  ctx.pool().parallel_for(g.outputs, units_per_chunk(ctx.tiling(), g.reduced), [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) y[o] = reduce_one(kind, x, g, g.kept_offset(o));
+  });
 }
 
 Status compute_reduce(const ops::CpuComputeContext& ctx) {
@@ -111,7 +104,7 @@ Status compute_reduce(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
   const std::string_view op = ops::reduce_op_type(params.kind);
-  if (!(g.output == y.shape) || static_cast<int64_t>(g.kept_offsets.size()) != y.num_elements()) {
+  if (!(g.output == y.shape) || g.outputs != y.num_elements()) {
     return internal_error("{}: output {} does not match the reduction of {} ({})", op, y.shape, x.shape, g.output);
   }
   if (y.dtype != x.dtype) return internal_error("{}: output dtype {} differs from input {}", op, y.dtype, x.dtype);

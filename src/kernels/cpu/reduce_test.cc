@@ -127,6 +127,8 @@ TEST(ReduceTest, EveryKindAgainstReference) {
   const std::vector<Case> cases = {
       {{7}, {}},           {{3, 2, 2}, {}},   {{3, 2, 2}, {1}},    {{3, 2, 2}, {-1}},     {{5, 7, 3}, {0, 2}},
       {{5, 7, 3}, {2, 0}}, {{2, 3, 4, 5}, {1, 3}}, {{4, 129}, {1}}, {{1, 1, 13}, {-3, 1}}, {{3, 5, 1}, {0, 1, 2}},
+      {{2, 3, 4, 5}, {0, 1}}, {{2, 3, 1, 5}, {1, 2}}, {{3, 1, 4}, {1}}, {{2, 5, 2, 3}, {0, 2}},
+      {{40, 601}, {1}},    {{601, 40}, {0}},  // several chunks
   };
   for (const ops::ReduceKind kind : ops::kReduceKinds) {
     for (const Case& c : cases) {
@@ -190,6 +192,19 @@ TEST(ReduceTest, EmptyAxesReduceAllOrNothing) {
       const double sum = std::accumulate(x.begin(), x.end(), 0.0);
       EXPECT_NEAR(result->outputs[0].to_f32()[0], sum, 1e-5);
     }
+  }
+}
+
+TEST(ReduceTest, EmptyReductionGivesTheIdentity) {
+  const Shape shape{2, 0, 3};
+  for (const ops::ReduceKind kind : {ops::ReduceKind::kSum, ops::ReduceKind::kProd, ops::ReduceKind::kMax}) {
+    auto result = run_op(reduce_call(kind, HostTensor::f32(shape, {}), {1}, false));
+    ASSERT_TRUE(result.ok()) << ops::reduce_op_type(kind) << ": " << result.status().to_string();
+    EXPECT_EQ(result->outputs[0].shape, (Shape{2, 3}));
+    const float identity = kind == ops::ReduceKind::kSum    ? 0.0f
+                           : kind == ops::ReduceKind::kProd ? 1.0f
+                                                            : -std::numeric_limits<float>::infinity();
+    EXPECT_EQ(result->outputs[0].to_f32(), std::vector<float>(6, identity)) << ops::reduce_op_type(kind);
   }
 }
 
