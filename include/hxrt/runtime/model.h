@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "hxrt/base/status.h"
+#include "hxrt/formats/onnx.h"
 #include "hxrt/graph/graph.h"
 #include "hxrt/hal/driver.h"
 #include "hxrt/ops/registries.h"
@@ -56,9 +57,19 @@ struct ModelOptions {
   bool verify_weights = true;
 };
 
+// Note [ONNX models]
+// load() of a path ending in ".onnx" imports the model (formats/onnx.h) with constant folding on a CPU session of
+// the Model's own, then plans the graph as for a graph file; run() takes and returns tensors by their ONNX names
+// (an output folded at import, or an input returned as it is, comes back without running anything). A model whose
+// graph depends on input values (a Reshape whose shape is computed from an input) is imported again at bind time:
+// run() imports it with those inputs' values and every input's shape known, plans it, and keeps the plan for the
+// next run with the same values and shapes (at most kMaxOnnxSpecializations; the oldest goes first).
 class Model {
  public:
-  // Reads the graph file at `path` and plans it (see create). Errors name the file.
+  static constexpr size_t kMaxOnnxSpecializations = 16;
+
+  // Reads the graph file (or ONNX model, Note [ONNX models]) at `path` and plans it (see create). Errors name the
+  // file.
   static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOptions& options = {});
   // Opens the device(s) and plans `graph`.
   static Result<std::unique_ptr<Model>> create(graph::Graph graph, const ModelOptions& options = {});
@@ -70,7 +81,12 @@ class Model {
   // executor (uploads or maps the weights).
   Result<TensorMap> run(const TensorMap& inputs, const RunOptions& options = {});
 
+  // The plan (of the latest run, for an ONNX model planned at bind time: see has_plan()).
   const ExecutionPlan& plan() const { return *plan_; }
+  // False only for an ONNX model planned at bind time that has not run yet.
+  bool has_plan() const { return plan_ != nullptr; }
+  // The ONNX import's report (converters chosen, hxrt nodes made, folding, bind-time needs); null for graph files.
+  const formats::OnnxImport* onnx_import() const { return onnx_import_.get(); }
   const std::shared_ptr<const ExecutionPlan>& shared_plan() const { return plan_; }
   const graph::Graph& graph() const { return plan_->graph(); }
   std::vector<std::string> input_names() const;
@@ -87,18 +103,31 @@ class Model {
   Result<TeardownReport> close();
 
  private:
-  Model() = default;
+  struct OnnxState;
+  Model();
+  static Result<std::unique_ptr<Model>> load_onnx(const std::string& path, const ModelOptions& options);
+  // Opens the registries, drivers and sessions of `options` (create's first half).
+  Status open(const ModelOptions& options);
+  // Plans `graph` on the Model's devices.
+  Result<std::shared_ptr<const ExecutionPlan>> build_plan(graph::Graph graph, const ModelOptions& options);
+  Result<TensorMap> run_onnx(const TensorMap& inputs, const RunOptions& options);
+  // Evaluates a one-node graph of constants on the fold session (formats::NodeEvaluator).
+  Result<std::vector<graph::TensorValue>> fold(graph::Graph graph);
 
   // Declared so that destruction runs executor → plan → sessions → drivers → registries.
   std::unique_ptr<ops::Registries> own_registries_;
   const ops::Registries* registries_ = nullptr;
   std::unique_ptr<hal::DriverRegistry> own_drivers_;
+  const hal::DriverRegistry* drivers_ = nullptr;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Session> fallback_session_;
   std::shared_ptr<const ExecutionPlan> plan_;
   std::unique_ptr<Executor> executor_;
   std::string tuning_report_;
   bool closed_ = false;
+  // ONNX models only (Note [ONNX models]).
+  std::unique_ptr<formats::OnnxImport> onnx_import_;
+  std::unique_ptr<OnnxState> onnx_;
 };
 
 }  // namespace hxrt::runtime
