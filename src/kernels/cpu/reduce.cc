@@ -121,9 +121,8 @@ Result<ops::Tiling> reduce_tiling(const ops::TilingQuery& q) {
   const auto& params = q.params_as<ops::ReduceParams>();
   if (q.inputs.empty()) return invalid_argument("{}: no input", ops::reduce_op_type(params.kind));
   const Shape& x = q.inputs[0].shape;
-  HXRT_ASSIGN_OR_RETURN(const std::vector<bool> reduced,
-                        ops::reduced_dims(params.axes, params.noop_with_empty_axes, x.rank(),
-                                          ops::reduce_op_type(params.kind)));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<bool> reduced, ops::reduced_dims(params.axes, params.noop_with_empty_axes,
+                                                                           x.rank(), ops::reduce_op_type(params.kind)));
   HXRT_ASSIGN_OR_RETURN(ops::ReduceGeometry g, ops::reduce_geometry(x, reduced, params.keepdims));
   ops::Tiling tiling = chunk_tiling("grain_elements", kReduceGrainElements, x.num_elements());
   tiling.geometry = std::make_shared<const ops::ReduceGeometry>(std::move(g));
@@ -283,9 +282,8 @@ Status register_reduce(ops::KernelRegistry& registry) {
     arg.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
       return ops::boxed(ops::parse_arg_reduce_params(node));
     };
-    arg.launch = ops::cpu_launch(arg.name, [is_max](const ops::CpuComputeContext& ctx) {
-      return compute_arg_reduce(ctx, is_max);
-    });
+    arg.launch = ops::cpu_launch(
+        arg.name, [is_max](const ops::CpuComputeContext& ctx) { return compute_arg_reduce(ctx, is_max); });
     HXRT_RETURN_IF_ERROR(registry.add(std::move(arg)));
   }
 

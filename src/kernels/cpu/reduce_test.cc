@@ -125,18 +125,31 @@ TEST(ReduceTest, EveryKindAgainstReference) {
     std::vector<int64_t> axes;
   };
   const std::vector<Case> cases = {
-      {{7}, {}},           {{3, 2, 2}, {}},   {{3, 2, 2}, {1}},    {{3, 2, 2}, {-1}},     {{5, 7, 3}, {0, 2}},
-      {{5, 7, 3}, {2, 0}}, {{2, 3, 4, 5}, {1, 3}}, {{4, 129}, {1}}, {{1, 1, 13}, {-3, 1}}, {{3, 5, 1}, {0, 1, 2}},
-      {{2, 3, 4, 5}, {0, 1}}, {{2, 3, 1, 5}, {1, 2}}, {{3, 1, 4}, {1}}, {{2, 5, 2, 3}, {0, 2}},
-      {{40, 601}, {1}},    {{601, 40}, {0}},  // several chunks
+      {{7}, {}},
+      {{3, 2, 2}, {}},
+      {{3, 2, 2}, {1}},
+      {{3, 2, 2}, {-1}},
+      {{5, 7, 3}, {0, 2}},
+      {{5, 7, 3}, {2, 0}},
+      {{2, 3, 4, 5}, {1, 3}},
+      {{4, 129}, {1}},
+      {{1, 1, 13}, {-3, 1}},
+      {{3, 5, 1}, {0, 1, 2}},
+      {{2, 3, 4, 5}, {0, 1}},
+      {{2, 3, 1, 5}, {1, 2}},
+      {{3, 1, 4}, {1}},
+      {{2, 5, 2, 3}, {0, 2}},
+      {{40, 601}, {1}},
+      {{601, 40}, {0}},  // several chunks
   };
   for (const ops::ReduceKind kind : ops::kReduceKinds) {
     for (const Case& c : cases) {
       for (const bool keepdims : {true, false}) {
         // Prod stays finite near 1; LogSum needs a positive sum.
         const bool positive = kind == ops::ReduceKind::kLogSum;
-        const auto x = kind == ops::ReduceKind::kProd ? random_values(c.shape.num_elements(), rng, 0.6f, 1.4f)
-                                                      : random_values(c.shape.num_elements(), rng, 0.05f, 3.0f, positive);
+        const auto x = kind == ops::ReduceKind::kProd
+                           ? random_values(c.shape.num_elements(), rng, 0.6f, 1.4f)
+                           : random_values(c.shape.num_elements(), rng, 0.05f, 3.0f, positive);
         auto result = run_op(reduce_call(kind, HostTensor::f32(c.shape, x), c.axes, keepdims));
         const std::string what = fmt::format("{} {} axes [{}] keepdims {}", ops::reduce_op_type(kind), c.shape,
                                              fmt::join(c.axes, ","), keepdims);
@@ -144,8 +157,7 @@ TEST(ReduceTest, EveryKindAgainstReference) {
         const std::vector<bool> reduced = reduced_mask(c.shape.rank(), c.axes);
         EXPECT_EQ(result->outputs[0].shape, reduced_shape(c.shape, reduced, keepdims)) << what;
         const std::vector<double> xd(x.begin(), x.end());
-        EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), reference_reduce(kind, xd, c.shape, reduced)),
-                  1e-6)
+        EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), reference_reduce(kind, xd, c.shape, reduced)), 1e-6)
             << what;
       }
     }
@@ -161,7 +173,8 @@ TEST(ReduceTest, IntegersAreExact) {
   const std::vector<double> xd(x.begin(), x.end());
   for (const ops::ReduceKind kind : {ops::ReduceKind::kSum, ops::ReduceKind::kMax, ops::ReduceKind::kMin,
                                      ops::ReduceKind::kL1, ops::ReduceKind::kSumSquare, ops::ReduceKind::kProd}) {
-    const std::vector<int64_t> axes = kind == ops::ReduceKind::kProd ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 2};
+    const std::vector<int64_t> axes =
+        kind == ops::ReduceKind::kProd ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 2};
     auto result = run_op(reduce_call(kind, HostTensor::i64(shape, x), axes, false));
     ASSERT_TRUE(result.ok()) << ops::reduce_op_type(kind) << ": " << result.status().to_string();
     const std::vector<double> expected = reference_reduce(kind, xd, shape, reduced_mask(3, axes));

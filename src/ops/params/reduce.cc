@@ -45,7 +45,7 @@ ConstantInput constant_input(const graph::Graph& graph, const graph::Node& node,
 }
 
 Result<std::vector<int64_t>> constant_input_ints(const graph::Node& node, const ConstantInput& input,
-                                                std::string_view name) {
+                                                 std::string_view name) {
   if (!input.present) return std::vector<int64_t>{};
   if (input.weight == nullptr) {
     return invalid_argument("{}: input '{}' must be a constant (an initializer)", node_label(node), name);

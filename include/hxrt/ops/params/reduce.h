@@ -24,7 +24,7 @@ namespace hxrt::ops {
 
 // A node input whose values the parsers read: its desc and, when it is an initializer, its bytes.
 struct ConstantInput {
-  bool present = false;                       // false for an omitted optional input
+  bool present = false;  // false for an omitted optional input
   const graph::TensorDesc* desc = nullptr;
   const graph::WeightData* weight = nullptr;  // null when the input is not a constant
 };
@@ -33,7 +33,7 @@ ConstantInput constant_input(const graph::Graph& graph, const graph::Node& node,
 // Its values, i32/i64 of rank <= 1 (an empty one gives none); InvalidArgument naming the node and `name` when it is
 // not a constant.
 Result<std::vector<int64_t>> constant_input_ints(const graph::Node& node, const ConstantInput& input,
-                                                std::string_view name);
+                                                 std::string_view name);
 
 // ---- Reduce* ----
 enum class ReduceKind : uint8_t { kL1, kL2, kLogSum, kLogSumExp, kMax, kMean, kMin, kProd, kSum, kSumSquare };
@@ -73,11 +73,11 @@ Result<std::vector<bool>> reduced_dims(std::span<const int64_t> axes, bool noop_
 // MeanVarianceNormalization uses the same geometry.
 struct ReduceGeometry final : TypedGeometry<ReduceGeometry> {
   static constexpr std::string_view kName = "ReduceGeometry";
-  Shape output;                               // keepdims applied
-  int64_t outputs = 1;                        // output elements
-  int64_t reduced = 1;                        // elements folded into each output
+  Shape output;                                  // keepdims applied
+  int64_t outputs = 1;                           // output elements
+  int64_t reduced = 1;                           // elements folded into each output
   std::vector<int64_t> kept_dims, kept_strides;  // merged kept groups of X, outermost first
-  std::vector<int64_t> outer_offsets = {0};   // empty when `reduced` is 0
+  std::vector<int64_t> outer_offsets = {0};      // empty when `reduced` is 0
   int64_t inner_count = 1, inner_stride = 1;
 
   // Offset in X of the first element of output o (o < outputs).
