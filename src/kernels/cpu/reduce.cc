@@ -48,6 +48,26 @@ T from_double(double v) {
   }
 }
 
+template <typename T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(v);
+  } else {
+    (void)v;
+    return false;
+  }
+}
+
+// Note [NaN in comparisons]
+// A NaN counts as greater than every number (and equal to another NaN) in ArgMax/ArgMin and TopK, so the first
+// NaN wins an ArgMax, as numpy's argmax, and TopK's order stays a strict weak ordering (std::partial_sort requires
+// one: with plain < a NaN would make it undefined).
+template <typename T>
+bool nan_greater(T a, T b) {
+  if (is_nan(b)) return false;
+  return is_nan(a) || a > b;
+}
+
 // The reduction into the output whose elements start at x + base (Note [Reduction by offsets]).
 template <typename T>
 T reduce_one(ops::ReduceKind kind, const T* x, const ops::ReduceGeometry& g, int64_t base) {
@@ -71,8 +91,11 @@ T reduce_one(ops::ReduceKind kind, const T* x, const ops::ReduceGeometry& g, int
     case ops::ReduceKind::kL2: return from_double<T>(std::sqrt(static_cast<double>(fold(A{0}, plus_square))));
     case ops::ReduceKind::kLogSum: return from_double<T>(std::log(static_cast<double>(fold(A{0}, plus))));
     case ops::ReduceKind::kProd: return static_cast<T>(fold(A{1}, [](A a, A v) { return a * v; }));
-    case ops::ReduceKind::kMax: return static_cast<T>(fold(kLowest, [](A a, A v) { return v > a ? v : a; }));
-    case ops::ReduceKind::kMin: return static_cast<T>(fold(kHighest, [](A a, A v) { return v < a ? v : a; }));
+    // A NaN propagates, as in numpy (v != v only for a NaN).
+    case ops::ReduceKind::kMax:
+      return static_cast<T>(fold(kLowest, [](A a, A v) { return v > a || is_nan(v) ? v : a; }));
+    case ops::ReduceKind::kMin:
+      return static_cast<T>(fold(kHighest, [](A a, A v) { return v < a || is_nan(v) ? v : a; }));
     case ops::ReduceKind::kMean: {
       if (g.reduced == 0) return std::is_floating_point_v<T> ? from_double<T>(std::nan("")) : T{0};
       return static_cast<T>(fold(A{0}, plus) / static_cast<A>(g.reduced));
@@ -159,7 +182,7 @@ void arg_reduce_typed(const ops::CpuComputeContext& ctx, const AxisView& v, bool
       int64_t best_index = 0;
       for (int64_t a = 1; a < v.len; ++a) {
         const T value = column[a * v.inner];
-        const bool better = is_max ? value > best : value < best;
+        const bool better = is_max ? nan_greater(value, best) : nan_greater(best, value);  // Note [NaN in comparisons]
         if (better || (last && value == best)) {
           best = value;
           best_index = a;
@@ -209,7 +232,8 @@ void topk_typed(const ops::CpuComputeContext& ctx, const AxisView& v, const ops:
       auto before = [&](int64_t a, int64_t b) {
         const T va = column[a * v.inner];
         const T vb = column[b * v.inner];
-        if (va != vb) return params.largest ? va > vb : va < vb;
+        const bool a_first = params.largest ? nan_greater(va, vb) : nan_greater(vb, va);  // Note [NaN in comparisons]
+        if (a_first || (params.largest ? nan_greater(vb, va) : nan_greater(va, vb))) return a_first;
         return a < b;
       };
       std::partial_sort(order.begin(), order.begin() + k, order.end(), before);

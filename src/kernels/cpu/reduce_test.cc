@@ -334,6 +334,28 @@ TEST(ReduceTest, TopKLargestSmallestAndTies) {
   }
 }
 
+TEST(ReduceTest, NaNIsGreaterThanEveryNumber) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const HostTensor x = HostTensor::f32(Shape{1, 6}, {1.0f, nan, 3.0f, nan, -2.0f, 3.0f});
+  OpCall topk{.op_type = "TopK", .num_outputs = 2};
+  topk.inputs = {x, HostTensor::i64(Shape{1}, {4})};
+  topk.constant_inputs = {1};
+  auto result = run_op(topk);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->outputs[1].to_i64(), (std::vector<int64_t>{1, 3, 2, 5}));
+
+  OpCall argmax{.op_type = "ArgMax"};
+  argmax.attrs.set("axis", int64_t{1});
+  argmax.inputs = {x};
+  result = run_op(argmax);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->outputs[0].to_i64(), (std::vector<int64_t>{1}));
+
+  result = run_op(reduce_call(ops::ReduceKind::kMax, x, {1}, false));
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_TRUE(std::isnan(result->outputs[0].to_f32()[0]));
+}
+
 TEST(ReduceTest, TopKRejectsKLargerThanTheAxis) {
   std::mt19937 rng(8);
   OpCall call{.op_type = "TopK", .num_outputs = 2};
