@@ -102,6 +102,22 @@ Result<std::unique_ptr<Model>> Model::create(graph::Graph graph, const ModelOpti
 
 Model::~Model() = default;
 
+const ExecutionPlan& Model::plan() const {
+  HXRT_CHECK(plan_ != nullptr, "Model::plan(): the ONNX model is planned when it first runs (check has_plan())");
+  return *plan_;
+}
+
+std::string Model::describe() const {
+  if (plan_ != nullptr) return plan_->describe();
+  const formats::OnnxBindTimeNeeds& needs = *onnx_import_->bind_time;
+  const std::string on = needs.input_values.empty()
+                             ? std::string("the shapes of its inputs")
+                             : fmt::format("the values of input(s) {}", fmt::join(needs.input_values, ", "));
+  return fmt::format("planned at bind time: the graph depends on {} ({}); each run imports and plans it for its "
+                     "inputs' shapes{}, kept for the next run with the same ones\n",
+                     on, needs.reason, needs.input_values.empty() ? "" : " and those values");
+}
+
 Result<Executor*> Model::executor() {
   if (closed_) return failed_precondition("Model '{}' is closed", plan_ != nullptr ? plan_->graph().name() : "onnx");
   if (plan_ == nullptr) return failed_precondition("the ONNX model is planned when it first runs (Note [ONNX models])");

@@ -82,7 +82,8 @@ struct OnnxOutput {
 
 // The import needs values known only at bind time.
 struct OnnxBindTimeNeeds {
-  std::vector<std::string> input_values;  // graph inputs whose values decide the graph
+  // Graph inputs whose values decide the graph; empty when the inputs' shapes are enough (Shape -> Slice bounds).
+  std::vector<std::string> input_values;
   std::string reason;                     // the converter's request: "node 'r' (Reshape, opset 14): ..."
 };
 

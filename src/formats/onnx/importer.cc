@@ -31,6 +31,7 @@ struct ValueState {
   std::optional<graph::WeightData> known;  // its bytes when known at import
   bool in_graph = false;                 // a graph input, an initializer added, or a node output
   std::set<std::string> value_deps;      // graph inputs whose values it depends on
+  bool shape_dependent = false;          // depends on the shapes of graph inputs (Shape, Size of a symbolic value)
   // Note [Shape values]: the elements of an integer scalar or vector computed from shapes (Shape, Gather of a
   // Shape, Concat of those ...), as dims that may be symbolic.
   std::optional<std::vector<graph::Dim>> dims;
@@ -598,12 +599,18 @@ Result<std::optional<std::vector<graph::TensorValue>>> Importer::try_fold(
 Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::string op_type,
                       std::vector<std::string> inputs, std::vector<std::string> outputs, graph::AttributeMap attrs,
                       std::string domain, int version) {
+  // Shape and Size read only their input's shape: their outputs depend on the inputs' shapes, not values.
+  const bool reads_shape = domain.empty() && (op_type == "Shape" || op_type == "Size");
   std::set<std::string> deps;
+  bool shape_dependent = reads_shape;
   std::vector<ValueState*> in_states;  // null for an omitted input
   for (const std::string& in : inputs) {
     ValueState* s = in.empty() ? nullptr : state(in);
     if (!in.empty() && s == nullptr) return ctx.error(fmt::format("emits {} reading the unknown value '{}'", op_type, in));
-    if (s != nullptr) deps.insert(s->value_deps.begin(), s->value_deps.end());
+    if (s != nullptr && !reads_shape) {
+      deps.insert(s->value_deps.begin(), s->value_deps.end());
+      shape_dependent = shape_dependent || s->shape_dependent;
+    }
     in_states.push_back(s);
   }
   for (const std::string& out : outputs) {
@@ -687,6 +694,7 @@ Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::stri
     s.desc = graph_.value(vid).desc;
     s.in_graph = true;
     s.value_deps = deps;
+    s.shape_dependent = shape_dependent;
   }
   report.hxrt_nodes.push_back(fmt::format("{} ({})", node_name, op_type));
   return ok_status();
@@ -788,11 +796,15 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
     if (!status.ok()) {
       if (!ctx.needed().empty()) {
         std::set<std::string> deps;
+        bool shapes = false;
         for (const std::string& needed : ctx.needed()) {
           const std::set<std::string> d = deps_of(needed);
           deps.insert(d.begin(), d.end());
+          const ValueState* s = state(needed);
+          shapes = shapes || (s != nullptr && s->shape_dependent);
         }
-        if (!deps.empty()) {
+        // Shapes only (every input's shape is bound at bind time), or values of the inputs named.
+        if (!deps.empty() || shapes) {
           out.bind_time = OnnxBindTimeNeeds{std::vector<std::string>(deps.begin(), deps.end()), std::string(status.message())};
           return out;
         }
