@@ -214,6 +214,42 @@ TEST(LogicTest, IntegerBinaryOpsBroadcastAgainstReference) {
   }
 }
 
+HostTensor bytes_of(DType dtype, const Shape& shape, const std::vector<int>& values) {
+  std::vector<std::byte> b;
+  for (int v : values) b.push_back(static_cast<std::byte>(static_cast<uint8_t>(v)));
+  return HostTensor::raw(dtype, shape, b);
+}
+
+TEST(LogicTest, EightBitIntegers) {
+  struct Case {
+    const char* op;
+    DType dtype;
+    std::vector<int> a, b;
+    std::vector<int64_t> expected;
+  };
+  const std::vector<Case> cases = {
+      {"Add", DType::kU8, {250, 3, 7}, {10, 4, 1}, {4, 7, 8}},  // wraps, as numpy
+      {"Div", DType::kI8, {-128, 7, -9}, {-1, 2, 4}, {-128, 3, -2}},
+      {"Mod", DType::kU8, {200, 7, 9}, {7, 7, 4}, {4, 0, 1}},
+      {"Mod", DType::kI8, {-7, 7, -9}, {3, -3, 4}, {2, -2, 3}},
+      {"Max", DType::kI8, {-7, 7, -9}, {3, -3, -10}, {3, 7, -9}},
+      {"Min", DType::kU8, {200, 7, 9}, {7, 70, 4}, {7, 7, 4}},
+      {"Greater", DType::kU8, {200, 7, 9}, {7, 70, 9}, {1, 0, 0}},
+  };
+  for (const Case& c : cases) {
+    OpCall call{.op_type = c.op};
+    call.inputs = {bytes_of(c.dtype, Shape{3}, c.a), bytes_of(c.dtype, Shape{3}, c.b)};
+    auto r = run_op(call);
+    ASSERT_TRUE(r.ok()) << c.op << ": " << r.status().to_string();
+    EXPECT_EQ(r->outputs[0].to_i64(), c.expected) << c.op << " " << dtype_name(c.dtype);
+  }
+  OpCall clip{.op_type = "Clip"};
+  clip.inputs = {bytes_of(DType::kI8, Shape{4}, {-100, 5, 100, 0}), bytes_of(DType::kI8, Shape{}, {-3})};
+  auto r = run_op(clip);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->outputs[0].to_i64(), (std::vector<int64_t>{-3, 5, 100, 0}));
+}
+
 TEST(LogicTest, IntegerDivisionByZeroFailsNamingTheOp) {
   for (const char* op : {"Div", "Mod"}) {
     OpCall call{.op_type = op};
