@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kernels/testing/kernel_harness.h"
+#include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
@@ -473,6 +474,56 @@ TEST(LogicTest, ClipWithOptionalBounds) {
   auto rb = run_op(bad);
   ASSERT_FALSE(rb.ok());
   EXPECT_NE(rb.status().to_string().find("'min'"), std::string::npos) << rb.status().to_string();
+}
+
+
+// ---- Symbolic shape inference ----
+
+struct Inferred {
+  Status status;
+  std::string desc;  // the output TensorDesc, "bool[n, 5]"
+  size_t checks = 0;
+};
+
+Inferred infer(const std::string& op_type, const std::vector<graph::TensorDesc>& inputs) {
+  ops::OpSchemaRegistry registry;
+  EXPECT_TRUE(ops::schemas::register_logic(registry).ok());
+  EXPECT_TRUE(ops::schemas::register_math(registry).ok());
+  graph::Graph g;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    names.push_back(fmt::format("x{}", i));
+    EXPECT_TRUE(g.add_input(names.back(), inputs[i]).ok());
+  }
+  auto schema = registry.find(op_type, "", 0);
+  EXPECT_TRUE(schema.ok()) << op_type;
+  const std::vector<std::string> outputs = {"y"};
+  auto node = g.add_node("n", op_type, names, outputs, {}, "", (*schema)->since_version);
+  EXPECT_TRUE(node.ok());
+  Inferred out;
+  std::vector<ops::DimCheck> checks;
+  out.status = registry.infer_node(g, *node, &checks);
+  out.checks = checks.size();
+  if (out.status.ok()) out.desc = g.value(g.node(*node).outputs[0]).desc.to_string();
+  return out;
+}
+
+TEST(LogicTest, SymbolicInference) {
+  const graph::Dim n = graph::Dim::symbol("n");
+  const graph::TensorDesc x{DType::kF32, {n, 5}};
+  EXPECT_EQ(infer("Greater", {x, {DType::kF32, {5}}}).desc, "bool[n, 5]");
+  EXPECT_EQ(infer("Pow", {x, {DType::kI64, {1}}}).desc, "f32[n, 5]");
+  EXPECT_EQ(infer("Where", {{DType::kBool, {n, 1}}, {DType::kI64, {1, 5}}, {DType::kI64, {}}}).desc, "i64[n, 5]");
+  EXPECT_EQ(infer("Sum", {x, {DType::kF32, {3, 1, 1}}, {DType::kF32, {1}}}).desc, "f32[3, n, 5]");
+  EXPECT_EQ(infer("IsNaN", {x}).desc, "bool[n, 5]");
+  EXPECT_EQ(infer("Clip", {x}).desc, "f32[n, 5]");
+  // PRelu's slope along a symbolic dim of X: equal at run time (one check); a slope widening X fails now.
+  Inferred prelu = infer("PRelu", {x, {DType::kF32, {graph::Dim::symbol("m"), 1}}});
+  ASSERT_TRUE(prelu.status.ok()) << prelu.status.to_string();
+  EXPECT_EQ(prelu.desc, "f32[n, 5]");
+  EXPECT_EQ(prelu.checks, 1u);
+  EXPECT_FALSE(infer("PRelu", {x, {DType::kF32, {2, n, 5}}}).status.ok());
+  EXPECT_FALSE(infer("And", {{DType::kBool, {3}}, {DType::kBool, {4}}}).status.ok());
 }
 
 }  // namespace
