@@ -368,13 +368,13 @@ class Context final : public onnx::ConversionContext {
   std::string add_constant(graph::TensorValue value, std::string_view hint) override;
   Status alias_output(size_t i, const std::string& value) override;
 
-  const std::string& needed() const { return needed_; }
+  const std::vector<std::string>& needed() const { return needed_; }
 
  private:
   Importer& importer_;
   OnnxNodeReport& report_;
   mutable std::vector<std::unique_ptr<graph::TensorValue>> constants_;  // what constant() handed out
-  std::string needed_;  // the hxrt value require_constant asked for and did not find
+  std::vector<std::string> needed_;  // the values require_constant asked for and did not find
   int emitted_ = 0;
 };
 
@@ -477,7 +477,7 @@ const graph::TensorValue* Context::constant(size_t i) const {
 Result<graph::TensorValue> Context::require_constant(size_t i, std::string_view what) {
   if (!has_input(i)) return error(fmt::format("input '{}' is required", what));
   if (const graph::TensorValue* value = constant(i)) return *value;
-  needed_ = node().inputs[i];
+  needed_.push_back(node().inputs[i]);
   return failed_precondition("node '{}' ({}, opset {}): input '{}' ('{}') must be known before the graph runs, and "
                              "it is computed from the graph's inputs",
                              node().name, node().op_type, node().opset, what, node().inputs[i]);
@@ -787,7 +787,11 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
     Status status = (*converter)->convert(ctx);
     if (!status.ok()) {
       if (!ctx.needed().empty()) {
-        const std::set<std::string> deps = deps_of(ctx.needed());
+        std::set<std::string> deps;
+        for (const std::string& needed : ctx.needed()) {
+          const std::set<std::string> d = deps_of(needed);
+          deps.insert(d.begin(), d.end());
+        }
         if (!deps.empty()) {
           out.bind_time = OnnxBindTimeNeeds{std::vector<std::string>(deps.begin(), deps.end()), std::string(status.message())};
           return out;
