@@ -497,8 +497,6 @@ Status compute_integer_binary(const ops::CpuComputeContext& ctx, BinaryOp op) {
 Status compute_binary_int(const ops::CpuComputeContext& ctx) {
   const BinaryOp op = ctx.params<BinaryParams>().op;
   switch (ctx.input(0).dtype) {
-    case DType::kI8: return compute_integer_binary<int8_t>(ctx, op);
-    case DType::kU8: return compute_integer_binary<uint8_t>(ctx, op);
     case DType::kI32: return compute_integer_binary<int32_t>(ctx, op);
     case DType::kI64: return compute_integer_binary<int64_t>(ctx, op);
     default: return invalid_argument("{} integer kernel does not take {}", binary_op_name(op), ctx.input(0).dtype);
@@ -557,9 +555,9 @@ ops::KernelDef binary_kernel(BinaryOp op) {
 
 ops::KernelDef binary_int_kernel(BinaryOp op) {
   ops::KernelDef def = binary_kernel(op);
-  def.input_dtypes = {{DType::kI8, DType::kU8, DType::kI32, DType::kI64}, {DType::kI8, DType::kU8, DType::kI32, DType::kI64}};
+  def.input_dtypes = {{DType::kI32, DType::kI64}, {DType::kI32, DType::kI64}};
   def.name = fmt::format("{}Int", binary_op_name(op));
-  def.description = "i8/u8/i32/i64 numpy broadcast; wraps on overflow, a zero divisor fails";
+  def.description = "i32/i64 numpy broadcast; wraps on overflow, a zero divisor fails";
   def.launch = ops::cpu_launch(def.name, compute_binary_int);
   return def;
 }

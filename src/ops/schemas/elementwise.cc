@@ -21,9 +21,9 @@ const std::vector<DType>& float_types() {
   return types;
 }
 
-// Add Sub Mul Div also take integers (f32 kernels, and i8/u8/i32/i64 kernels that wrap on overflow).
+// Add Sub Mul Div also take integers (f32 kernels, and i32/i64 kernels that wrap on overflow).
 const std::vector<DType>& arithmetic_types() {
-  static const std::vector<DType> types = {DType::kF32, DType::kI8, DType::kU8, DType::kI32, DType::kI64};
+  static const std::vector<DType> types = {DType::kF32, DType::kI32, DType::kI64};
   return types;
 }
 
