@@ -53,11 +53,6 @@ Status convert_concat_v1(ConversionContext& ctx) {
   return ctx.emit("Concat", all_inputs(ctx), all_outputs(ctx), std::move(attrs));
 }
 
-// Scatter-9..10 is ScatterElements without a reduction.
-Status convert_scatter(ConversionContext& ctx) {
-  return ctx.emit("ScatterElements", all_inputs(ctx), all_outputs(ctx), ctx.attrs());
-}
-
 // Slice-1..9: starts, ends and (optional) axes are attributes; no steps.
 Status convert_slice_v1(ConversionContext& ctx) {
   Result<std::vector<int64_t>> starts = ctx.attrs().get_ints("starts");
@@ -114,7 +109,7 @@ Status register_indexing_converters(ConverterRegistry& registry) {
       converter("GatherND", 11, kAny, same_op("GatherND"), "GatherND(13); batch_dims defaults to 0 before opset 12"),
       converter("ScatterElements", 11, kAny, same_op("ScatterElements"),
                 "ScatterElements(16); reduction defaults to none before opset 16"),
-      converter("Scatter", 9, 10, convert_scatter, "ScatterElements(16) without a reduction"),
+      converter("Scatter", 9, 10, same_op("ScatterElements"), "ScatterElements(16) without a reduction"),
       converter("ScatterND", 11, kAny, same_op("ScatterND"), "ScatterND(16); reduction defaults to none before 16"),
       converter("Compress", 9, kAny, with_constant_input("Compress", 1, "condition"),
                 "Compress(11) with the condition as a constant (needed at import)"),

@@ -97,25 +97,35 @@ Status convert_dft(ConversionContext& ctx) {
 }
 
 Status convert_stft(ConversionContext& ctx) {
-  HXRT_ASSIGN_OR_RETURN(const std::string frame_step, constant_int_input(ctx, 1, "frame_step"));
-  if (frame_step.empty()) return ctx.error("input 'frame_step' is required");
-  HXRT_ASSIGN_OR_RETURN(const std::string frame_length, constant_int_input(ctx, 3, "frame_length"));
-  std::vector<std::string> inputs = {ctx.input(0), frame_step, ctx.input(2)};
-  if (!frame_length.empty()) inputs.push_back(frame_length);
+  // Both asked for before either failure returns (one bind-time import learns both).
+  Result<std::string> frame_step = constant_int_input(ctx, 1, "frame_step");
+  Result<std::string> frame_length = constant_int_input(ctx, 3, "frame_length");
+  if (!frame_step.ok()) return frame_step.status();
+  if (!frame_length.ok()) return frame_length.status();
+  if (frame_step->empty()) return ctx.error("input 'frame_step' is required");
+  std::vector<std::string> inputs = {ctx.input(0), *frame_step, ctx.input(2)};
+  if (!frame_length->empty()) inputs.push_back(*frame_length);
   return ctx.emit("STFT", std::move(inputs), {ctx.output(0)}, ctx.attrs());
 }
 
 // ---- NonMaxSuppression ------------------------------------------------------------------------------------------
 
-// Every input is a value the output's length depends on: all must be known when the graph is planned.
+// Every input is a value the output's length depends on: all must be known when the graph is planned. Each is
+// asked for before returning a failure, so that one bind-time import learns every value it needs.
 Status convert_nms(ConversionContext& ctx) {
   constexpr std::string_view kNames[] = {"boxes", "scores", "max_output_boxes_per_class", "iou_threshold",
                                          "score_threshold"};
   std::vector<std::string> inputs;
+  Status first_failure = ok_status();
   for (size_t i = 0; i < ctx.num_inputs() && i < std::size(kNames); ++i) {
-    HXRT_ASSIGN_OR_RETURN(std::string name, constant_input(ctx, i, kNames[i]));
-    inputs.push_back(std::move(name));
+    Result<std::string> name = constant_input(ctx, i, kNames[i]);
+    if (!name.ok()) {
+      if (first_failure.ok()) first_failure = name.status();
+      continue;
+    }
+    inputs.push_back(std::move(name).value());
   }
+  HXRT_RETURN_IF_ERROR(first_failure);
   return ctx.emit("NonMaxSuppression", std::move(inputs), {ctx.output(0)}, ctx.attrs());
 }
 

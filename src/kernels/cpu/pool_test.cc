@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kernels/testing/kernel_harness.h"
+#include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
@@ -162,7 +164,8 @@ const std::vector<PoolCase>& pool_cases() {
       {.x = {1, 1, 5, 5}, .kernel = {5, 5}, .pads = {2, 2, 2, 2}, .storage_order = 1},
       {.x = {1, 2, 5, 4, 7}, .kernel = {2, 3, 2}, .strides = {1, 2, 2}, .pads = {0, 1, 1, 1, 0, 0}},
       {.x = {1, 1, 1, 1}, .kernel = {1, 1}},
-      {.x = {3, 67, 5, 5}, .kernel = {2, 2}, .storage_order = 1},  // more planes than one chunk
+      {.x = {3, 67, 5, 5}, .kernel = {2, 2}, .storage_order = 1},
+      {.x = {2, 40, 12, 12}, .kernel = {3, 3}, .pads = {1, 1, 1, 1}},  // planes split over the pool
   };
   return cases;
 }
@@ -184,8 +187,12 @@ TEST(PoolOpTest, MaxPoolAndIndicesAgainstReference) {
   std::mt19937 rng(12);
   std::vector<PoolCase> cases = pool_cases();
   cases.push_back({.x = {1, 2, 8, 9}, .kernel = {2, 2}, .dilations = {2, 3}});
-  cases.push_back({.x = {1, 1, 9, 6, 5}, .kernel = {2, 2, 2}, .strides = {2, 1, 2}, .dilations = {2, 1, 1},
-                   .ceil_mode = true, .storage_order = 1});
+  cases.push_back({.x = {1, 1, 9, 6, 5},
+                   .kernel = {2, 2, 2},
+                   .strides = {2, 1, 2},
+                   .dilations = {2, 1, 1},
+                   .ceil_mode = true,
+                   .storage_order = 1});
   for (const PoolCase& c : cases) {
     const std::vector<float> x = HostTensor::random_f32(c.x, rng).to_f32();
     auto result = run_op(pool_call(c, true, x));
@@ -195,6 +202,26 @@ TEST(PoolOpTest, MaxPoolAndIndicesAgainstReference) {
     EXPECT_LT(testing::normalized_max_error(result->outputs[0].to_f32(), ref.y), kTolerance) << c.x.to_string();
     EXPECT_EQ(result->outputs[1].dtype, DType::kI64);
     EXPECT_EQ(result->outputs[1].to_i64(), ref.indices) << c.x.to_string();
+  }
+}
+
+TEST(PoolOpTest, MaxPoolOnEightBitIntegers) {
+  std::mt19937 rng(20);
+  const PoolCase c{.x = {2, 3, 7, 6}, .kernel = {3, 2}, .strides = {2, 2}, .pads = {1, 0, 1, 1}, .storage_order = 1};
+  for (DType dtype : {DType::kU8, DType::kI8}) {
+    std::uniform_int_distribution<int> pick(dtype == DType::kU8 ? 0 : -128, dtype == DType::kU8 ? 255 : 127);
+    std::vector<std::byte> bytes(static_cast<size_t>(c.x.num_elements()));
+    for (std::byte& b : bytes) b = static_cast<std::byte>(pick(rng));  // ties included: the first maximum wins
+    const HostTensor xt = HostTensor::raw(dtype, c.x, bytes);
+    OpCall call = pool_call(c, true, xt.to_f32());
+    call.inputs = {xt};
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    const PoolReference ref = reference_pool(c, xt.to_f32(), true);
+    EXPECT_EQ(result->outputs[0].dtype, dtype);
+    const std::vector<float> got = result->outputs[0].to_f32();
+    EXPECT_EQ(std::vector<double>(got.begin(), got.end()), ref.y);
+    EXPECT_EQ(result->outputs[1].to_i64(), ref.indices);
   }
 }
 
@@ -318,9 +345,9 @@ struct ResizeCase {
   std::string mode;
   std::string transform = "half_pixel";
   std::string nearest_mode = "round_prefer_floor";
-  std::vector<float> scales;   // empty: sizes
+  std::vector<float> scales;  // empty: sizes
   std::vector<int64_t> sizes;
-  std::vector<float> roi;      // tf_crop_and_resize
+  std::vector<float> roi;  // tf_crop_and_resize
   double cubic_a = -0.75;
   bool exclude_outside = false;
   double extrapolation = 0.0;
@@ -340,7 +367,8 @@ double interpolate_1d(const std::vector<double>& data, double scale, int64_t x, 
     src = static_cast<double>(x) / scale;
   } else if (t == "tf_crop_and_resize") {
     const double start = c.roi[axis], end = c.roi[axis + rank];
-    src = out_width == 1 ? (end - start) * (in - 1) / 2 : static_cast<double>(x) * (end - start) * (in - 1) / (out_width - 1);
+    src = out_width == 1 ? (end - start) * (in - 1) / 2
+                         : static_cast<double>(x) * (end - start) * (in - 1) / (out_width - 1);
     src += start * (in - 1);
     if (src < 0 || src > in - 1) return c.extrapolation;
   } else if (t == "pytorch_half_pixel") {
@@ -411,7 +439,11 @@ TEST(ResizeOpTest, AgainstOnnxReferenceAlgorithm) {
   const std::vector<ResizeCase> cases = {
       {.x = {1, 1, 4, 5}, .mode = "nearest", .scales = {1, 1, 2, 1.5f}},
       {.x = {1, 2, 5, 4}, .mode = "nearest", .transform = "asymmetric", .nearest_mode = "floor", .sizes = {1, 2, 3, 9}},
-      {.x = {1, 1, 4, 4}, .mode = "nearest", .transform = "align_corners", .nearest_mode = "ceil", .sizes = {1, 1, 7, 3}},
+      {.x = {1, 1, 4, 4},
+       .mode = "nearest",
+       .transform = "align_corners",
+       .nearest_mode = "ceil",
+       .sizes = {1, 1, 7, 3}},
       {.x = {2, 1, 3, 4}, .mode = "nearest", .nearest_mode = "round_prefer_ceil", .scales = {1, 1, 0.6f, 2.5f}},
       {.x = {1, 1, 4, 6}, .mode = "linear", .scales = {1, 1, 0.75f, 1.5f}},
       {.x = {1, 2, 3, 5}, .mode = "linear", .transform = "align_corners", .scales = {1, 1, 2, 0.6f}},
@@ -421,9 +453,16 @@ TEST(ResizeOpTest, AgainstOnnxReferenceAlgorithm) {
       {.x = {1, 1, 5, 4}, .mode = "cubic", .transform = "align_corners", .sizes = {1, 1, 9, 3}},
       {.x = {1, 1, 4, 4}, .mode = "cubic", .scales = {1, 1, 2, 2}, .cubic_a = -0.5, .exclude_outside = true},
       {.x = {1, 1, 4, 5}, .mode = "cubic", .transform = "asymmetric", .sizes = {1, 1, 3, 11}},
-      {.x = {1, 1, 4, 4}, .mode = "linear", .transform = "tf_crop_and_resize", .sizes = {1, 1, 3, 3},
-       .roi = {0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f}, .extrapolation = 10.0},
-      {.x = {2, 3, 4}, .mode = "cubic", .transform = "tf_crop_and_resize", .sizes = {2, 3, 5},
+      {.x = {1, 1, 4, 4},
+       .mode = "linear",
+       .transform = "tf_crop_and_resize",
+       .sizes = {1, 1, 3, 3},
+       .roi = {0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f},
+       .extrapolation = 10.0},
+      {.x = {2, 3, 4},
+       .mode = "cubic",
+       .transform = "tf_crop_and_resize",
+       .sizes = {2, 3, 5},
        .roi = {0, 0, -0.2f, 1, 1, 0.9f}},
   };
   std::mt19937 rng(16);
@@ -637,8 +676,10 @@ TEST(RoiAlignOpTest, AverageOfBilinearSamplesAgainstReference) {
               double sum = 0.0;
               for (int64_t iy = 0; iy < gh; ++iy) {
                 for (int64_t ix = 0; ix < gw; ++ix) {
-                  sum += sample(img, y1 + (static_cast<double>(py) + (static_cast<double>(iy) + 0.5) / static_cast<double>(gh)) * bh,
-                                x1 + (static_cast<double>(px) + (static_cast<double>(ix) + 0.5) / static_cast<double>(gw)) * bw);
+                  sum += sample(
+                      img,
+                      y1 + (static_cast<double>(py) + (static_cast<double>(iy) + 0.5) / static_cast<double>(gh)) * bh,
+                      x1 + (static_cast<double>(px) + (static_cast<double>(ix) + 0.5) / static_cast<double>(gw)) * bw);
                 }
               }
               expected.push_back(sum / static_cast<double>(std::max<int64_t>(1, gh * gw)));
@@ -662,6 +703,65 @@ TEST(RoiAlignOpTest, AverageOfBilinearSamplesAgainstReference) {
   auto index = run_op(bad);
   ASSERT_FALSE(index.ok());
   EXPECT_NE(index.status().message().find("batch index 3"), std::string::npos) << index.status().to_string();
+}
+
+// ---- Symbolic shape inference ----
+
+// Output desc of one node of `op_type` on graph inputs `inputs`; `constant` (when given) is an initializer appended
+// as the last input, after `omitted` empty optional inputs.
+std::string infer(const std::string& op_type, const std::vector<graph::TensorDesc>& inputs, graph::AttributeMap attrs,
+                  const std::optional<HostTensor>& constant = std::nullopt, int omitted = 0) {
+  ops::OpSchemaRegistry registry;
+  EXPECT_TRUE(ops::schemas::register_pool(registry).ok());
+  EXPECT_TRUE(ops::schemas::register_conv(registry).ok());
+  graph::Graph g;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    names.push_back("x" + std::to_string(i));
+    EXPECT_TRUE(g.add_input(names.back(), inputs[i]).ok());
+  }
+  for (int i = 0; i < omitted; ++i) names.emplace_back();
+  if (constant) {
+    names.emplace_back("c");
+    const auto* bytes = constant->bytes.data();
+    EXPECT_TRUE(g.add_initializer("c", {constant->dtype, graph::SymShape::from(constant->shape)},
+                                  graph::WeightData::copy_of({bytes, constant->bytes.size()}))
+                    .ok());
+  }
+  auto schema = registry.find(op_type, "", 0);
+  EXPECT_TRUE(schema.ok());
+  const std::vector<std::string> outputs = {"y"};
+  auto node = g.add_node("n", op_type, names, outputs, std::move(attrs), "", (*schema)->since_version);
+  EXPECT_TRUE(node.ok());
+  std::vector<ops::DimCheck> checks;
+  const Status status = registry.infer_node(g, *node, &checks);
+  if (!status.ok()) return status.to_string();
+  return g.value(g.node(*node).outputs[0]).desc.to_string();
+}
+
+TEST(PoolSchemaTest, SymbolicDimsFollowTheOutputFormulas) {
+  const graph::Dim n = graph::Dim::symbol("n");
+  const graph::Dim h = graph::Dim::symbol("h");
+  graph::AttributeMap pool;
+  pool.set("kernel_shape", std::vector<int64_t>{3, 2});
+  pool.set("strides", std::vector<int64_t>{2, 2});
+  pool.set("pads", std::vector<int64_t>{1, 0, 1, 0});
+  EXPECT_EQ(infer("MaxPool", {{DType::kF32, {n, 3, h, 9}}}, pool), "f32[n, 3, (((h - 1) / 2) + 1), 4]");
+  pool.set("auto_pad", "SAME_UPPER");
+  EXPECT_EQ(infer("AveragePool", {{DType::kF32, {n, 3, h, 9}}}, pool), "f32[n, 3, ((h + 1) / 2), 5]");
+  EXPECT_EQ(infer("GlobalMaxPool", {{DType::kF32, {n, 3, h, 9, 2}}}, {}), "f32[n, 3, 1, 1, 1]");
+
+  graph::AttributeMap transpose;
+  transpose.set("strides", std::vector<int64_t>{2, 3});
+  EXPECT_EQ(infer("ConvTranspose", {{DType::kF32, {n, 2, h, 4}}, {DType::kF32, {2, 5, 3, 3}}}, transpose),
+            "f32[n, 5, ((h * 2) + 1), 12]");
+
+  graph::AttributeMap resize;
+  resize.set("mode", "linear");
+  const HostTensor scales = HostTensor::f32(Shape{4}, {1, 1, 2, 0.5f});
+  EXPECT_EQ(infer("Resize", {{DType::kF32, {n, 3, h, 9}}}, resize, scales, 1), "f32[n, 3, (h * 2), 4]");
+  const HostTensor odd = HostTensor::f32(Shape{4}, {1, 1, 1.5f, 1});
+  EXPECT_NE(infer("Resize", {{DType::kF32, {n, 3, h, 9}}}, resize, odd, 1).find("whole number"), std::string::npos);
 }
 
 }  // namespace

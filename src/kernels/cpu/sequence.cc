@@ -1,6 +1,8 @@
 // CPU kernels of the recurrent, spectral and remaining ops (docs/onnx_ops/sequence.md): RNN GRU LSTM DFT STFT Det
 // NonMaxSuppression NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss Dropout.
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "hxrt/ops/params/sequence.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/registration.h"
 
 namespace hxrt::kernels::cpu {
@@ -44,8 +47,10 @@ bool has_output(const ops::CpuComputeContext& ctx, size_t i) { return i < ctx.la
 
 // ---- RNN / GRU / LSTM -------------------------------------------------------------------------------------------
 //
-// One task per (direction, batch row): the time loop is sequential, the rows are independent. Buffers of a task:
-// h, c [hidden]; xw, rh [gates · hidden] (X_t·Wᵀ + Wb and H_{t-1}·Rᵀ + Rb).
+// Note [Recurrent kernels]
+// The input projections X_t·Wᵀ of every step do not depend on the recurrence: one sgemm per direction computes
+// them all, over row blocks of X in parallel. The recurrence then runs one task per (direction, batch row), each
+// step an sgemv H_{t-1}·Rᵀ; the tasks are independent. A task's buffers: h, c [hidden]; rh [gates · hidden].
 
 // Where the tensors of one run live (element offsets follow the layout attribute).
 struct RecurrentTensors {
@@ -56,6 +61,7 @@ struct RecurrentTensors {
   const float* h0 = nullptr;    // (dirs, batch, hidden) or (batch, dirs, hidden), or null
   const float* c0 = nullptr;    // as h0 (LSTM)
   const float* p = nullptr;     // (dirs, 3·hidden) (LSTM) or null
+  const float* xw = nullptr;    // (dirs, rows of X, gates·hidden): X·Wᵀ, rows in X's order
   float* y = nullptr;           // (seq, dirs, batch, hidden) or (batch, seq, dirs, hidden), or null
   float* y_h = nullptr;         // as h0, or null
   float* y_c = nullptr;         // as h0, or null
@@ -64,11 +70,10 @@ struct RecurrentTensors {
   int64_t input = 0;
 };
 
-// Dot product of `row` and `v`, `n` elements.
-float dot(const float* row, const float* v, int64_t n) {
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n; ++i) acc += row[i] * v[i];
-  return acc;
+// y[rows] = m[rows, cols] · v[cols] (row-major m).
+void matvec(const float* m, int64_t rows, int64_t cols, const float* v, float* y) {
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(rows), static_cast<blasint>(cols), 1.0f, m,
+              static_cast<blasint>(cols), v, 1, 0.0f, y, 1);
 }
 
 void run_recurrent_row(const ops::RecurrentParams& params, const RecurrentTensors& t, int d, int64_t b,
@@ -80,8 +85,8 @@ void run_recurrent_row(const ops::RecurrentParams& params, const RecurrentTensor
   const bool backwards = params.reverse || d == 1;
   const int per_direction = ops::recurrent_activation_count(params.kind);
   const ops::RecurrentActivation* act = params.activations.data() + d * per_direction;
-  const float* w = t.w + d * rows * t.input;
   const float* r = t.r + d * rows * hidden;
+  const float* xw_dir = t.xw + d * t.seq * t.batch * rows;
   const float* wb = t.b != nullptr ? t.b + d * 2 * rows : nullptr;
   const float* rb = wb != nullptr ? wb + rows : nullptr;
   const float* p = t.p != nullptr ? t.p + d * 3 * hidden : nullptr;
@@ -92,61 +97,59 @@ void run_recurrent_row(const ops::RecurrentParams& params, const RecurrentTensor
     return (params.batch_major ? ((b * t.seq + step) * dirs + d) : ((step * dirs + d) * t.batch + b)) * hidden;
   };
   const auto clip = [&](float v) { return params.clip.has_value() ? std::clamp(v, -*params.clip, *params.clip) : v; };
+  // Pre-activation of gate row g: X_t·W_gᵀ + Wb_g + (recurrent part).
+  const auto input_part = [&](const float* xw, int64_t g) { return xw[g] + (wb != nullptr ? wb[g] : 0.0f); };
+  const auto bias_r = [&](int64_t g) { return rb != nullptr ? rb[g] : 0.0f; };
 
   std::vector<float> h(static_cast<size_t>(hidden), 0.0f);
   std::vector<float> c(static_cast<size_t>(hidden), 0.0f);
-  std::vector<float> xw(static_cast<size_t>(rows));
   std::vector<float> rh(static_cast<size_t>(rows));
-  std::vector<float> rh_reset(static_cast<size_t>(hidden));  // GRU: r ⊙ H_{t-1}
+  std::vector<float> gate(static_cast<size_t>(2 * hidden));    // GRU: z, r
+  std::vector<float> reset_h(static_cast<size_t>(hidden));     // GRU: r ⊙ H_{t-1}
+  std::vector<float> reset_rh(static_cast<size_t>(hidden));    // GRU: (r ⊙ H_{t-1})·Rhᵀ
   if (t.h0 != nullptr) std::copy_n(t.h0 + state_offset(d), hidden, h.begin());
   if (t.c0 != nullptr) std::copy_n(t.c0 + state_offset(d), hidden, c.begin());
 
   for (int64_t step = 0; step < length; ++step) {
     const int64_t time = backwards ? length - 1 - step : step;
-    const float* x = t.x + (params.batch_major ? (b * t.seq + time) : (time * t.batch + b)) * t.input;
-    for (int64_t g = 0; g < rows; ++g) {
-      xw[g] = dot(w + g * t.input, x, t.input) + (wb != nullptr ? wb[g] : 0.0f);
-      rh[g] = dot(r + g * hidden, h.data(), hidden) + (rb != nullptr ? rb[g] : 0.0f);
-    }
+    const float* xw = xw_dir + (params.batch_major ? (b * t.seq + time) : (time * t.batch + b)) * rows;
     switch (params.kind) {
       case ops::RecurrentKind::kRnn:
-        for (int64_t j = 0; j < hidden; ++j) h[j] = act[0].apply(clip(xw[j] + rh[j]));
+        matvec(r, rows, hidden, h.data(), rh.data());
+        for (int64_t j = 0; j < hidden; ++j) h[j] = act[0].apply(clip(input_part(xw, j) + rh[j] + bias_r(j)));
         break;
       case ops::RecurrentKind::kGru: {
         // Rows: z [0, H), r [H, 2H), h [2H, 3H).
-        std::vector<float>& z = xw;  // z and r overwrite their own rows of xw
-        for (int64_t j = 0; j < 2 * hidden; ++j) z[j] = act[0].apply(clip(xw[j] + rh[j]));
+        const int64_t z_r_rows = 2 * hidden;
+        matvec(r, params.linear_before_reset ? rows : z_r_rows, hidden, h.data(), rh.data());
+        for (int64_t g = 0; g < z_r_rows; ++g) gate[g] = act[0].apply(clip(input_part(xw, g) + rh[g] + bias_r(g)));
         if (!params.linear_before_reset) {
-          for (int64_t j = 0; j < hidden; ++j) rh_reset[j] = z[hidden + j] * h[j];
+          for (int64_t j = 0; j < hidden; ++j) reset_h[j] = gate[hidden + j] * h[j];
+          matvec(r + z_r_rows * hidden, hidden, hidden, reset_h.data(), reset_rh.data());
         }
         for (int64_t j = 0; j < hidden; ++j) {
-          const int64_t g = 2 * hidden + j;
-          float pre = 0.0f;
-          if (params.linear_before_reset) {
-            pre = xw[g] + z[hidden + j] * rh[g];
-          } else {
-            pre = xw[g] + dot(r + g * hidden, rh_reset.data(), hidden) + (rb != nullptr ? rb[g] : 0.0f);
-          }
-          xw[g] = act[1].apply(clip(pre));
+          const int64_t g = z_r_rows + j;
+          const float recurrent = params.linear_before_reset ? gate[hidden + j] * (rh[g] + bias_r(g))
+                                                             : reset_rh[j] + bias_r(g);
+          const float candidate = act[1].apply(clip(input_part(xw, g) + recurrent));
+          h[j] = (1.0f - gate[j]) * candidate + gate[j] * h[j];
         }
-        for (int64_t j = 0; j < hidden; ++j) h[j] = (1.0f - z[j]) * xw[2 * hidden + j] + z[j] * h[j];
         break;
       }
       case ops::RecurrentKind::kLstm:
         // Rows: i [0, H), o [H, 2H), f [2H, 3H), c [3H, 4H); peepholes P: i, o, f.
+        matvec(r, rows, hidden, h.data(), rh.data());
         for (int64_t j = 0; j < hidden; ++j) {
+          const auto pre = [&](int64_t g) { return input_part(xw, g) + rh[g] + bias_r(g); };
           const float c_prev = c[j];
-          const float i_gate =
-              act[0].apply(clip(xw[j] + rh[j] + (p != nullptr ? p[j] * c_prev : 0.0f)));
+          const float i_gate = act[0].apply(clip(pre(j) + (p != nullptr ? p[j] * c_prev : 0.0f)));
           const float f_gate =
               params.input_forget
                   ? 1.0f - i_gate
-                  : act[0].apply(clip(xw[2 * hidden + j] + rh[2 * hidden + j] +
-                                      (p != nullptr ? p[2 * hidden + j] * c_prev : 0.0f)));
-          const float candidate = act[1].apply(clip(xw[3 * hidden + j] + rh[3 * hidden + j]));
+                  : act[0].apply(clip(pre(2 * hidden + j) + (p != nullptr ? p[2 * hidden + j] * c_prev : 0.0f)));
+          const float candidate = act[1].apply(clip(pre(3 * hidden + j)));
           c[j] = f_gate * c_prev + i_gate * candidate;
-          const float o_gate =
-              act[0].apply(clip(xw[hidden + j] + rh[hidden + j] + (p != nullptr ? p[hidden + j] * c[j] : 0.0f)));
+          const float o_gate = act[0].apply(clip(pre(hidden + j) + (p != nullptr ? p[hidden + j] * c[j] : 0.0f)));
           h[j] = o_gate * act[2].apply(c[j]);
         }
         break;
@@ -159,6 +162,9 @@ void run_recurrent_row(const ops::RecurrentParams& params, const RecurrentTensor
   if (t.y_h != nullptr) std::copy(h.begin(), h.end(), t.y_h + state_offset(d));
   if (t.y_c != nullptr) std::copy(c.begin(), c.end(), t.y_c + state_offset(d));
 }
+
+// Rows of X per input-projection task.
+constexpr int64_t kProjectionRows = 64;
 
 Status compute_recurrent(const ops::CpuComputeContext& ctx) {
   const auto& params = ctx.params<ops::RecurrentParams>();
@@ -176,6 +182,17 @@ Status compute_recurrent(const ops::CpuComputeContext& ctx) {
       !(ctx.input(2).shape == Shape{dirs, rows, params.hidden_size})) {
     return invalid_argument("{}: W {} or R {} does not match {} directions, {} gate rows, input {}", op,
                             ctx.input(1).shape, ctx.input(2).shape, dirs, rows, t.input);
+  }
+  const int64_t state = dirs * t.batch * params.hidden_size;
+  const auto check_size = [&](size_t i, std::string_view name, int64_t expected) -> Status {
+    if (!ctx.has_input(i) || ctx.input(i).num_elements() == expected) return ok_status();
+    return invalid_argument("{}: input '{}' {} must hold {} values", op, name, ctx.input(i).shape, expected);
+  };
+  HXRT_RETURN_IF_ERROR(check_size(3, "B", dirs * 2 * rows));
+  HXRT_RETURN_IF_ERROR(check_size(5, "initial_h", state));
+  if (lstm) {
+    HXRT_RETURN_IF_ERROR(check_size(6, "initial_c", state));
+    HXRT_RETURN_IF_ERROR(check_size(7, "P", dirs * 3 * params.hidden_size));
   }
   t.x = x.data<const float>();
   t.w = ctx.input(1).data<const float>();
@@ -201,6 +218,25 @@ Status compute_recurrent(const ops::CpuComputeContext& ctx) {
       lengths[static_cast<size_t>(b)] = len;
     }
   }
+  // Note [Recurrent kernels]: X·Wᵀ for every step and direction first (zeros for an input size of 0).
+  const int64_t x_rows = t.seq * t.batch;
+  std::vector<float> xw(static_cast<size_t>(dirs * x_rows * rows), 0.0f);  // (dirs, x_rows, rows)
+  blas_use_single_thread();
+  const int64_t blocks = (x_rows + kProjectionRows - 1) / kProjectionRows;
+  if (t.input > 0) {
+    ctx.pool().parallel_for(dirs * blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t d = task / blocks;
+        const int64_t row0 = (task % blocks) * kProjectionRows;
+        const int64_t count = std::min(kProjectionRows, x_rows - row0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(count),
+                    static_cast<blasint>(rows), static_cast<blasint>(t.input), 1.0f, t.x + row0 * t.input,
+                    static_cast<blasint>(t.input), t.w + d * rows * t.input, static_cast<blasint>(t.input), 0.0f,
+                    xw.data() + (d * x_rows + row0) * rows, static_cast<blasint>(rows));
+      }
+    });
+  }
+  t.xw = xw.data();
   ctx.pool().parallel_for(dirs * t.batch, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task % t.batch;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "hxrt/graph/graph.h"
+#include "hxrt/ops/op_schema.h"
 #include "kernels/testing/kernel_harness.h"
 
 namespace hxrt::kernels::cpu {
@@ -239,6 +241,38 @@ TEST(SequenceTest, RecurrentRejectsBadAttributes) {
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.status().to_string().find("sequence_lens[0] = 2"), std::string::npos)
       << result.status().to_string();
+}
+
+TEST(SequenceTest, ShapeInferenceKeepsSymbolicDims) {
+  ops::OpSchemaRegistry registry;
+  ASSERT_TRUE(ops::register_builtin_schemas(registry).ok());
+  const graph::Dim seq = graph::Dim::symbol("seq");
+  const graph::Dim batch = graph::Dim::symbol("batch");
+  const graph::Dim n = graph::Dim::symbol("n");
+  graph::Graph g;
+  ASSERT_TRUE(g.add_input("x", {DType::kF32, {batch, seq, 3}}).ok());
+  ASSERT_TRUE(g.add_input("w", {DType::kF32, {2, 12, 3}}).ok());
+  ASSERT_TRUE(g.add_input("r", {DType::kF32, {2, 12, 3}}).ok());
+  ASSERT_TRUE(g.add_input("signal", {DType::kF32, {batch, n, 1}}).ok());
+  graph::AttributeMap lstm;
+  lstm.set("hidden_size", int64_t{3});
+  lstm.set("direction", "bidirectional");
+  lstm.set("layout", int64_t{1});
+  const std::vector<std::string> lstm_in = {"x", "w", "r"};
+  const std::vector<std::string> lstm_out = {"y", "y_h", "y_c"};
+  ASSERT_TRUE(g.add_node("lstm", "LSTM", lstm_in, lstm_out, lstm).ok());
+  graph::AttributeMap dft;
+  dft.set("onesided", int64_t{1});
+  const std::vector<std::string> dft_in = {"signal"};
+  const std::vector<std::string> dft_out = {"spectrum"};
+  ASSERT_TRUE(g.add_node("dft", "DFT", dft_in, dft_out, dft).ok());
+  std::vector<ops::DimCheck> checks;
+  const Status status = registry.infer_graph(g, &checks);
+  ASSERT_TRUE(status.ok()) << status.to_string();
+  const auto desc = [&](const char* name) { return g.value(*g.find_value(name)).desc.shape; };
+  EXPECT_EQ(desc("y"), (graph::SymShape{batch, seq, 2, 3}));
+  EXPECT_EQ(desc("y_c"), (graph::SymShape{batch, 2, 3}));
+  EXPECT_EQ(desc("spectrum"), (graph::SymShape{batch, n / 2 + 1, 2}));
 }
 
 // ---- DFT / STFT -------------------------------------------------------------------------------------------------
