@@ -24,6 +24,7 @@ struct OnnxVariant {
 
 struct Model::OnnxState {
   std::string path;
+  std::shared_ptr<const formats::OnnxModelFile> file;  // parsed once; bind-time imports share its weights
   ModelOptions options;
   std::unique_ptr<Session> fold_session;  // constant folding on the host
   std::deque<OnnxVariant> variants;       // bind-time imports, newest last
@@ -219,7 +220,8 @@ Result<std::unique_ptr<Model>> Model::load_onnx(const std::string& path, const M
   formats::OnnxImportOptions import_options{.schemas = &model->registries_->schemas};
   Model* self = model.get();
   import_options.evaluate = [self](graph::Graph graph) { return self->fold(std::move(graph)); };
-  HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, formats::import_onnx_file(path, import_options));
+  HXRT_ASSIGN_OR_RETURN(state.file, formats::OnnxModelFile::open(path));
+  HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, state.file->import(import_options));
   model->onnx_import_ = std::make_unique<formats::OnnxImport>(std::move(import));
   if (model->onnx_import_->bind_time) {
     state.needed.insert(model->onnx_import_->bind_time->input_values.begin(),
@@ -289,7 +291,7 @@ Result<TensorMap> Model::run_onnx(const TensorMap& inputs, const RunOptions& opt
     for (const std::string& name : onnx_->needed) {
       import_options.input_values.emplace(name, to_value(inputs.find(name)->second));
     }
-    HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, formats::import_onnx_file(onnx_->path, import_options));
+    HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, onnx_->file->import(import_options));
     if (import.bind_time) {
       const size_t before = onnx_->needed.size();
       onnx_->needed.insert(import.bind_time->input_values.begin(), import.bind_time->input_values.end());

@@ -850,8 +850,30 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
 
 }  // namespace
 
-Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImportOptions& options,
-                               const std::string& name) {
+Result<std::shared_ptr<const OnnxModelFile>> OnnxModelFile::parse(std::span<const std::byte> bytes,
+                                                                   std::string name, std::string external_data_dir) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return unimplemented("ONNX file '{}' is {} bytes; protobuf reads at most 2 GiB (use external data)", name,
+                         bytes.size());
+  }
+  auto model = std::make_shared<pb::ModelProto>();
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(bytes.size()));
+  stream.SetTotalBytesLimit(INT_MAX);
+  if (!model->ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+    return invalid_argument("'{}' is not a valid ONNX model: the protobuf does not parse (truncated or not ONNX)", name);
+  }
+  return std::shared_ptr<const OnnxModelFile>(
+      new OnnxModelFile(std::move(model), std::move(name), std::move(external_data_dir)));
+}
+
+Result<std::shared_ptr<const OnnxModelFile>> OnnxModelFile::open(const std::string& path) {
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, map_file(path, "ONNX file"));
+  const size_t slash = path.rfind('/');
+  return parse(file->bytes(), path, slash == std::string::npos ? "." : path.substr(0, slash));
+}
+
+Result<OnnxImport> OnnxModelFile::import(const OnnxImportOptions& options) const {
   if (options.schemas == nullptr) return invalid_argument("import_onnx: OnnxImportOptions::schemas is required");
   onnx::ConverterRegistry builtin;
   const onnx::ConverterRegistry* converters = options.converters;
@@ -859,31 +881,24 @@ Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImpor
     HXRT_RETURN_IF_ERROR(onnx::register_builtin_converters(builtin));
     converters = &builtin;
   }
-  auto model = std::make_shared<pb::ModelProto>();
-  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                                static_cast<int>(std::min<size_t>(bytes.size(), INT_MAX)));
-  stream.SetTotalBytesLimit(INT_MAX);
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    return unimplemented("ONNX file '{}' is {} bytes; protobuf reads at most 2 GiB (use external data)", name,
-                         bytes.size());
-  }
-  if (!model->ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
-    return invalid_argument("'{}' is not a valid ONNX model: the protobuf does not parse (truncated or not ONNX)", name);
-  }
-  Importer importer(options, *converters, name);
-  Result<OnnxImport> out = importer.run(*model, std::shared_ptr<const void>(model, model.get()));
-  if (!out.ok()) return std::move(out).take_status().with_context(fmt::format("importing ONNX model '{}'", name));
+  OnnxImportOptions with_dir = options;
+  if (with_dir.external_data_dir.empty()) with_dir.external_data_dir = external_data_dir_;
+  const auto& model = *static_cast<const pb::ModelProto*>(proto_.get());
+  Importer importer(with_dir, *converters, name_);
+  Result<OnnxImport> out = importer.run(model, proto_);
+  if (!out.ok()) return std::move(out).take_status().with_context(fmt::format("importing ONNX model '{}'", name_));
   return out;
 }
 
+Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImportOptions& options,
+                               const std::string& name) {
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const OnnxModelFile> file, OnnxModelFile::parse(bytes, name, ""));
+  return file->import(options);
+}
+
 Result<OnnxImport> import_onnx_file(const std::string& path, const OnnxImportOptions& options) {
-  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, map_file(path, "ONNX file"));
-  OnnxImportOptions with_dir = options;
-  if (with_dir.external_data_dir.empty()) {
-    const size_t slash = path.rfind('/');
-    with_dir.external_data_dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  }
-  return import_onnx(file->bytes(), with_dir, path);
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const OnnxModelFile> file, OnnxModelFile::open(path));
+  return file->import(options);
 }
 
 Result<std::pair<std::string, graph::TensorValue>> read_onnx_tensor(std::span<const std::byte> bytes) {
