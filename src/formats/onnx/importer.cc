@@ -18,6 +18,7 @@
 #include "formats/file_io.h"
 #include "formats/onnx/converter.h"
 #include "hxrt/formats/onnx.h"
+#include "hxrt/ops/params/shape_ops.h"
 
 namespace hxrt::formats {
 
@@ -87,9 +88,10 @@ std::optional<std::vector<int64_t>> static_values(const std::vector<graph::Dim>&
 }
 
 // Dims of output 0 of an hxrt op from its inputs' dims (Note [Shape values]); nullopt when not followed.
-std::optional<std::vector<graph::Dim>> propagate_dims(const std::string& op, const graph::AttributeMap& attrs,
-                                                      const std::vector<ValueState*>& in,
+std::optional<std::vector<graph::Dim>> propagate_dims(const graph::Node& node, const std::vector<ValueState*>& in,
                                                       const graph::TensorDesc& out) {
+  const std::string& op = node.op_type;
+  const graph::AttributeMap& attrs = node.attrs;
   if (!is_int(out.dtype) && op != "Shape" && op != "Size") return std::nullopt;
   if (out.shape.rank() > 1 || !out.shape.is_static()) return std::nullopt;
   const int64_t out_n = out.shape.num_elements().value();
@@ -100,13 +102,11 @@ std::optional<std::vector<graph::Dim>> propagate_dims(const std::string& op, con
   };
   if (op == "Shape") {
     if (in.empty() || in[0] == nullptr || !in[0]->desc) return std::nullopt;
+    Result<ops::ShapeParams> params = ops::parse_shape_params(node);
+    if (!params.ok()) return std::nullopt;
     const std::vector<graph::Dim>& all = in[0]->desc->shape.dims();
-    const auto rank = static_cast<int64_t>(all.size());
-    auto clamp = [rank](int64_t v) { return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank); };
-    const int64_t start = clamp(int_attr(attrs, "start", 0));
-    const int64_t end = clamp(int_attr(attrs, "end", rank));
-    std::vector<graph::Dim> dims;
-    for (int64_t i = start; i < end; ++i) dims.push_back(all[static_cast<size_t>(i)]);
+    const auto [first, last] = ops::shape_slice(*params, static_cast<int>(all.size()));
+    std::vector<graph::Dim> dims(all.begin() + first, all.begin() + last);
     if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
     return dims;
   }
@@ -661,7 +661,7 @@ Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::stri
   if (hxrt_outputs.size() == 1 && domain.empty()) {
     HXRT_ASSIGN_OR_RETURN(graph::ValueId vid, graph_.find_value(hxrt_outputs[0]));
     const graph::TensorDesc desc = graph_.value(vid).desc;
-    std::optional<std::vector<graph::Dim>> dims = propagate_dims(op_type, graph_.node(*id).attrs, in_states, desc);
+    std::optional<std::vector<graph::Dim>> dims = propagate_dims(graph_.node(*id), in_states, desc);
     if (dims) {
       if (std::optional<std::vector<int64_t>> values = static_values(*dims)) {
         HXRT_RETURN_IF_ERROR(graph_.remove_node(*id));
