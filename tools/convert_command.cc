@@ -38,6 +38,12 @@ Status convert_model(const ConvertFlags& flags) {
                               fmt::join(import.inputs, ", "));
     }
   }
+  if (import.bind_time && import.bind_time->input_values.empty()) {
+    return failed_precondition(
+        "ONNX model '{}' is imported at bind time: its graph depends on the shapes of its inputs ({}); pass --input "
+        "NAME=FILE.npy for every input to convert it for those shapes",
+        flags.model_path, import.bind_time->reason);
+  }
   if (import.bind_time) {
     return failed_precondition(
         "ONNX model '{}' is imported at bind time: its graph depends on the values of input(s) {} ({}); pass --input "

@@ -153,8 +153,11 @@ std::string describe_onnx(const OnnxReportInput& report) {
                        o.source.empty() ? "" : fmt::format(" ({})", o.source));
   }
   if (model.bind_time) {
-    out += fmt::format("planned at bind time: the graph depends on the values of input(s) {}\n  because {}\n",
-                       fmt::join(model.bind_time->input_values, ", "), model.bind_time->reason);
+    const std::vector<std::string>& values = model.bind_time->input_values;
+    out += fmt::format("planned at bind time: the graph depends on {}\n  because {}\n",
+                       values.empty() ? std::string("the shapes of its inputs")
+                                      : fmt::format("the values of input(s) {}", fmt::join(values, ", ")),
+                       model.bind_time->reason);
     if (report.plan == nullptr) {
       out += fmt::format("  pass --input NAME=FILE.npy for every input to import and plan it for those values "
                          "(the nodes below stop at the node that needs them)\n");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -23,9 +24,11 @@ struct OnnxVariant {
 
 struct Model::OnnxState {
   std::string path;
+  std::shared_ptr<const formats::OnnxModelFile> file;  // parsed once; bind-time imports share its weights
   ModelOptions options;
   std::unique_ptr<Session> fold_session;  // constant folding on the host
   std::deque<OnnxVariant> variants;       // bind-time imports, newest last
+  std::set<std::string> needed;           // inputs whose values the bind-time import needs
   ~OnnxState() {
     for (OnnxVariant& v : variants) v.executor.reset();
   }
@@ -99,6 +102,22 @@ Result<std::unique_ptr<Model>> Model::create(graph::Graph graph, const ModelOpti
 }
 
 Model::~Model() = default;
+
+const ExecutionPlan& Model::plan() const {
+  HXRT_CHECK(plan_ != nullptr, "Model::plan(): the ONNX model is planned when it first runs (check has_plan())");
+  return *plan_;
+}
+
+std::string Model::describe() const {
+  if (plan_ != nullptr) return plan_->describe();
+  const formats::OnnxBindTimeNeeds& needs = *onnx_import_->bind_time;
+  const std::string on = needs.input_values.empty()
+                             ? std::string("the shapes of its inputs")
+                             : fmt::format("the values of input(s) {}", fmt::join(needs.input_values, ", "));
+  return fmt::format("planned at bind time: the graph depends on {} ({}); each run imports and plans it for its "
+                     "inputs' shapes{}, kept for the next run with the same ones\n",
+                     on, needs.reason, needs.input_values.empty() ? "" : " and those values");
+}
 
 Result<Executor*> Model::executor() {
   if (closed_) return failed_precondition("Model '{}' is closed", plan_ != nullptr ? plan_->graph().name() : "onnx");
@@ -198,9 +217,13 @@ Result<std::unique_ptr<Model>> Model::load_onnx(const std::string& path, const M
   state.options = options;
   HXRT_ASSIGN_OR_RETURN(state.fold_session,
                         Session::create(*model->drivers_, "cpu", SessionOptions{.name = options.name + "-fold"}));
+  HXRT_ASSIGN_OR_RETURN(state.file, formats::OnnxModelFile::open(path));
   HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, model->import_onnx_with({}, {}));
   model->onnx_import_ = std::make_unique<formats::OnnxImport>(std::move(import));
-  if (!model->onnx_import_->bind_time) {
+  if (model->onnx_import_->bind_time) {
+    state.needed.insert(model->onnx_import_->bind_time->input_values.begin(),
+                        model->onnx_import_->bind_time->input_values.end());
+  } else {
     Result<std::shared_ptr<const ExecutionPlan>> plan = model->build_plan(std::move(model->onnx_import_->graph), options);
     if (!plan.ok()) return std::move(plan).take_status().with_context(fmt::format("planning ONNX model '{}'", path));
     model->plan_ = std::move(plan).value();
@@ -223,17 +246,27 @@ Result<formats::OnnxImport> Model::import_onnx(const std::string& path, const Te
   model->onnx_->path = path;
   model->onnx_->options = host;
   model->onnx_->fold_session = std::move(model->session_);
+  HXRT_ASSIGN_OR_RETURN(model->onnx_->file, formats::OnnxModelFile::open(path));
   std::vector<std::string> bound;
   HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, model->import_binding(inputs, bound));
   HXRT_RETURN_IF_ERROR(model->onnx_->fold_session->close().status());
   return import;
 }
 
+Result<formats::OnnxImport> Model::import_onnx_with(const TensorMap& inputs, const std::vector<std::string>& bound) {
+  formats::OnnxImportOptions import_options{.schemas = &registries_->schemas};
+  import_options.evaluate = [this](graph::Graph graph) { return fold(std::move(graph)); };
+  for (const auto& [name, tensor] : inputs) import_options.input_shapes.emplace(name, tensor.shape);
+  for (const std::string& name : bound) import_options.input_values.emplace(name, to_value(inputs.find(name)->second));
+  return onnx_->file->import(import_options);
+}
+
 Result<formats::OnnxImport> Model::import_binding(const TensorMap& inputs, std::vector<std::string>& bound) {
   for (;;) {
     HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, import_onnx_with(inputs, bound));
-    if (!import.bind_time) return import;
-    // Binding the values one node asked for can reach a node that needs more (Range's start, then its limit).
+    if (!import.bind_time || import.bind_time->input_values.empty()) return import;
+    // A converter asks for one value at a time: binding those one node asked for can reach a node that needs more
+    // (Range's start, then its limit).
     const size_t before = bound.size();
     for (const std::string& name : import.bind_time->input_values) {
       if (!inputs.contains(name)) return import;
@@ -244,14 +277,6 @@ Result<formats::OnnxImport> Model::import_binding(const TensorMap& inputs, std::
                             fmt::join(bound, ", "), import.bind_time->reason);
     }
   }
-}
-
-Result<formats::OnnxImport> Model::import_onnx_with(const TensorMap& inputs, const std::vector<std::string>& bound) {
-  formats::OnnxImportOptions import_options{.schemas = &registries_->schemas};
-  import_options.evaluate = [this](graph::Graph graph) { return fold(std::move(graph)); };
-  for (const auto& [name, tensor] : inputs) import_options.input_shapes.emplace(name, tensor.shape);
-  for (const std::string& name : bound) import_options.input_values.emplace(name, to_value(inputs.find(name)->second));
-  return formats::import_onnx_file(onnx_->path, import_options);
 }
 
 Result<std::vector<graph::TensorValue>> Model::fold(graph::Graph graph) {
@@ -287,35 +312,33 @@ Status Model::bind_onnx(const TensorMap& inputs) {
     }
   }
   if (!onnx_import_->bind_time) return ok_status();
-  // Bind-time import, keyed by every input's dtype and shape and the bytes of the inputs whose values it needs.
-  std::vector<std::string>& needed = onnx_import_->bind_time->input_values;
-  const auto key_of = [&inputs](const std::vector<std::string>& values) {
+  // Bind-time import, keyed by every input's dtype and shape and the bytes of the inputs whose values it needs
+  // (onnx_->needed: those of every import so far, as an import may name more inputs than the first one did).
+  const auto variant_key = [&] {
     std::string key;
     for (const auto& [name, tensor] : inputs) key += fmt::format("{}:{}{};", name, tensor.dtype, tensor.shape);
-    for (const std::string& name : values) {
+    for (const std::string& name : onnx_->needed) {
       const HostTensor& t = inputs.find(name)->second;
       key.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
       key += ';';
     }
     return key;
   };
-  std::string key = key_of(needed);
-  auto variant = std::find_if(onnx_->variants.begin(), onnx_->variants.end(),
-                              [&](const OnnxVariant& v) { return v.key == key; });
+  const auto find_variant = [&](const std::string& key) {
+    return std::find_if(onnx_->variants.begin(), onnx_->variants.end(),
+                        [&](const OnnxVariant& v) { return v.key == key; });
+  };
+  auto variant = find_variant(variant_key());
   if (variant == onnx_->variants.end()) {
-    std::vector<std::string> bound = needed;
+    std::vector<std::string> bound(onnx_->needed.begin(), onnx_->needed.end());
     HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, import_binding(inputs, bound));
     if (import.bind_time) {
-      return internal_error("the ONNX model '{}' needs the values of {}, which are not inputs", onnx_->path,
-                            fmt::join(import.bind_time->input_values, ", "));
+      return internal_error("the ONNX model '{}' still needs bind-time values with every input given: {}",
+                            onnx_->path, import.bind_time->reason);
     }
-    if (bound.size() > needed.size()) {
-      // Every input the import needed decides the graph: later keys hold their bytes too.
-      needed = bound;
-      key = key_of(needed);
-    }
+    onnx_->needed.insert(bound.begin(), bound.end());
     OnnxVariant v;
-    v.key = key;
+    v.key = variant_key();
     Result<std::shared_ptr<const ExecutionPlan>> plan = build_plan(std::move(import.graph), onnx_->options);
     if (!plan.ok()) {
       return std::move(plan).take_status().with_context(fmt::format("planning ONNX model '{}' at bind time", onnx_->path));

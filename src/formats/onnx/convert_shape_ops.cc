@@ -239,9 +239,13 @@ Status convert_pad_v2(ConversionContext& ctx) {
 }
 
 Status convert_pad(ConversionContext& ctx) {
-  HXRT_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ctx.require_ints(1, "pads"));
+  Result<std::vector<int64_t>> pads_read = ctx.require_ints(1, "pads");
+  Result<std::vector<int64_t>> axes_read = ctx.has_input(3) ? ctx.require_ints(3, "axes") : std::vector<int64_t>{};
+  if (!pads_read.ok()) return pads_read.status();
+  if (!axes_read.ok()) return axes_read.status();
+  std::vector<int64_t> pads = std::move(pads_read).value();
   if (ctx.has_input(3)) {  // opset 18: pads for the listed axes only
-    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, ctx.require_ints(3, "axes"));
+    const std::vector<int64_t>& axes = *axes_read;
     HXRT_ASSIGN_OR_RETURN(const graph::SymShape in, input_shape(ctx, 0));
     const int rank = in.rank();
     if (pads.size() != 2 * axes.size()) {
@@ -318,11 +322,14 @@ ConvertFn same_op(std::string op_type, std::vector<std::string> attr_names) {
 }
 
 Status convert_range(ConversionContext& ctx) {
+  // All three are asked for before returning, so that one bind-time import learns every value it needs.
+  static constexpr std::string_view kNames[] = {"start", "limit", "delta"};
+  std::vector<Result<graph::TensorValue>> values;
+  for (size_t i = 0; i < 3; ++i) values.push_back(ctx.require_constant(i, kNames[i]));
   std::vector<std::string> inputs;
   for (size_t i = 0; i < 3; ++i) {
-    static constexpr std::string_view kNames[] = {"start", "limit", "delta"};
-    HXRT_ASSIGN_OR_RETURN(graph::TensorValue value, ctx.require_constant(i, kNames[i]));
-    inputs.push_back(ctx.add_constant(std::move(value), kNames[i]));
+    if (!values[i].ok()) return values[i].status();
+    inputs.push_back(ctx.add_constant(std::move(values[i]).value(), kNames[i]));
   }
   return ctx.emit("Range", std::move(inputs), {ctx.output(0)});
 }
@@ -346,27 +353,6 @@ Status convert_onehot(ConversionContext& ctx) {
 
 // Shape and Size of an input whose shape is static at import are constants (so that Reshapes fed by Shape -> Gather
 // -> Concat chains see their target at import); otherwise the hxrt op computes them at run time.
-Status convert_shape(ConversionContext& ctx) {
-  const graph::TensorDesc* desc = ctx.input_desc(0);
-  if (desc == nullptr || !desc->shape.is_static()) return same_op("Shape", {"start", "end"})(ctx);
-  graph::Node node;
-  node.name = ctx.node().name;
-  node.op_type = "Shape";
-  node.attrs = ctx.attrs();
-  Result<ops::ShapeParams> params = ops::parse_shape_params(node);
-  if (!params.ok()) return ctx.error(params.status().message());
-  const auto [first, last] = ops::shape_slice(*params, desc->shape.rank());
-  std::vector<int64_t> dims;
-  for (int d = first; d < last; ++d) dims.push_back(desc->shape.dims()[static_cast<size_t>(d)].value());
-  return ctx.alias_output(0, ctx.add_ints(dims, "shape"));
-}
-
-Status convert_size(ConversionContext& ctx) {
-  const graph::TensorDesc* desc = ctx.input_desc(0);
-  if (desc == nullptr || !desc->shape.is_static()) return same_op("Size", {})(ctx);
-  return ctx.alias_output(0, ctx.add_int_scalar(desc->shape.num_elements().value(), "size"));
-}
-
 ConverterDef def(std::string op_type, int since, int end, ConvertFn convert, std::string doc) {
   return ConverterDef{.op_type = std::move(op_type),
                       .since_version = since,
@@ -397,8 +383,9 @@ Status register_shape_ops_converters(ConverterRegistry& registry) {
       def("Range", 11, kMax, convert_range, "Range(11) with constant start, limit and delta"),
       def("ConstantOfShape", 9, kMax, convert_constant_of_shape, "ConstantOfShape(9) with a constant shape"),
       def("OneHot", 11, kMax, convert_onehot, "OneHot(11) with a constant depth (as i64)"),
-      def("Shape", 1, kMax, convert_shape, "a constant when the input's shape is static, else Shape(15)"),
-      def("Size", 1, kMax, convert_size, "a constant when the input's shape is static, else Size(13)"),
+      // The importer folds them when the input's shape is static (Note [Shape values] in importer.cc).
+      def("Shape", 1, kMax, same_op("Shape", {"start", "end"}), "Shape(15); a constant when the input's shape is static"),
+      def("Size", 1, kMax, same_op("Size", {}), "Size(13); a constant when the input's shape is static"),
   };
   for (const ConverterDef& d : defs) HXRT_RETURN_IF_ERROR(registry.add(d));
   return ok_status();

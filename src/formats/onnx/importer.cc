@@ -18,6 +18,7 @@
 #include "formats/file_io.h"
 #include "formats/onnx/converter.h"
 #include "hxrt/formats/onnx.h"
+#include "hxrt/ops/params/shape_ops.h"
 
 namespace hxrt::formats {
 
@@ -31,7 +32,156 @@ struct ValueState {
   std::optional<graph::WeightData> known;  // its bytes when known at import
   bool in_graph = false;                 // a graph input, an initializer added, or a node output
   std::set<std::string> value_deps;      // graph inputs whose values it depends on
+  bool shape_dependent = false;          // depends on the shapes of graph inputs (Shape, Size of a symbolic value)
+  // Note [Shape values]: the elements of an integer scalar or vector computed from shapes (Shape, Gather of a
+  // Shape, Concat of those ...), as dims that may be symbolic.
+  std::optional<std::vector<graph::Dim>> dims;
 };
+
+// Note [Shape values]
+// Exported models compute shapes at run time: Shape(x) -> Gather -> Unsqueeze -> Concat -> Reshape. The importer
+// follows such integer vectors as lists of graph::Dim through the hxrt ops that move or combine them (Shape, Gather,
+// the element-preserving Reshape/Unsqueeze/Squeeze/Flatten/Identity, Concat, Slice, Cast, and Add/Sub/Mul/Div of
+// dims). When every dim of the result is static (the input shapes are known, always the case at bind time) the
+// value is known: the node is taken out of the graph again and the value folds on (Note [Values known at import]).
+constexpr int64_t kMaxShapeValue = 64;  // elements of an integer vector followed as dims
+
+bool is_int(DType d) { return d == DType::kI64 || d == DType::kI32; }
+
+int64_t int_attr(const graph::AttributeMap& attrs, std::string_view name, int64_t fallback) {
+  Result<int64_t> v = attrs.get_int(name, fallback);
+  return v.ok() ? *v : fallback;
+}
+
+int64_t read_int(const std::byte* p, DType dtype, int64_t i) {
+  if (dtype == DType::kI32) {
+    int32_t v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  }
+  int64_t v;
+  std::memcpy(&v, p + 8 * i, 8);
+  return v;
+}
+
+// The dims of a value: followed ones, or those of a small known integer vector.
+std::optional<std::vector<graph::Dim>> dims_of(const ValueState& s) {
+  if (s.dims) return s.dims;
+  if (!s.known || !s.desc || !is_int(s.desc->dtype) || !s.desc->shape.is_static() || s.desc->shape.rank() > 1) {
+    return std::nullopt;
+  }
+  const int64_t n = s.desc->shape.num_elements().value();
+  if (n > kMaxShapeValue) return std::nullopt;
+  std::vector<graph::Dim> dims;
+  for (int64_t i = 0; i < n; ++i) dims.emplace_back(read_int(s.known->data, s.desc->dtype, i));
+  return dims;
+}
+
+// The integer value of known dims (nullopt while one is symbolic or negative-free arithmetic failed).
+std::optional<std::vector<int64_t>> static_values(const std::vector<graph::Dim>& dims) {
+  std::vector<int64_t> out;
+  for (const graph::Dim& d : dims) {
+    if (!d.is_static()) return std::nullopt;
+    out.push_back(d.value());
+  }
+  return out;
+}
+
+// Dims of output 0 of an hxrt op from its inputs' dims (Note [Shape values]); nullopt when not followed.
+std::optional<std::vector<graph::Dim>> propagate_dims(const graph::Node& node, const std::vector<ValueState*>& in,
+                                                      const graph::TensorDesc& out) {
+  const std::string& op = node.op_type;
+  const graph::AttributeMap& attrs = node.attrs;
+  if (!is_int(out.dtype) && op != "Shape" && op != "Size") return std::nullopt;
+  if (out.shape.rank() > 1 || !out.shape.is_static()) return std::nullopt;
+  const int64_t out_n = out.shape.num_elements().value();
+  if (out_n > kMaxShapeValue) return std::nullopt;
+  auto input_dims = [&](size_t i) -> std::optional<std::vector<graph::Dim>> {
+    if (i >= in.size() || in[i] == nullptr) return std::nullopt;
+    return dims_of(*in[i]);
+  };
+  if (op == "Shape") {
+    if (in.empty() || in[0] == nullptr || !in[0]->desc) return std::nullopt;
+    Result<ops::ShapeParams> params = ops::parse_shape_params(node);
+    if (!params.ok()) return std::nullopt;
+    const std::vector<graph::Dim>& all = in[0]->desc->shape.dims();
+    const auto [first, last] = ops::shape_slice(*params, static_cast<int>(all.size()));
+    std::vector<graph::Dim> dims(all.begin() + first, all.begin() + last);
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Size") {
+    if (in.empty() || in[0] == nullptr || !in[0]->desc) return std::nullopt;
+    return std::vector<graph::Dim>{in[0]->desc->shape.num_elements()};
+  }
+  if (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten" || op == "Identity" || op == "Cast") {
+    auto dims = input_dims(0);
+    if (!dims || static_cast<int64_t>(dims->size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Gather") {
+    auto data = input_dims(0);
+    auto indices = input_dims(1);
+    if (!data || !indices || int_attr(attrs, "axis", 0) != 0) return std::nullopt;
+    auto idx = static_values(*indices);
+    if (!idx) return std::nullopt;
+    std::vector<graph::Dim> dims;
+    const auto n = static_cast<int64_t>(data->size());
+    for (int64_t i : *idx) {
+      if (i < -n || i >= n) return std::nullopt;
+      dims.push_back((*data)[static_cast<size_t>(i < 0 ? i + n : i)]);
+    }
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Concat") {
+    std::vector<graph::Dim> dims;
+    for (size_t i = 0; i < in.size(); ++i) {
+      auto part = input_dims(i);
+      if (!part) return std::nullopt;
+      dims.insert(dims.end(), part->begin(), part->end());
+    }
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Slice") {
+    auto data = input_dims(0);
+    auto starts = input_dims(1);
+    auto ends = input_dims(2);
+    if (!data || !starts || !ends) return std::nullopt;
+    auto st = static_values(*starts);
+    auto en = static_values(*ends);
+    std::optional<std::vector<int64_t>> steps = std::vector<int64_t>{1};
+    if (auto s = input_dims(4)) steps = static_values(*s);
+    if (!st || !en || !steps || st->size() != 1 || en->size() != 1 || steps->size() != 1 || (*steps)[0] != 1) {
+      return std::nullopt;
+    }
+    const auto n = static_cast<int64_t>(data->size());
+    auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+    std::vector<graph::Dim> dims;
+    for (int64_t i = clamp((*st)[0]); i < clamp((*en)[0]); ++i) dims.push_back((*data)[static_cast<size_t>(i)]);
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    auto a = input_dims(0);
+    auto b = input_dims(1);
+    if (!a || !b) return std::nullopt;
+    const size_t n = std::max(a->size(), b->size());
+    if ((a->size() != n && a->size() != 1) || (b->size() != n && b->size() != 1)) return std::nullopt;
+    std::vector<graph::Dim> dims;
+    for (size_t i = 0; i < n; ++i) {
+      const graph::Dim& x = (*a)[a->size() == 1 ? 0 : i];
+      const graph::Dim& y = (*b)[b->size() == 1 ? 0 : i];
+      if (op == "Div" && (!y.is_static() || y.value() <= 0)) return std::nullopt;
+      if (op == "Sub" && (!x.is_static() || !y.is_static())) return std::nullopt;  // dims stay non-negative
+      dims.push_back(op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y);
+    }
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  return std::nullopt;
+}
 
 Result<int64_t> checked_count(const pb::TensorProto& t, const std::string& what) {
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
@@ -219,13 +369,13 @@ class Context final : public onnx::ConversionContext {
   std::string add_constant(graph::TensorValue value, std::string_view hint) override;
   Status alias_output(size_t i, const std::string& value) override;
 
-  const std::string& needed() const { return needed_; }
+  const std::vector<std::string>& needed() const { return needed_; }
 
  private:
   Importer& importer_;
   OnnxNodeReport& report_;
   mutable std::vector<std::unique_ptr<graph::TensorValue>> constants_;  // what constant() handed out
-  std::string needed_;  // the hxrt value require_constant asked for and did not find
+  std::vector<std::string> needed_;  // the values require_constant asked for and did not find
   int emitted_ = 0;
 };
 
@@ -328,7 +478,7 @@ const graph::TensorValue* Context::constant(size_t i) const {
 Result<graph::TensorValue> Context::require_constant(size_t i, std::string_view what) {
   if (!has_input(i)) return error(fmt::format("input '{}' is required", what));
   if (const graph::TensorValue* value = constant(i)) return *value;
-  needed_ = node().inputs[i];
+  needed_.push_back(node().inputs[i]);
   return failed_precondition("node '{}' ({}, opset {}): input '{}' ('{}') must be known before the graph runs, and "
                              "it is computed from the graph's inputs",
                              node().name, node().op_type, node().opset, what, node().inputs[i]);
@@ -449,12 +599,18 @@ Result<std::optional<std::vector<graph::TensorValue>>> Importer::try_fold(
 Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::string op_type,
                       std::vector<std::string> inputs, std::vector<std::string> outputs, graph::AttributeMap attrs,
                       std::string domain, int version) {
+  // Shape and Size read only their input's shape: their outputs depend on the inputs' shapes, not values.
+  const bool reads_shape = domain.empty() && (op_type == "Shape" || op_type == "Size");
   std::set<std::string> deps;
+  bool shape_dependent = reads_shape;
   std::vector<ValueState*> in_states;  // null for an omitted input
   for (const std::string& in : inputs) {
     ValueState* s = in.empty() ? nullptr : state(in);
     if (!in.empty() && s == nullptr) return ctx.error(fmt::format("emits {} reading the unknown value '{}'", op_type, in));
-    if (s != nullptr) deps.insert(s->value_deps.begin(), s->value_deps.end());
+    if (s != nullptr && !reads_shape) {
+      deps.insert(s->value_deps.begin(), s->value_deps.end());
+      shape_dependent = shape_dependent || s->shape_dependent;
+    }
     in_states.push_back(s);
   }
   for (const std::string& out : outputs) {
@@ -501,6 +657,36 @@ Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::stri
     return std::move(status).with_context(fmt::format("converting ONNX node '{}' ({}, opset {})", ctx.node().name,
                                                       ctx.node().op_type, ctx.node().opset));
   }
+  // Note [Shape values]: a single integer output computed from shapes is followed as dims, and folded when static.
+  if (hxrt_outputs.size() == 1 && domain.empty()) {
+    HXRT_ASSIGN_OR_RETURN(graph::ValueId vid, graph_.find_value(hxrt_outputs[0]));
+    const graph::TensorDesc desc = graph_.value(vid).desc;
+    std::optional<std::vector<graph::Dim>> dims = propagate_dims(graph_.node(*id), in_states, desc);
+    if (dims) {
+      if (std::optional<std::vector<int64_t>> values = static_values(*dims)) {
+        HXRT_RETURN_IF_ERROR(graph_.remove_node(*id));
+        graph::TensorValue value{.dtype = desc.dtype, .shape = *desc.shape.resolve({})};
+        for (int64_t v : *values) {
+          if (desc.dtype == DType::kI32) {
+            const auto v32 = static_cast<int32_t>(v);
+            const auto* p = reinterpret_cast<const std::byte*>(&v32);
+            value.data.insert(value.data.end(), p, p + 4);
+          } else {
+            const auto* p = reinterpret_cast<const std::byte*>(&v);
+            value.data.insert(value.data.end(), p, p + 8);
+          }
+        }
+        const std::string known = add_known(std::move(value), fmt::format("{}/folded", hxrt_outputs[0]));
+        if (!outputs[0].empty()) {
+          ValueState copy = states_[known];
+          states_[outputs[0]] = std::move(copy);
+        }
+        ++report.folded;
+        return ok_status();
+      }
+    }
+    if (!outputs[0].empty()) states_[outputs[0]].dims = std::move(dims);
+  }
   for (const std::string& out : hxrt_outputs) {
     ValueState& s = states_[out];
     s.hxrt_name = out;
@@ -508,6 +694,7 @@ Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::stri
     s.desc = graph_.value(vid).desc;
     s.in_graph = true;
     s.value_deps = deps;
+    s.shape_dependent = shape_dependent;
   }
   report.hxrt_nodes.push_back(fmt::format("{} ({})", node_name, op_type));
   return ok_status();
@@ -609,8 +796,16 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
     Status status = (*converter)->convert(ctx);
     if (!status.ok()) {
       if (!ctx.needed().empty()) {
-        const std::set<std::string> deps = deps_of(ctx.needed());
-        if (!deps.empty()) {
+        std::set<std::string> deps;
+        bool shapes = false;
+        for (const std::string& needed : ctx.needed()) {
+          const std::set<std::string> d = deps_of(needed);
+          deps.insert(d.begin(), d.end());
+          const ValueState* s = state(needed);
+          shapes = shapes || (s != nullptr && s->shape_dependent);
+        }
+        // Shapes only (every input's shape is bound at bind time), or values of the inputs named.
+        if (!deps.empty() || shapes) {
           out.bind_time = OnnxBindTimeNeeds{std::vector<std::string>(deps.begin(), deps.end()), std::string(status.message())};
           return out;
         }
@@ -649,14 +844,37 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
       if (marked.insert(v.name).second) HXRT_RETURN_IF_ERROR(graph_.mark_output(v.name));
     }
   }
+  graph_.compact();  // drops the outputs of nodes taken out again (Note [Shape values])
   out.graph = std::move(graph_);
   return out;
 }
 
 }  // namespace
 
-Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImportOptions& options,
-                               const std::string& name) {
+Result<std::shared_ptr<const OnnxModelFile>> OnnxModelFile::parse(std::span<const std::byte> bytes,
+                                                                   std::string name, std::string external_data_dir) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return unimplemented("ONNX file '{}' is {} bytes; protobuf reads at most 2 GiB (use external data)", name,
+                         bytes.size());
+  }
+  auto model = std::make_shared<pb::ModelProto>();
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(bytes.size()));
+  stream.SetTotalBytesLimit(INT_MAX);
+  if (!model->ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+    return invalid_argument("'{}' is not a valid ONNX model: the protobuf does not parse (truncated or not ONNX)", name);
+  }
+  return std::shared_ptr<const OnnxModelFile>(
+      new OnnxModelFile(std::move(model), std::move(name), std::move(external_data_dir)));
+}
+
+Result<std::shared_ptr<const OnnxModelFile>> OnnxModelFile::open(const std::string& path) {
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, map_file(path, "ONNX file"));
+  const size_t slash = path.rfind('/');
+  return parse(file->bytes(), path, slash == std::string::npos ? "." : path.substr(0, slash));
+}
+
+Result<OnnxImport> OnnxModelFile::import(const OnnxImportOptions& options) const {
   if (options.schemas == nullptr) return invalid_argument("import_onnx: OnnxImportOptions::schemas is required");
   onnx::ConverterRegistry builtin;
   const onnx::ConverterRegistry* converters = options.converters;
@@ -664,31 +882,24 @@ Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImpor
     HXRT_RETURN_IF_ERROR(onnx::register_builtin_converters(builtin));
     converters = &builtin;
   }
-  auto model = std::make_shared<pb::ModelProto>();
-  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                                static_cast<int>(std::min<size_t>(bytes.size(), INT_MAX)));
-  stream.SetTotalBytesLimit(INT_MAX);
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    return unimplemented("ONNX file '{}' is {} bytes; protobuf reads at most 2 GiB (use external data)", name,
-                         bytes.size());
-  }
-  if (!model->ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
-    return invalid_argument("'{}' is not a valid ONNX model: the protobuf does not parse (truncated or not ONNX)", name);
-  }
-  Importer importer(options, *converters, name);
-  Result<OnnxImport> out = importer.run(*model, std::shared_ptr<const void>(model, model.get()));
-  if (!out.ok()) return std::move(out).take_status().with_context(fmt::format("importing ONNX model '{}'", name));
+  OnnxImportOptions with_dir = options;
+  if (with_dir.external_data_dir.empty()) with_dir.external_data_dir = external_data_dir_;
+  const auto& model = *static_cast<const pb::ModelProto*>(proto_.get());
+  Importer importer(with_dir, *converters, name_);
+  Result<OnnxImport> out = importer.run(model, proto_);
+  if (!out.ok()) return std::move(out).take_status().with_context(fmt::format("importing ONNX model '{}'", name_));
   return out;
 }
 
+Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImportOptions& options,
+                               const std::string& name) {
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const OnnxModelFile> file, OnnxModelFile::parse(bytes, name, ""));
+  return file->import(options);
+}
+
 Result<OnnxImport> import_onnx_file(const std::string& path, const OnnxImportOptions& options) {
-  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, map_file(path, "ONNX file"));
-  OnnxImportOptions with_dir = options;
-  if (with_dir.external_data_dir.empty()) {
-    const size_t slash = path.rfind('/');
-    with_dir.external_data_dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  }
-  return import_onnx(file->bytes(), with_dir, path);
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const OnnxModelFile> file, OnnxModelFile::open(path));
+  return file->import(options);
 }
 
 Result<std::pair<std::string, graph::TensorValue>> read_onnx_tensor(std::span<const std::byte> bytes) {
