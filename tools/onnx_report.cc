@@ -159,8 +159,8 @@ std::string describe_onnx(const OnnxReportInput& report) {
                                       : fmt::format("the values of input(s) {}", fmt::join(values, ", ")),
                        model.bind_time->reason);
     if (report.plan == nullptr) {
-      out += fmt::format("  pass --input NAME=FILE.npy for every input to import and plan it for those values "
-                         "(the nodes below stop at the node that needs them)\n");
+      out += "  pass --input NAME=FILE.npy for every input to import and plan it for them (the nodes below stop at "
+             "the node that needs them)\n";
     } else {
       out += "  imported and planned for the --input values given\n";
     }
@@ -176,7 +176,7 @@ std::string describe_onnx(const OnnxReportInput& report) {
                        node.domain.empty() ? "" : ".", node.op_type, node.opset, node.converter);
     const bool stopped_here = report.planned == nullptr && model.bind_time && i + 1 == listed.nodes.size();
     if (stopped_here) {
-      out += ": needs input values, converted at bind time\n";
+      out += ": needs values computed from the inputs, converted at bind time\n";
       continue;
     }
     if (node.hxrt_nodes.empty()) {
@@ -207,9 +207,9 @@ std::string describe_onnx(const OnnxReportInput& report) {
   if (report.plan != nullptr) {
     const runtime::SplitSummary& split = report.plan->split();
     if (split.fallback_nodes > 0) {
-      out += fmt::format("heterogeneous split: on the {} fallback (no {} kernel, or --fallback-op): {}; {} copy "
-                         "node(s)\n",
-                         hal::device_kind_name(report.plan->fallback_device()->kind),
+      out += fmt::format("heterogeneous split: {} hxrt node(s) on the {} fallback (no {} kernel, or --fallback-op): "
+                         "{}; {} copy node(s)\n",
+                         on_fallback.size(), hal::device_kind_name(report.plan->fallback_device()->kind),
                          hal::device_kind_name(report.plan->device().kind), fmt::join(on_fallback, ", "),
                          split.copies);
     } else {
