@@ -1,6 +1,7 @@
 #include "kernels/cpu/elementwise.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -452,6 +453,54 @@ Status compute_binary(const ops::CpuComputeContext& ctx) {
   return ok_status();
 }
 
+// Integer Add Sub Mul Div: two's-complement wrap on overflow (as numpy), division truncates toward zero; a zero
+// divisor fails the launch naming the op.
+template <typename T>
+Status compute_integer_binary(const ops::CpuComputeContext& ctx, BinaryOp op) {
+  const ops::TensorRef& a = ctx.input(0);
+  const ops::TensorRef& b = ctx.input(1);
+  const ops::TensorRef& y = ctx.output(0);
+  if (y.num_elements() == 0) return ok_status();
+  HXRT_ASSIGN_OR_RETURN(const BroadcastPlan plan, BroadcastPlan::make(a.shape, b.shape, y.shape));
+  const int64_t grain = tiling_grain(ctx.tiling(), "grain", kCheapGrain);
+  const int64_t row_grain = std::max<int64_t>(1, grain / std::max<int64_t>(plan.cols(), 1));
+  const T* pa = a.data<const T>();
+  const T* pb = b.data<const T>();
+  T* py = y.data<T>();
+  using U = std::make_unsigned_t<T>;
+  std::atomic<bool> by_zero{false};
+  auto run = [&](auto f) {
+    ctx.pool().parallel_for(plan.rows(), row_grain,
+                            [&](int64_t begin, int64_t end) { broadcast_apply(plan, pa, pb, py, begin, end, f); });
+  };
+  switch (op) {
+    case BinaryOp::kAdd: run([](T p, T q) { return static_cast<T>(static_cast<U>(p) + static_cast<U>(q)); }); break;
+    case BinaryOp::kSub: run([](T p, T q) { return static_cast<T>(static_cast<U>(p) - static_cast<U>(q)); }); break;
+    case BinaryOp::kMul: run([](T p, T q) { return static_cast<T>(static_cast<U>(p) * static_cast<U>(q)); }); break;
+    case BinaryOp::kDiv:
+      run([&by_zero](T p, T q) -> T {
+        if (q == 0) {
+          by_zero.store(true, std::memory_order_relaxed);
+          return 0;
+        }
+        if (q == -1) return static_cast<T>(U{0} - static_cast<U>(p));  // min / -1 wraps instead of trapping
+        return static_cast<T>(p / q);
+      });
+      break;
+  }
+  if (by_zero.load()) return invalid_argument("Div: integer division by zero (a divisor B is 0)");
+  return ok_status();
+}
+
+Status compute_binary_int(const ops::CpuComputeContext& ctx) {
+  const BinaryOp op = ctx.params<BinaryParams>().op;
+  switch (ctx.input(0).dtype) {
+    case DType::kI32: return compute_integer_binary<int32_t>(ctx, op);
+    case DType::kI64: return compute_integer_binary<int64_t>(ctx, op);
+    default: return invalid_argument("{} integer kernel does not take {}", binary_op_name(op), ctx.input(0).dtype);
+  }
+}
+
 Status compute_unary(const ops::CpuComputeContext& ctx) {
   const UnaryOp op = ctx.params<UnaryParams>().op;
   const int64_t n = ctx.output(0).num_elements();
@@ -499,6 +548,15 @@ ops::KernelDef binary_kernel(BinaryOp op) {
     return chunk_tiling("grain", kCheapGrain, output_elements(q));
   };
   def.launch = ops::cpu_launch(def.name, compute_binary);
+  return def;
+}
+
+ops::KernelDef binary_int_kernel(BinaryOp op) {
+  ops::KernelDef def = binary_kernel(op);
+  def.input_dtypes = {{DType::kI32, DType::kI64}, {DType::kI32, DType::kI64}};
+  def.name = fmt::format("{}Int", binary_op_name(op));
+  def.description = "i32/i64 numpy broadcast; wraps on overflow, a zero divisor fails";
+  def.launch = ops::cpu_launch(def.name, compute_binary_int);
   return def;
 }
 
@@ -581,6 +639,7 @@ ops::KernelDef cast_kernel() {
 Status register_elementwise(ops::KernelRegistry& registry) {
   for (BinaryOp op : {BinaryOp::kAdd, BinaryOp::kSub, BinaryOp::kMul, BinaryOp::kDiv}) {
     HXRT_RETURN_IF_ERROR(registry.add(binary_kernel(op)));
+    HXRT_RETURN_IF_ERROR(registry.add(binary_int_kernel(op)));
   }
   HXRT_RETURN_IF_ERROR(registry.add(unary_kernel("Relu", "", 14, UnaryOp::kRelu)));
   HXRT_RETURN_IF_ERROR(registry.add(leaky_relu_kernel()));

@@ -93,6 +93,46 @@ class BroadcastPlan {
 void binary_broadcast_rows(BinaryOp op, const BroadcastPlan& plan, const float* a, const float* b, float* y,
                            int64_t row_begin, int64_t row_end);
 
+// ---- Templates over element types (the math and logic families' kernels) ----
+
+// y[i] = f(x[i]) for i < n, in blocks staged through a local array (Note [Vectorised loops]); y may alias x
+// exactly when X and Y are the same type.
+template <typename X, typename Y, typename F>
+void map_elements(const X* x, Y* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + kVectorBlock <= n; i += kVectorBlock) {
+    Y out[kVectorBlock];
+    for (int64_t k = 0; k < kVectorBlock; ++k) out[k] = f(x[i + k]);
+    for (int64_t k = 0; k < kVectorBlock; ++k) y[i + k] = out[k];
+  }
+  for (; i < n; ++i) y[i] = f(x[i]);
+}
+
+// Rows [row_begin, row_end) of y = f(a, b) over a broadcast plan, for any element types. y may alias a or b
+// exactly when that operand is not broadcast (its shape is the output's).
+template <typename A, typename B, typename Y, typename F>
+void broadcast_apply(const BroadcastPlan& plan, const A* a, const B* b, Y* y, int64_t row_begin, int64_t row_end,
+                     F f) {
+  const int64_t cols = plan.cols();
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const A* ar = a + plan.a_offset(r);
+    const B* br = b + plan.b_offset(r);
+    Y* yr = y + r * cols;
+    if (plan.a_inner_stride() != 0 && plan.b_inner_stride() != 0) {
+      for (int64_t c = 0; c < cols; ++c) yr[c] = f(ar[c], br[c]);
+    } else if (plan.a_inner_stride() != 0) {
+      const B s = *br;
+      for (int64_t c = 0; c < cols; ++c) yr[c] = f(ar[c], s);
+    } else if (plan.b_inner_stride() != 0) {
+      const A s = *ar;
+      for (int64_t c = 0; c < cols; ++c) yr[c] = f(s, br[c]);
+    } else {
+      const Y v = f(*ar, *br);
+      for (int64_t c = 0; c < cols; ++c) yr[c] = v;
+    }
+  }
+}
+
 // y[i] = f(x[i]) for i < n.
 void unary(UnaryOp op, const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);

@@ -324,7 +324,7 @@ TEST(ElementwiseTest, SchemaErrorsNameNodeAndField) {
   }
   {
     OpCall call{.op_type = "Mul"};
-    call.inputs = {HostTensor::i64(Shape{2}, {1, 2}), HostTensor::i64(Shape{2}, {3, 4})};
+    call.inputs = {HostTensor::i64(Shape{2}, {1, 2}), HostTensor::f32(Shape{2}, {3, 4})};
     auto result = run_op(call);
     ASSERT_FALSE(result.ok());
     EXPECT_NE(result.status().to_string().find("dtype"), std::string::npos) << result.status().to_string();

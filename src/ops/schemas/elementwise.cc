@@ -21,6 +21,12 @@ const std::vector<DType>& float_types() {
   return types;
 }
 
+// Add Sub Mul Div also take integers (f32 kernels, and i32/i64 kernels that wrap on overflow).
+const std::vector<DType>& arithmetic_types() {
+  static const std::vector<DType> types = {DType::kF32, DType::kI32, DType::kI64};
+  return types;
+}
+
 // The dtypes Cast converts between.
 const std::vector<DType>& cast_types() {
   static const std::vector<DType> types = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8,
@@ -66,7 +72,7 @@ OpSchema binary_schema(std::string op_type, std::string doc) {
   s.since_version = 14;
   s.inputs = {{.name = "A"}, {.name = "B"}};
   s.outputs = {{.name = "C"}};
-  s.type_constraints = {{"T", float_types()}};
+  s.type_constraints = {{"T", arithmetic_types()}};
   s.infer = infer_binary;
   s.doc = std::move(doc);
   return s;
