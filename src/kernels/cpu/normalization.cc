@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/reduce.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/registration.h"
 
@@ -252,6 +253,181 @@ Status compute_layer_norm(const ops::CpuComputeContext& ctx) {
   ctx.pool().parallel_for(rows, rows_per_chunk(ctx.tiling(), n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) layer_norm_row(px + r * n, ps, bias, py + r * n, n, params.epsilon);
   });
+  // The optional outputs Mean and InvStdDev [rows] (X's shape with the normalised dims set to 1).
+  const auto& outputs = ctx.launch().outputs;
+  float* mean_out = outputs.size() > 1 && outputs[1].view.buffer != nullptr ? outputs[1].data<float>() : nullptr;
+  float* inv_out = outputs.size() > 2 && outputs[2].view.buffer != nullptr ? outputs[2].data<float>() : nullptr;
+  if (mean_out == nullptr && inv_out == nullptr) return ok_status();
+  for (size_t i = 1; i < outputs.size(); ++i) {
+    if (outputs[i].view.buffer != nullptr && outputs[i].num_elements() != rows) {
+      return internal_error("LayerNormalization: output {} {} does not hold {} rows", i, outputs[i].shape, rows);
+    }
+  }
+  ctx.pool().parallel_for(rows, rows_per_chunk(ctx.tiling(), n), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const double mean = sum_double(px + r * n, n) / static_cast<double>(n);
+      const double var = sum_squares_double(px + r * n, n, mean) / static_cast<double>(n);
+      if (mean_out != nullptr) mean_out[r] = static_cast<float>(mean);
+      if (inv_out != nullptr) inv_out[r] = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(params.epsilon)));
+    }
+  });
+  return ok_status();
+}
+
+// ---- LogSoftmax and Hardmax: one column [outer, axis_len, inner] at a time ----
+
+// y = x - max - log(sum(exp(x - max))) along the column x[a * stride], a < len.
+void log_softmax_column(const float* x, float* y, int64_t len, int64_t stride) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t a = 0; a < len; ++a) m = std::max(m, static_cast<double>(x[a * stride]));
+  double sum = 0.0;
+  for (int64_t a = 0; a < len; ++a) sum += std::exp(static_cast<double>(x[a * stride]) - m);
+  const double shift = m + std::log(sum);
+  for (int64_t a = 0; a < len; ++a) y[a * stride] = static_cast<float>(static_cast<double>(x[a * stride]) - shift);
+}
+
+// y = 1 at the first maximum of the column, 0 elsewhere.
+void hardmax_column(const float* x, float* y, int64_t len, int64_t stride) {
+  int64_t best = 0;
+  for (int64_t a = 1; a < len; ++a) {
+    if (x[a * stride] > x[best * stride]) best = a;
+  }
+  for (int64_t a = 0; a < len; ++a) y[a * stride] = a == best ? 1.0f : 0.0f;
+}
+
+using ColumnFn = void (*)(const float* x, float* y, int64_t len, int64_t stride);
+
+Status compute_columns(const ops::CpuComputeContext& ctx, ColumnFn column) {
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& y = ctx.output(0);
+  if (y.num_elements() == 0) return ok_status();
+  HXRT_ASSIGN_OR_RETURN(const ops::SoftmaxGeometry g,
+                        ops::softmax_geometry(x.shape, ctx.params<ops::AxisParams>().axis));
+  const float* px = x.data<const float>();
+  float* py = y.data<float>();
+  ctx.pool().parallel_for(g.outer * g.inner, rows_per_chunk(ctx.tiling(), g.axis_len), [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t offset = (u / g.inner) * g.axis_len * g.inner + u % g.inner;
+      column(px + offset, py + offset, g.axis_len, g.inner);
+    }
+  });
+  return ok_status();
+}
+
+// ---- LRN ----
+
+Status compute_lrn(const ops::CpuComputeContext& ctx) {
+  const auto& params = ctx.params<ops::LrnParams>();
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& y = ctx.output(0);
+  if (x.shape.rank() < 3) return invalid_argument("LRN: X {} must have rank >= 3 (N, C, ...)", x.shape);
+  if (y.num_elements() == 0) return ok_status();
+  const int64_t channels = x.shape.dim(1);
+  const int64_t inner = ops::dims_product(x.shape, 2, x.shape.rank());
+  const int64_t before = (params.size - 1) / 2;  // window [c - before, c + after]
+  const int64_t after = params.size / 2;
+  const double scale = static_cast<double>(params.alpha) / static_cast<double>(params.size);
+  const float* px = x.data<const float>();
+  float* py = y.data<float>();
+  // Units are (n, c) planes of `inner` elements.
+  ctx.pool().parallel_for(x.shape.dim(0) * channels, rows_per_chunk(ctx.tiling(), inner * params.size),
+                          [&](int64_t begin, int64_t end) {
+                            for (int64_t u = begin; u < end; ++u) {
+                              const int64_t n = u / channels;
+                              const int64_t c = u % channels;
+                              const int64_t lo = std::max<int64_t>(0, c - before);
+                              const int64_t hi = std::min<int64_t>(channels - 1, c + after);
+                              for (int64_t i = 0; i < inner; ++i) {
+                                double square_sum = 0.0;
+                                for (int64_t k = lo; k <= hi; ++k) {
+                                  const double v = px[(n * channels + k) * inner + i];
+                                  square_sum += v * v;
+                                }
+                                const int64_t at = u * inner + i;
+                                const double denominator = std::pow(static_cast<double>(params.bias) + scale * square_sum,
+                                                                    static_cast<double>(params.beta));
+                                py[at] = static_cast<float>(static_cast<double>(px[at]) / denominator);
+                              }
+                            }
+                          });
+  return ok_status();
+}
+
+// ---- MeanVarianceNormalization ----
+
+Status compute_mvn(const ops::CpuComputeContext& ctx) {
+  const auto& g = ctx.tiling().geometry_as<ops::ReduceGeometry>();
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& y = ctx.output(0);
+  const auto count = static_cast<int64_t>(g.reduced_offsets.size());
+  if (y.num_elements() == 0 || count == 0) return ok_status();
+  const float* px = x.data<const float>();
+  float* py = y.data<float>();
+  ctx.pool().parallel_for(static_cast<int64_t>(g.kept_offsets.size()), rows_per_chunk(ctx.tiling(), count),
+                          [&](int64_t begin, int64_t end) {
+                            for (int64_t o = begin; o < end; ++o) {
+                              const int64_t base = g.kept_offsets[static_cast<size_t>(o)];
+                              double sum = 0.0;
+                              for (const int64_t off : g.reduced_offsets) sum += px[base + off];
+                              const double mean = sum / static_cast<double>(count);
+                              double squares = 0.0;
+                              for (const int64_t off : g.reduced_offsets) {
+                                const double d = static_cast<double>(px[base + off]) - mean;
+                                squares += d * d;
+                              }
+                              const double inv =
+                                  1.0 / (std::sqrt(squares / static_cast<double>(count)) + ops::kMvnEpsilon);
+                              for (const int64_t off : g.reduced_offsets) {
+                                py[base + off] = static_cast<float>((static_cast<double>(px[base + off]) - mean) * inv);
+                              }
+                            }
+                          });
+  return ok_status();
+}
+
+Result<ops::Tiling> mvn_tiling(const ops::TilingQuery& q) {
+  const auto& params = q.params_as<ops::MvnParams>();
+  if (q.inputs.empty()) return invalid_argument("MeanVarianceNormalization: no input");
+  const Shape& x = q.inputs[0].shape;
+  HXRT_ASSIGN_OR_RETURN(const std::vector<bool> reduced,
+                        ops::reduced_dims(params.axes, false, x.rank(), "MeanVarianceNormalization"));
+  HXRT_ASSIGN_OR_RETURN(ops::ReduceGeometry g, ops::reduce_geometry(x, reduced, true));
+  ops::Tiling tiling = chunk_tiling("grain_elements", kRowGrainElements, x.num_elements());
+  tiling.geometry = std::make_shared<const ops::ReduceGeometry>(std::move(g));
+  return tiling;
+}
+
+// ---- InstanceNormalization ----
+
+Status compute_instance_norm(const ops::CpuComputeContext& ctx) {
+  const ops::TensorRef& x = ctx.input(0);
+  const ops::TensorRef& y = ctx.output(0);
+  if (x.shape.rank() < 3) return invalid_argument("InstanceNormalization: input {} must have rank >= 3", x.shape);
+  const int64_t channels = x.shape.dim(1);
+  const int64_t n = ops::dims_product(x.shape, 2, x.shape.rank());
+  for (size_t i = 1; i < 3; ++i) {
+    if (ctx.input(i).num_elements() != channels) {
+      return invalid_argument("InstanceNormalization: input {} {} does not hold the {} channels of {}", i,
+                              ctx.input(i).shape, channels, x.shape);
+    }
+  }
+  if (y.num_elements() == 0 || n == 0) return ok_status();
+  const float eps = ctx.params<ops::EpsilonParams>().epsilon;
+  const float* px = x.data<const float>();
+  const float* scale = ctx.input(1).data<const float>();
+  const float* bias = ctx.input(2).data<const float>();
+  float* py = y.data<float>();
+  ctx.pool().parallel_for(x.shape.dim(0) * channels, rows_per_chunk(ctx.tiling(), n), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t c = r % channels;
+      const float* row = px + r * n;
+      const double mean = sum_double(row, n) / static_cast<double>(n);
+      const double var = sum_squares_double(row, n, mean) / static_cast<double>(n);
+      const double a = static_cast<double>(scale[c]) / std::sqrt(var + static_cast<double>(eps));
+      const double b = static_cast<double>(bias[c]) - a * mean;
+      for (int64_t i = 0; i < n; ++i) py[r * n + i] = static_cast<float>(a * static_cast<double>(row[i]) + b);
+    }
+  });
   return ok_status();
 }
 
@@ -365,6 +541,43 @@ Status register_normalization(ops::KernelRegistry& registry) {
   };
   rope.launch = ops::cpu_launch(rope.name, compute_rope);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(rope)));
+
+  for (const bool log : {true, false}) {
+    ops::KernelDef def = make_def(log ? "LogSoftmax" : "Hardmax", "", 13, 1,
+                                  log ? "f32 log-softmax along any axis, sums in double"
+                                      : "f32 one-hot of the first maximum along any axis");
+    def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+      return ops::boxed(ops::parse_axis_params(node, -1));
+    };
+    def.launch = ops::cpu_launch(def.name, [log](const ops::CpuComputeContext& ctx) {
+      return compute_columns(ctx, log ? log_softmax_column : hardmax_column);
+    });
+    HXRT_RETURN_IF_ERROR(registry.add(std::move(def)));
+  }
+
+  ops::KernelDef lrn = make_def("LRN", "", 13, 1, "f32 local response normalisation across channels, in double");
+  lrn.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_lrn_params(node));
+  };
+  lrn.launch = ops::cpu_launch(lrn.name, compute_lrn);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(lrn)));
+
+  ops::KernelDef mvn = make_def("MeanVarianceNormalization", "", 13, 1,
+                                "f32 normalisation over any axes by offset lists, mean and variance in double");
+  mvn.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_mvn_params(node));
+  };
+  mvn.tiling = mvn_tiling;
+  mvn.launch = ops::cpu_launch(mvn.name, compute_mvn);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(mvn)));
+
+  ops::KernelDef instance_norm = make_def("InstanceNormalization", "", 6, 3,
+                                          "f32 normalisation of each (n, c) plane, mean and variance in double");
+  instance_norm.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_epsilon_params(node));
+  };
+  instance_norm.launch = ops::cpu_launch(instance_norm.name, compute_instance_norm);
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(instance_norm)));
   return ok_status();
 }
 

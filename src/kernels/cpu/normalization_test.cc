@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -318,6 +319,7 @@ Inferred infer(const std::string& op_type, const std::string& domain, const std:
                graph::AttributeMap attrs = {}) {
   ops::OpSchemaRegistry registry;
   EXPECT_TRUE(ops::schemas::register_normalization(registry).ok());
+  EXPECT_TRUE(ops::schemas::register_reduce(registry).ok());
   graph::Graph g;
   std::vector<std::string> names;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -356,6 +358,244 @@ TEST(NormalizationTest, SymbolicInference) {
   EXPECT_EQ(other.checks.size(), 1u);
   // Wrong dtype of positions is caught by the schema.
   EXPECT_FALSE(infer("RoPE", "hxrt", {q, {DType::kF32, {n}}}).status.ok());
+
+  EXPECT_EQ(infer("LogSoftmax", "", {x}).desc, "f32[n_tokens, 576]");
+  EXPECT_EQ(infer("Hardmax", "", {x}).desc, "f32[n_tokens, 576]");
+  graph::AttributeMap last;
+  last.set("axis", int64_t{-1});
+  last.set("keepdims", int64_t{0});
+  EXPECT_EQ(infer("ArgMax", "", {x}, last).desc, "i64[n_tokens]");
+  EXPECT_EQ(infer("ArgMin", "", {x}).desc, "i64[1, 576]");
+  // Without 'axes' every dim is reduced.
+  EXPECT_EQ(infer("ReduceMean", "", {x}).desc, "f32[1, 1]");
+}
+
+// ---- LogSoftmax and Hardmax ----
+
+TEST(NormalizationTest, LogSoftmaxAndHardmaxEveryAxis) {
+  std::mt19937 rng(11);
+  for (const Shape& shape : {Shape{1}, Shape{3, 4, 5}, Shape{2, 129}, Shape{1, 3}}) {
+    for (int axis = -shape.rank(); axis < shape.rank(); ++axis) {
+      auto x = random_values(shape.num_elements(), rng, 8.0f);
+      x[0] = 1000.0f;  // exp overflows without the max subtraction
+      const int a = axis < 0 ? axis + shape.rank() : axis;
+      const std::vector<double> soft = reference_softmax(x, shape, a);
+      OpCall log_call{.op_type = "LogSoftmax"};
+      log_call.attrs.set("axis", int64_t{axis});
+      log_call.inputs = {HostTensor::f32(shape, x)};
+      auto log_result = run_op(log_call);
+      ASSERT_TRUE(log_result.ok()) << log_result.status().to_string();
+      std::vector<double> log_expected(soft.size());
+      for (size_t i = 0; i < soft.size(); ++i) {
+        // log(softmax) from the shifted logits, exact even where softmax underflows.
+        log_expected[i] = std::log(soft[i]);
+      }
+      const std::vector<float> log_actual = log_result->outputs[0].to_f32();
+      for (size_t i = 0; i < soft.size(); ++i) {
+        if (soft[i] > 1e-300) {
+          EXPECT_NEAR(log_actual[i], log_expected[i], 1e-5 * std::max(1.0, std::abs(log_expected[i])))
+              << shape.to_string() << " axis " << axis << " element " << i;
+        }
+      }
+
+      OpCall hard_call{.op_type = "Hardmax"};
+      hard_call.attrs.set("axis", int64_t{axis});
+      hard_call.inputs = {HostTensor::f32(shape, x)};
+      auto hard_result = run_op(hard_call);
+      ASSERT_TRUE(hard_result.ok()) << hard_result.status().to_string();
+      // Hardmax is 1 where softmax is largest along the axis (values are distinct floats).
+      const int64_t outer = product(shape, 0, a);
+      const int64_t len = shape.dims()[a];
+      const int64_t inner = product(shape, a + 1, shape.rank());
+      std::vector<float> hard_expected(x.size(), 0.0f);
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t j = 0; j < inner; ++j) {
+          int64_t best = 0;
+          for (int64_t k = 1; k < len; ++k) {
+            if (x[(o * len + k) * inner + j] > x[(o * len + best) * inner + j]) best = k;
+          }
+          hard_expected[(o * len + best) * inner + j] = 1.0f;
+        }
+      }
+      EXPECT_EQ(hard_result->outputs[0].to_f32(), hard_expected) << shape.to_string() << " axis " << axis;
+    }
+  }
+}
+
+TEST(NormalizationTest, HardmaxTakesTheFirstOfEqualMaxima) {
+  OpCall call{.op_type = "Hardmax"};
+  call.inputs = {HostTensor::f32(Shape{2, 4}, {1, 3, 3, 2, -1, -1, -1, -1})};
+  auto result = run_op(call);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->outputs[0].to_f32(), (std::vector<float>{0, 1, 0, 0, 1, 0, 0, 0}));
+}
+
+// ---- LRN ----
+
+TEST(NormalizationTest, LrnAgainstReference) {
+  std::mt19937 rng(12);
+  for (const int64_t size : {1, 2, 3, 5}) {
+    const Shape shape{2, 5, 3, 2};
+    const auto x = random_values(shape.num_elements(), rng);
+    const double alpha = 2e-2, beta = 0.6, bias = 1.5;
+    OpCall call{.op_type = "LRN"};
+    call.attrs.set("size", int64_t{size});
+    call.attrs.set("alpha", alpha);
+    call.attrs.set("beta", beta);
+    call.attrs.set("bias", bias);
+    call.inputs = {HostTensor::f32(shape, x)};
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    std::vector<double> expected(x.size());
+    const int64_t channels = 5, inner = 6;
+    for (int64_t n = 0; n < 2; ++n) {
+      for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t i = 0; i < inner; ++i) {
+          double square_sum = 0;
+          for (int64_t k = c - (size - 1) / 2; k <= c + size / 2; ++k) {
+            if (k < 0 || k >= channels) continue;
+            const double v = x[(n * channels + k) * inner + i];
+            square_sum += v * v;
+          }
+          const size_t at = static_cast<size_t>((n * channels + c) * inner + i);
+          expected[at] = x[at] / std::pow(bias + alpha / static_cast<double>(size) * square_sum, beta);
+        }
+      }
+    }
+    EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), expected), 1e-6) << "size " << size;
+  }
+}
+
+TEST(NormalizationTest, LrnRequiresSize) {
+  std::mt19937 rng(13);
+  OpCall call{.op_type = "LRN"};
+  call.inputs = {HostTensor::random_f32(Shape{1, 3, 2, 2}, rng)};
+  auto result = run_op(call);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().to_string().find("'size'"), std::string::npos) << result.status().to_string();
+  call.attrs.set("size", int64_t{0});
+  result = run_op(call);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().to_string().find("'size'"), std::string::npos) << result.status().to_string();
+}
+
+// ---- MeanVarianceNormalization ----
+
+TEST(NormalizationTest, MeanVarianceNormalizationOverAxes) {
+  std::mt19937 rng(14);
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;  // empty: the default [0, 2, 3]
+  };
+  for (const Case& c : {Case{{3, 3, 3, 1}, {}}, Case{{2, 5, 4}, {1}}, Case{{2, 5, 4}, {-1, 0}}, Case{{7}, {0}}}) {
+    const auto x = random_values(c.shape.num_elements(), rng);
+    OpCall call{.op_type = "MeanVarianceNormalization"};
+    if (!c.axes.empty()) call.attrs.set("axes", c.axes);
+    call.inputs = {HostTensor::f32(c.shape, x)};
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    const std::vector<int64_t> axes = c.axes.empty() ? std::vector<int64_t>{0, 2, 3} : c.axes;
+    const int rank = c.shape.rank();
+    // Group elements by their coordinates outside `axes`.
+    auto key = [&](int64_t i) {
+      int64_t k = 0;
+      for (int d = rank - 1; d >= 0; --d) {
+        const int64_t dim = c.shape.dims()[d];
+        const bool reduced = std::find_if(axes.begin(), axes.end(), [&](int64_t a) {
+                               return (a < 0 ? a + rank : a) == d;
+                             }) != axes.end();
+        if (!reduced) k = k * 1000 + i % dim;
+        i /= dim;
+      }
+      return k;
+    };
+    std::vector<double> expected(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      double sum = 0, squares = 0, count = 0;
+      for (size_t j = 0; j < x.size(); ++j) {
+        if (key(static_cast<int64_t>(j)) != key(static_cast<int64_t>(i))) continue;
+        sum += x[j];
+        squares += static_cast<double>(x[j]) * x[j];
+        count += 1;
+      }
+      const double mean = sum / count;
+      expected[i] = (x[i] - mean) / (std::sqrt(squares / count - mean * mean) + 1e-9);
+    }
+    EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), expected), 1e-5) << c.shape.to_string();
+  }
+}
+
+// ---- InstanceNormalization ----
+
+TEST(NormalizationTest, InstanceNormalizationAgainstReference) {
+  std::mt19937 rng(15);
+  for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{1, 2, 1, 3}, Shape{3, 1, 7}}) {
+    const int64_t channels = shape.dims()[1];
+    const int64_t n = product(shape, 2, shape.rank());
+    const auto x = random_values(shape.num_elements(), rng);
+    const auto scale = random_values(channels, rng, 2.0f);
+    const auto bias = random_values(channels, rng, 1.0f);
+    const double eps = 1e-2;
+    OpCall call{.op_type = "InstanceNormalization"};
+    call.attrs.set("epsilon", eps);
+    call.inputs = {HostTensor::f32(shape, x), HostTensor::f32(Shape{channels}, scale),
+                   HostTensor::f32(Shape{channels}, bias)};
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    std::vector<double> expected(x.size());
+    for (int64_t r = 0; r < shape.dims()[0] * channels; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < n; ++i) mean += x[r * n + i];
+      mean /= static_cast<double>(n);
+      for (int64_t i = 0; i < n; ++i) var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
+      var /= static_cast<double>(n);
+      for (int64_t i = 0; i < n; ++i) {
+        expected[r * n + i] = scale[r % channels] * (x[r * n + i] - mean) / std::sqrt(var + eps) + bias[r % channels];
+      }
+    }
+    EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), expected), 2e-6) << shape.to_string();
+  }
+}
+
+TEST(NormalizationTest, InstanceNormalizationRejectsNegativeEpsilon) {
+  std::mt19937 rng(16);
+  OpCall call{.op_type = "InstanceNormalization"};
+  call.attrs.set("epsilon", -1.0);
+  call.inputs = {HostTensor::random_f32(Shape{1, 2, 3}, rng), HostTensor::random_f32(Shape{2}, rng),
+                 HostTensor::random_f32(Shape{2}, rng)};
+  auto result = run_op(call);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().to_string().find("'epsilon'"), std::string::npos) << result.status().to_string();
+}
+
+// ---- LayerNormalization's Mean and InvStdDev ----
+
+TEST(NormalizationTest, LayerNormMeanAndInvStdDevOutputs) {
+  std::mt19937 rng(17);
+  const Shape shape{2, 3, 5};
+  const auto x = random_values(shape.num_elements(), rng);
+  const auto scale = random_values(15, rng, 2.0f);
+  OpCall call{.op_type = "LayerNormalization", .num_outputs = 3};
+  call.attrs.set("axis", int64_t{1});
+  call.attrs.set("epsilon", 0.1);
+  call.inputs = {HostTensor::f32(shape, x), HostTensor::f32(Shape{3, 5}, scale)};
+  auto result = run_op(call);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  ASSERT_EQ(result->outputs.size(), 3u);
+  EXPECT_EQ(result->outputs[1].shape, (Shape{2, 1, 1}));
+  EXPECT_EQ(result->outputs[2].shape, (Shape{2, 1, 1}));
+  EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), reference_layer_norm(x, scale, nullptr, 15, 0.1)), 2e-6);
+  std::vector<double> mean(2), inv(2);
+  for (int64_t r = 0; r < 2; ++r) {
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < 15; ++i) m += x[r * 15 + i];
+    m /= 15;
+    for (int64_t i = 0; i < 15; ++i) v += (x[r * 15 + i] - m) * (x[r * 15 + i] - m);
+    mean[r] = m;
+    inv[r] = 1.0 / std::sqrt(v / 15 + 0.1);
+  }
+  EXPECT_LT(normalized_max_error(result->outputs[1].to_f32(), mean), 1e-6);
+  EXPECT_LT(normalized_max_error(result->outputs[2].to_f32(), inv), 1e-6);
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 #include "hxrt/ops/params/normalization.h"
 
+#include <cmath>
+#include <utility>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace hxrt::ops {
 
@@ -78,6 +82,43 @@ Result<RopeGeometry> rope_geometry(const RopeParams& params, const Shape& x, con
   }
   g.rows = g.n_heads * g.head_dim == 0 ? 0 : x.num_elements() / (g.n_heads * g.head_dim);
   return g;
+}
+
+std::string LrnParams::to_string() const {
+  return fmt::format("alpha={},beta={},bias={},size={}", alpha, beta, bias, size);
+}
+
+Result<LrnParams> parse_lrn_params(const graph::Node& node) {
+  LrnParams params;
+  const struct {
+    std::string_view name;
+    double fallback;
+    float* out;
+  } floats[] = {{"alpha", 1e-4, &params.alpha}, {"beta", 0.75, &params.beta}, {"bias", 1.0, &params.bias}};
+  for (const auto& f : floats) {
+    Result<double> v = node.attrs.get_float(f.name, f.fallback);
+    if (!v.ok()) return attr_read_error(node, f.name, v.status());
+    if (!std::isfinite(*v)) return attr_error(node, f.name, fmt::format("= {} must be finite", *v));
+    *f.out = static_cast<float>(*v);
+  }
+  if (!node.attrs.has("size")) return attr_error(node, "size", "is required");
+  Result<int64_t> size = node.attrs.get_int("size");
+  if (!size.ok()) return attr_read_error(node, "size", size.status());
+  if (*size < 1) return attr_error(node, "size", fmt::format("= {} must be >= 1", *size));
+  params.size = *size;
+  return params;
+}
+
+std::string MvnParams::to_string() const {
+  return fmt::format("axes=[{}]", fmt::join(axes, ","));
+}
+
+Result<MvnParams> parse_mvn_params(const graph::Node& node) {
+  MvnParams params;
+  Result<std::vector<int64_t>> axes = node.attrs.get_ints("axes", params.axes);
+  if (!axes.ok()) return attr_read_error(node, "axes", axes.status());
+  params.axes = std::move(axes).value();
+  return params;
 }
 
 }  // namespace hxrt::ops

@@ -1,5 +1,6 @@
 // Schemas of the normalization and position ops (docs/ops.md, "Normalization and position"): Softmax,
-// LayerNormalization, RMSNorm and RoPE.
+// LayerNormalization, RMSNorm and RoPE; and LogSoftmax, Hardmax, MeanVarianceNormalization, LRN and
+// InstanceNormalization (docs/onnx_ops/reduce.md).
 
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 
 #include "hxrt/ops/params/common.h"
 #include "hxrt/ops/params/normalization.h"
+#include "hxrt/ops/params/reduce.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::ops::schemas {
@@ -72,6 +74,10 @@ Status infer_layer_norm(InferenceContext& ctx) {
   HXRT_RETURN_IF_ERROR(check_norm_operand(ctx, 1, "Scale", axis));
   if (ctx.has_input(2)) HXRT_RETURN_IF_ERROR(check_norm_operand(ctx, 2, "B", axis));
   ctx.set_output(0, x);
+  // Mean and InvStdDev: X's shape with the normalised dims set to 1.
+  std::vector<graph::Dim> stats = x.shape.dims();
+  for (size_t d = static_cast<size_t>(axis); d < stats.size(); ++d) stats[d] = graph::Dim(1);
+  for (size_t i = 1; i < ctx.num_outputs(); ++i) ctx.set_output(i, graph::TensorDesc{x.dtype, graph::SymShape(stats)});
   return ok_status();
 }
 
@@ -111,6 +117,53 @@ Status infer_rope(InferenceContext& ctx) {
   return ok_status();
 }
 
+Status infer_lrn(InferenceContext& ctx) {
+  const graph::TensorDesc& x = ctx.input(0);
+  if (x.shape.rank() < 3) return ctx.error(fmt::format("input 'X' {} must have rank >= 3 (N, C, ...)", x.shape.to_string()));
+  HXRT_RETURN_IF_ERROR(parse_lrn_params(ctx.node()).status());
+  ctx.set_output(0, x);
+  return ok_status();
+}
+
+Status infer_mvn(InferenceContext& ctx) {
+  const graph::TensorDesc& x = ctx.input(0);
+  HXRT_ASSIGN_OR_RETURN(const MvnParams params, parse_mvn_params(ctx.node()));
+  HXRT_RETURN_IF_ERROR(reduced_dims(params.axes, false, x.shape.rank(), node_label(ctx.node())).status());
+  ctx.set_output(0, x);
+  return ok_status();
+}
+
+Status infer_instance_norm(InferenceContext& ctx) {
+  const graph::TensorDesc& x = ctx.input(0);
+  if (x.shape.rank() < 3) {
+    return ctx.error(fmt::format("input 'input' {} must have rank >= 3 (N, C, D1, ...)", x.shape.to_string()));
+  }
+  HXRT_RETURN_IF_ERROR(epsilon_attr(ctx));
+  static constexpr std::string_view kNames[] = {"scale", "B"};
+  for (size_t i = 1; i < 3; ++i) {
+    const graph::SymShape& p = ctx.input(i).shape;
+    if (p.rank() != 1) return ctx.error(fmt::format("input '{}' {} must be [C]", kNames[i - 1], p.to_string()));
+    HXRT_RETURN_IF_ERROR(
+        ctx.require_equal(p.dim(0), x.shape.dim(1), fmt::format("length of '{}' and channels C of 'input'", kNames[i - 1])));
+  }
+  ctx.set_output(0, x);
+  return ok_status();
+}
+
+// LogSoftmax and Hardmax: Softmax's shape of schema at opset 13 (one axis, default -1).
+OpSchema axis_schema(std::string op_type, std::string doc) {
+  OpSchema schema;
+  schema.op_type = std::move(op_type);
+  schema.since_version = 13;
+  schema.inputs = {{.name = "input"}};
+  schema.outputs = {{.name = "output"}};
+  schema.attrs = {{.name = "axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(-1)}};
+  schema.type_constraints = {{"T", float_types()}};
+  schema.infer = infer_softmax;
+  schema.doc = std::move(doc);
+  return schema;
+}
+
 }  // namespace
 
 Status register_normalization(OpSchemaRegistry& registry) {
@@ -129,7 +182,7 @@ Status register_normalization(OpSchemaRegistry& registry) {
   layer_norm.op_type = "LayerNormalization";
   layer_norm.since_version = 17;
   layer_norm.inputs = {{.name = "X"}, {.name = "Scale"}, {.name = "B", .optional = true}};
-  layer_norm.outputs = {{.name = "Y"}};
+  layer_norm.outputs = {{.name = "Y"}, {.name = "Mean"}, {.name = "InvStdDev"}};
   // stash_type (the precision of mean and variance) is accepted for ONNX compatibility; hxrt always uses double.
   layer_norm.attrs = {{.name = "axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(-1)},
                       {.name = "epsilon", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(1e-5)},
@@ -137,8 +190,8 @@ Status register_normalization(OpSchemaRegistry& registry) {
   layer_norm.type_constraints = {{"T", float_types()}};
   layer_norm.infer = infer_layer_norm;
   layer_norm.doc =
-      "normalises over dims axis..end: y = (x - mean) / sqrt(var + epsilon) * Scale + B. Only output Y (ONNX's "
-      "optional Mean and InvStdDev outputs are not produced)";
+      "normalises over dims axis..end: y = (x - mean) / sqrt(var + epsilon) * Scale + B; the optional outputs Mean "
+      "and InvStdDev have X's shape with the normalised dims set to 1";
   HXRT_RETURN_IF_ERROR(registry.add(std::move(layer_norm)));
 
   OpSchema rms_norm;
@@ -166,6 +219,50 @@ Status register_normalization(OpSchemaRegistry& registry) {
       "rotary position embedding of X [..., n_tokens, n_heads, head_dim] at positions [n_tokens]: pairs rotate by "
       "pos * theta^(-2i/rotary_dims); mode \"normal\" pairs (2i, 2i+1), \"neox\" pairs (i, i + rotary_dims/2)";
   HXRT_RETURN_IF_ERROR(registry.add(std::move(rope)));
+
+  HXRT_RETURN_IF_ERROR(registry.add(axis_schema("LogSoftmax", "x - max - log(sum(exp(x - max))) along axis")));
+  HXRT_RETURN_IF_ERROR(registry.add(axis_schema("Hardmax", "1 at the first maximum along axis, 0 elsewhere")));
+
+  OpSchema lrn;
+  lrn.op_type = "LRN";
+  lrn.since_version = 13;
+  lrn.inputs = {{.name = "X"}};
+  lrn.outputs = {{.name = "Y"}};
+  lrn.attrs = {{.name = "alpha", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(1e-4)},
+               {.name = "beta", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(0.75)},
+               {.name = "bias", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(1.0)},
+               {.name = "size", .type = graph::AttrType::kInt, .required = true}};
+  lrn.type_constraints = {{"T", float_types()}};
+  lrn.infer = infer_lrn;
+  lrn.doc =
+      "X [N, C, ...]: y = x / (bias + alpha / size * sum of x^2 over channels [c - (size-1)/2, c + size/2])^beta";
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(lrn)));
+
+  OpSchema mvn;
+  mvn.op_type = "MeanVarianceNormalization";
+  mvn.since_version = 13;
+  mvn.inputs = {{.name = "X"}};
+  mvn.outputs = {{.name = "Y"}};
+  mvn.attrs = {{.name = "axes", .type = graph::AttrType::kInts,
+                .default_value = graph::Attribute(std::vector<int64_t>{0, 2, 3})}};
+  mvn.type_constraints = {{"T", float_types()}};
+  mvn.infer = infer_mvn;
+  mvn.doc = "y = (x - mean) / (sqrt(variance) + 1e-9), mean and variance over axes";
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(mvn)));
+
+  OpSchema instance_norm;
+  instance_norm.op_type = "InstanceNormalization";
+  instance_norm.since_version = 6;
+  instance_norm.inputs = {{.name = "input"}, {.name = "scale"}, {.name = "B"}};
+  instance_norm.outputs = {{.name = "output"}};
+  instance_norm.attrs = {
+      {.name = "epsilon", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(1e-5)}};
+  instance_norm.type_constraints = {{"T", float_types()}};
+  instance_norm.infer = infer_instance_norm;
+  instance_norm.doc =
+      "input [N, C, D1, ...]: each (n, c) normalised over D1... : y = scale[c] * (x - mean) / sqrt(var + epsilon) + "
+      "B[c]";
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(instance_norm)));
   return ok_status();
 }
 

@@ -1,5 +1,6 @@
 // Params and geometry of the normalization and position ops (docs/ops.md, "Normalization and position"):
-// Softmax (AxisParams), LayerNormalization, RMSNorm / RMSNormMul (EpsilonParams, common.h) and RoPE.
+// Softmax, LogSoftmax, Hardmax (AxisParams), LayerNormalization, RMSNorm / RMSNormMul / InstanceNormalization
+// (EpsilonParams, common.h), RoPE, LRN and MeanVarianceNormalization (docs/onnx_ops/reduce.md).
 //
 // Thread-safety: params are immutable after parsing; the functions are reentrant.
 #pragma once
@@ -7,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hxrt/base/shape.h"
 #include "hxrt/base/status.h"
@@ -66,5 +68,28 @@ struct RopeGeometry final : TypedGeometry<RopeGeometry> {
 // InvalidArgument when X has rank < 3, rotary_dims is odd or exceeds head_dim, or positions do not hold n_tokens
 // values.
 Result<RopeGeometry> rope_geometry(const RopeParams& params, const Shape& x, const Shape& positions);
+
+// ---- LRN ----
+// y = x / (bias + alpha / size * sum of x² over the channels [c - (size-1)/2, c + size/2])^beta, X [N, C, ...].
+struct LrnParams final : TypedParams<LrnParams> {
+  static constexpr std::string_view kName = "LrnParams";
+  float alpha = 1e-4f;
+  float beta = 0.75f;
+  float bias = 1.0f;
+  int64_t size = 1;  // required, >= 1
+  std::string to_string() const override;
+};
+Result<LrnParams> parse_lrn_params(const graph::Node& node);
+
+// ---- MeanVarianceNormalization ----
+// y = (x - mean) / (sqrt(variance) + 1e-9) over `axes` (default [0, 2, 3]).
+struct MvnParams final : TypedParams<MvnParams> {
+  static constexpr std::string_view kName = "MvnParams";
+  std::vector<int64_t> axes = {0, 2, 3};
+  std::string to_string() const override;
+};
+Result<MvnParams> parse_mvn_params(const graph::Node& node);
+// The constant ONNX adds to the standard deviation.
+inline constexpr double kMvnEpsilon = 1e-9;
 
 }  // namespace hxrt::ops
