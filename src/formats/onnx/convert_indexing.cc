@@ -1,11 +1,135 @@
-// ONNX converters of the indexing family (converter.h).
+// ONNX converters of the indexing family (converter.h): GatherElements GatherND ScatterElements Scatter ScatterND
+// Compress NonZero Unique ReverseSequence, and the tensor-movement ops Gather Concat Slice Transpose. Each emits the
+// hxrt op at its newest version (docs/onnx_ops/indexing.md lists the opset ranges).
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "formats/onnx/converter.h"
 
 namespace hxrt::formats::onnx {
 
+namespace {
+
+// The node's ONNX inputs as hxrt value names ("" for omitted ones).
+std::vector<std::string> all_inputs(const ConversionContext& ctx) {
+  std::vector<std::string> inputs;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i));
+  return inputs;
+}
+
+// The node's ONNX outputs; an omitted one becomes a temp, so the hxrt node's outputs keep their positions.
+std::vector<std::string> all_outputs(ConversionContext& ctx) {
+  std::vector<std::string> outputs;
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    outputs.push_back(ctx.has_output(i) ? ctx.output(i) : ctx.temp(fmt::format("unused_{}", i)));
+  }
+  return outputs;
+}
+
+// The same op, inputs, outputs and attributes: the ONNX op at these opsets is the hxrt op.
+ConvertFn same_op(std::string op_type) {
+  return [op_type = std::move(op_type)](ConversionContext& ctx) {
+    return ctx.emit(op_type, all_inputs(ctx), all_outputs(ctx), ctx.attrs());
+  };
+}
+
+// Ops whose output shape depends on the values of some inputs (Note [Data-dependent output shapes] in
+// ops/schemas/indexing.cc): those inputs must be known at import; they are passed on as constants.
+ConvertFn with_constant_inputs(std::string op_type, std::vector<std::pair<size_t, std::string>> needed) {
+  return [op_type = std::move(op_type), needed = std::move(needed)](ConversionContext& ctx) -> Status {
+    std::vector<std::string> inputs = all_inputs(ctx);
+    for (const auto& [i, name] : needed) {
+      HXRT_ASSIGN_OR_RETURN(graph::TensorValue value, ctx.require_constant(i, name));
+      inputs[i] = ctx.add_constant(std::move(value), name);
+    }
+    return ctx.emit(op_type, std::move(inputs), all_outputs(ctx), ctx.attrs());
+  };
+}
+
+// Concat-1..3: axis is optional, default 1.
+Status convert_concat_v1(ConversionContext& ctx) {
+  graph::AttributeMap attrs = ctx.attrs();
+  if (!attrs.has("axis")) attrs.set("axis", int64_t{1});
+  return ctx.emit("Concat", all_inputs(ctx), all_outputs(ctx), std::move(attrs));
+}
+
+// Scatter-9..10 is ScatterElements without a reduction.
+Status convert_scatter(ConversionContext& ctx) {
+  return ctx.emit("ScatterElements", all_inputs(ctx), all_outputs(ctx), ctx.attrs());
+}
+
+// Slice-1..9: starts, ends and (optional) axes are attributes; no steps.
+Status convert_slice_v1(ConversionContext& ctx) {
+  Result<std::vector<int64_t>> starts = ctx.attrs().get_ints("starts");
+  Result<std::vector<int64_t>> ends = ctx.attrs().get_ints("ends");
+  if (!starts.ok() || !ends.ok()) return ctx.error("attributes 'starts' and 'ends' are required ints");
+  std::vector<std::string> inputs = {ctx.input(0), ctx.add_ints(*starts, "starts"), ctx.add_ints(*ends, "ends")};
+  if (ctx.attrs().has("axes")) {
+    Result<std::vector<int64_t>> axes = ctx.attrs().get_ints("axes");
+    if (!axes.ok()) return ctx.error(fmt::format("attribute 'axes': {}", axes.status().message()));
+    inputs.push_back(ctx.add_ints(*axes, "axes"));
+  }
+  return ctx.emit("Slice", std::move(inputs), {ctx.output(0)});
+}
+
+// Slice-10+: starts, ends, axes, steps are inputs; hxrt's Slice needs their values when planning.
+Status convert_slice_v10(ConversionContext& ctx) {
+  static const std::array<std::string_view, 4> kNames = {"starts", "ends", "axes", "steps"};
+  std::vector<std::string> inputs = {ctx.input(0)};
+  for (size_t i = 1; i <= kNames.size(); ++i) {
+    if (!ctx.has_input(i)) {
+      inputs.emplace_back();
+      continue;
+    }
+    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> values, ctx.require_ints(i, kNames[i - 1]));
+    inputs.push_back(ctx.add_ints(values, kNames[i - 1]));
+  }
+  while (inputs.size() > 3 && inputs.back().empty()) inputs.pop_back();
+  return ctx.emit("Slice", std::move(inputs), {ctx.output(0)});
+}
+
+ConverterDef converter(std::string op_type, int since, int end, ConvertFn convert, std::string doc) {
+  ConverterDef def;
+  def.op_type = std::move(op_type);
+  def.since_version = since;
+  def.end_version = end;
+  def.convert = std::move(convert);
+  def.doc = std::move(doc);
+  return def;
+}
+
+}  // namespace
+
 Status register_indexing_converters(ConverterRegistry& registry) {
-  (void)registry;
+  constexpr int kAny = ops::kMaxOpVersion;
+  const std::vector<ConverterDef> defs = {
+      converter("GatherElements", 11, kAny, same_op("GatherElements"), "GatherElements(13)"),
+      converter("GatherND", 11, kAny, same_op("GatherND"), "GatherND(13); batch_dims defaults to 0 before opset 12"),
+      converter("ScatterElements", 11, kAny, same_op("ScatterElements"),
+                "ScatterElements(16); reduction defaults to none before opset 16"),
+      converter("Scatter", 9, 10, convert_scatter, "ScatterElements(16) without a reduction"),
+      converter("ScatterND", 11, kAny, same_op("ScatterND"), "ScatterND(16); reduction defaults to none before 16"),
+      converter("Compress", 9, kAny, with_constant_inputs("Compress", {{1, "condition"}}),
+                "Compress(11) with the condition as a constant (needed at import)"),
+      converter("NonZero", 9, kAny, with_constant_inputs("NonZero", {{0, "X"}}),
+                "NonZero(13) with X as a constant (needed at import)"),
+      converter("Unique", 11, kAny, with_constant_inputs("Unique", {{0, "X"}}),
+                "Unique(11) with X as a constant (needed at import)"),
+      converter("ReverseSequence", 10, kAny, same_op("ReverseSequence"), "ReverseSequence(10)"),
+      converter("Gather", 1, kAny, same_op("Gather"), "Gather(13)"),
+      converter("Concat", 1, 3, convert_concat_v1, "Concat(13) with axis defaulting to 1"),
+      converter("Concat", 4, kAny, same_op("Concat"), "Concat(13)"),
+      converter("Slice", 1, 9, convert_slice_v1, "Slice(13) with starts/ends/axes attributes as constant inputs"),
+      converter("Slice", 10, kAny, convert_slice_v10, "Slice(13) with starts/ends/axes/steps needed at import"),
+      converter("Transpose", 1, kAny, same_op("Transpose"), "Transpose(13)"),
+  };
+  for (const ConverterDef& def : defs) HXRT_RETURN_IF_ERROR(registry.add(def));
   return ok_status();
 }
 

@@ -525,5 +525,41 @@ TEST(TensorOpsTest, SymbolicTransposeConcatGatherSliceInference) {
   EXPECT_FALSE(infer("Slice", {logits, {{DType::kI64, {1}}, {}}, constant({5})}).status.ok());
 }
 
+// The conformance data moves f32, i64 and bool tensors: every movement op copies them by element size.
+TEST(TensorOpsTest, MovementOpsOnBoolAndI64) {
+  const std::vector<std::byte> flags = {std::byte{1}, std::byte{0}, std::byte{0}, std::byte{1}, std::byte{1},
+                                        std::byte{0}};  // [[1, 0, 0], [1, 1, 0]]
+  const HostTensor b = HostTensor::raw(DType::kBool, Shape{2, 3}, flags);
+  const HostTensor i = HostTensor::i64(Shape{2, 3}, distinct_ints(6));  // [[1, 8, 15], [22, 29, 36]]
+
+  OpCall transpose{.op_type = "Transpose"};
+  transpose.inputs = {b};
+  auto t = run_op(transpose);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->outputs[0].dtype, DType::kBool);
+  EXPECT_EQ(t->outputs[0].to_i64(), (std::vector<int64_t>{1, 1, 0, 1, 0, 0}));
+
+  OpCall concat{.op_type = "Concat"};
+  concat.attrs.set("axis", int64_t{-1});
+  concat.inputs = {b, b};
+  auto c = run_op(concat);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->outputs[0].to_i64(), (std::vector<int64_t>{1, 0, 0, 1, 0, 0, 1, 1, 0, 1, 1, 0}));
+
+  OpCall slice{.op_type = "Slice", .constant_inputs = {1, 2, 3, 4}};
+  slice.inputs = {i, shape_tensor({-1}), shape_tensor({std::numeric_limits<int64_t>::min()}), shape_tensor({1}),
+                  shape_tensor({-2})};
+  auto s = run_op(slice);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->outputs[0].to_i64(), (std::vector<int64_t>{15, 1, 36, 22}));
+
+  OpCall gather{.op_type = "Gather"};
+  gather.attrs.set("axis", int64_t{1});
+  gather.inputs = {b, HostTensor::i64(Shape{2}, {-1, 0})};
+  auto g = run_op(gather);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(g->outputs[0].to_i64(), (std::vector<int64_t>{0, 1, 0, 1}));
+}
+
 }  // namespace
 }  // namespace hxrt::kernels::cpu
