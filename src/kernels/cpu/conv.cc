@@ -172,6 +172,77 @@ Status conv_compute(const ops::CpuComputeContext& ctx) {
   return ok_status();
 }
 
+// ConvTranspose: each task owns one output plane (n, m) and scatters its group's input planes into it.
+void conv_transpose_nd(const ops::ConvTransposeGeometry& g, const float* x, const float* w, const float* bias, float* y,
+                       ThreadPool* pool) {
+  const int64_t cg = g.c / g.group;
+  const int64_t mg = g.m / g.group;
+  const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
+  const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
+  const int64_t taps = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t image = task / g.m;
+      const int64_t oc = task % g.m;
+      const int64_t gi = oc / mg;
+      float* yp = y + task * out_plane;
+      std::fill(yp, yp + out_plane, bias != nullptr ? bias[oc] : 0.0f);
+      for (int64_t ci = gi * cg; ci < (gi + 1) * cg; ++ci) {
+        const float* xp = x + (image * g.c + ci) * in_plane;
+        const float* wp = w + (ci * mg + oc % mg) * taps;  // W [C, M/group, k...]
+        for (int64_t id = 0; id < g.in[0]; ++id) {
+          for (int64_t ih = 0; ih < g.in[1]; ++ih) {
+            for (int64_t iw = 0; iw < g.in[2]; ++iw) {
+              const float xv = xp[(id * g.in[1] + ih) * g.in[2] + iw];
+              for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+                const int64_t od = id * g.stride[0] + kd * g.dilation[0] - g.pad_begin[0];
+                if (od < 0 || od >= g.out[0]) continue;
+                for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+                  const int64_t oh = ih * g.stride[1] + kh * g.dilation[1] - g.pad_begin[1];
+                  if (oh < 0 || oh >= g.out[1]) continue;
+                  const float* wrow = wp + (kd * g.kernel[1] + kh) * g.kernel[2];
+                  float* yrow = yp + (od * g.out[1] + oh) * g.out[2];
+                  for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+                    const int64_t ow = iw * g.stride[2] + kw * g.dilation[2] - g.pad_begin[2];
+                    if (ow >= 0 && ow < g.out[2]) yrow[ow] += xv * wrow[kw];
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  };
+  const int64_t tasks = g.n * g.m;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, cg * in_plane * taps));
+  if (pool != nullptr && tasks > grain) {
+    pool->parallel_for(tasks, grain, body);
+  } else {
+    body(0, tasks);
+  }
+}
+
+Status conv_transpose_compute(const ops::CpuComputeContext& ctx) {
+  const ops::ConvTransposeGeometry& g = ctx.tiling().geometry_as<ops::ConvTransposeGeometry>();
+  HXRT_RETURN_IF_ERROR(check_f32_input(ctx, 0, "X"));
+  HXRT_RETURN_IF_ERROR(check_f32_input(ctx, 1, "W"));
+  const ops::TensorRef& y = ctx.output(0);
+  if (y.dtype != DType::kF32 || !(y.shape == g.output_shape)) {
+    return invalid_argument("ConvTranspose output is {} {}, expected f32 {}", y.dtype, y.shape, g.output_shape);
+  }
+  const float* bias = nullptr;
+  if (ctx.has_input(2)) {
+    HXRT_RETURN_IF_ERROR(check_f32_input(ctx, 2, "B"));
+    if (ctx.input(2).num_elements() != g.m) {
+      return invalid_argument("ConvTranspose bias B {} must have M={} values", ctx.input(2).shape, g.m);
+    }
+    bias = ctx.input(2).data<float>();
+  }
+  conv_transpose_nd(g, ctx.input(0).data<float>(), ctx.input(1).data<float>(), bias, y.data<float>(), &ctx.pool());
+  return ok_status();
+}
+
 Status batchnorm_compute(const ops::CpuComputeContext& ctx) {
   const auto& params = ctx.params<ops::EpsilonParams>();
   const ops::TensorRef& x = ctx.input(0);
@@ -227,7 +298,31 @@ Status register_conv(ops::KernelRegistry& registry) {
     return ops::boxed(ops::parse_epsilon_params(node));
   };
   bn.launch = ops::cpu_launch("BatchNormalization", batchnorm_compute);
-  return registry.add(std::move(bn));
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(bn)));
+
+  ops::KernelDef transpose;
+  transpose.op_type = "ConvTranspose";
+  transpose.device = hal::DeviceKind::kCpu;
+  transpose.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}};
+  transpose.name = "ConvTranspose";
+  transpose.priority = 10;
+  transpose.description = "1-D to 3-D transposed convolution: scatter of the group's input planes into each output "
+                          "plane, parallel over (N, M) planes";
+  transpose.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_conv_transpose_params(node));
+  };
+  transpose.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
+    if (query.inputs.size() < 2) return invalid_argument("ConvTranspose tiling needs X and W");
+    HXRT_ASSIGN_OR_RETURN(ops::ConvTransposeGeometry g,
+                          ops::conv_transpose_geometry(query.params_as<ops::ConvTransposeParams>(),
+                                                       query.inputs[0].shape, query.inputs[1].shape));
+    ops::Tiling tiling;
+    tiling.values = {{"planes", g.n * g.m}};
+    tiling.geometry = std::make_shared<ops::ConvTransposeGeometry>(std::move(g));
+    return tiling;
+  };
+  transpose.launch = ops::cpu_launch("ConvTranspose", conv_transpose_compute);
+  return registry.add(std::move(transpose));
 }
 
 }  // namespace hxrt::kernels::cpu

@@ -1,4 +1,5 @@
-// Schemas of the convolution ops (docs/ops.md, "Convolution"): Conv (2-D) and BatchNormalization (inference).
+// Schemas of the convolution ops (docs/ops.md, "Convolution"): Conv (2-D), BatchNormalization (inference) and
+// ConvTranspose (1-D to 3-D, docs/onnx_ops/pool.md).
 // infer_conv2d_shape is shared with the fused ConvBnRelu (fused.cc).
 
 #include <string>
@@ -111,6 +112,49 @@ Status infer_batchnorm(InferenceContext& ctx) {
   return ok_status();
 }
 
+Status infer_conv_transpose(InferenceContext& ctx) {
+  HXRT_ASSIGN_OR_RETURN(const ConvTransposeParams p, parse_conv_transpose_params(ctx.node()));
+  const graph::SymShape& x = ctx.input(0).shape;
+  const graph::SymShape& w = ctx.input(1).shape;
+  if (x.rank() < 3 || x.rank() > 2 + kMaxPoolSpatialDims || w.rank() != x.rank()) {
+    return ctx.error(fmt::format("'X' {} must be [N, C, D1..Dk] (k = 1..3) and 'W' {} [C, M/group, k1..kk]",
+                                 x.to_string(), w.to_string()));
+  }
+  if (!w.is_static()) return ctx.error(fmt::format("'W' {} must have a static shape", w.to_string()));
+  HXRT_RETURN_IF_ERROR(ctx.require_equal(x.dim(1), w.dim(0), "channels C of 'X' and first dim of 'W'"));
+  HXRT_ASSIGN_OR_RETURN(const Shape ws, w.resolve({}));
+  // Resolve the geometry on X with its symbolic dims set to 1, then put back the symbolic dims that the output
+  // depends on linearly (N; a spatial extent without output_shape).
+  std::vector<int64_t> probe(static_cast<size_t>(x.rank()));
+  for (int i = 0; i < x.rank(); ++i) probe[static_cast<size_t>(i)] = x.dim(i).is_static() ? x.dim(i).value() : 1;
+  probe[1] = ws.dim(0);
+  HXRT_ASSIGN_OR_RETURN(const Shape xs, Shape::make(probe));
+  Result<ConvTransposeGeometry> g = conv_transpose_geometry(p, xs, ws);
+  if (!g.ok()) return ctx.error(g.status().message());
+  std::vector<graph::Dim> out = {x.dim(0), graph::Dim(g->m)};
+  for (int i = 2; i < x.rank(); ++i) {
+    const int64_t static_out = g->output_shape.dim(i);
+    const graph::Dim& in = x.dim(i);
+    if (in.is_static() || !p.output_shape.empty()) {
+      out.emplace_back(static_out);
+      continue;
+    }
+    // The extent is stride · in + (what it is for in = 1) - stride.
+    const size_t slot = static_cast<size_t>(kMaxPoolSpatialDims - x.rank() + i);
+    const int64_t stride = g->stride[slot];
+    const int64_t offset = static_out - stride;
+    const graph::Dim scaled = in * graph::Dim(stride);
+    out.push_back(offset >= 0 ? scaled + graph::Dim(offset) : scaled - graph::Dim(-offset));
+  }
+  if (ctx.has_input(2)) {
+    const graph::SymShape& b = ctx.input(2).shape;
+    if (b.rank() != 1) return ctx.error(fmt::format("input 'B' {} must be [M]", b.to_string()));
+    HXRT_RETURN_IF_ERROR(ctx.require_equal(b.dim(0), graph::Dim(g->m), "length of 'B' and output channels M"));
+  }
+  ctx.set_output(0, graph::TensorDesc{ctx.input(0).dtype, graph::SymShape(std::move(out))});
+  return ok_status();
+}
+
 }  // namespace
 
 // The attributes of Conv, also declared by ConvBnRelu (fused.cc).
@@ -146,7 +190,26 @@ Status register_conv(OpSchemaRegistry& registry) {
   bn.type_constraints = {{"T", float_types()}};
   bn.infer = infer_batchnorm;
   bn.doc = "inference: y = (x - mean) / sqrt(var + epsilon) · scale + B per channel (axis 1); momentum is ignored";
-  return registry.add(std::move(bn));
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(bn)));
+
+  OpSchema transpose;
+  transpose.op_type = "ConvTranspose";
+  transpose.since_version = 11;
+  transpose.inputs = {{"X"}, {"W"}, {.name = "B", .optional = true}};
+  transpose.outputs = {{"Y"}};
+  transpose.attrs = {{"kernel_shape", graph::AttrType::kInts, false, std::nullopt},
+                     {"strides", graph::AttrType::kInts, false, std::nullopt},
+                     {"pads", graph::AttrType::kInts, false, std::nullopt},
+                     {"dilations", graph::AttrType::kInts, false, std::nullopt},
+                     {"output_padding", graph::AttrType::kInts, false, std::nullopt},
+                     {"output_shape", graph::AttrType::kInts, false, std::nullopt},
+                     {"group", graph::AttrType::kInt, false, graph::Attribute(int64_t{1})},
+                     {"auto_pad", graph::AttrType::kString, false, graph::Attribute("NOTSET")}};
+  transpose.type_constraints = {{"T", float_types()}};
+  transpose.infer = infer_conv_transpose;
+  transpose.doc = "ONNX ConvTranspose, 1-D to 3-D: X [N, C, D...], W [C, M/group, k...]; strides, pads, dilations, "
+                  "output_padding, output_shape, group, auto_pad";
+  return registry.add(std::move(transpose));
 }
 
 }  // namespace hxrt::ops::schemas
