@@ -37,14 +37,17 @@ GOLDENS = os.path.join(REPO, "tests", "onnx", "goldens")
 
 
 def cpu_model() -> str:
+    """lscpu's model name with its family, model and hypervisor ("AMD EPYC (family 26, model 2, KVM)")."""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return platform.processor() or "unknown"
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    details = [f"family {fields['CPU family']}" if "CPU family" in fields else "",
+               f"model {fields['Model']}" if "Model" in fields else "", fields.get("Hypervisor vendor", "")]
+    details = ", ".join(d for d in details if d)
+    return fields.get("Model name", "unknown") + (f" ({details})" if details else "")
 
 
 def git_commit() -> str:
