@@ -151,6 +151,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", default=os.path.join(REPO, "bench", "results", "onnx_peer.json"))
+    parser.add_argument("--note", default="", help="recorded as is: what the build had beyond hxrt_commit")
     args = parser.parse_args()
     if args.runs < 5:
         parser.error("--runs must be at least 5 (BENCHMARKING.md)")
@@ -162,6 +163,7 @@ def main() -> int:
 
     with open(os.path.join(GOLDENS, "manifest.json")) as f:
         cases = json.load(f)["cases"]
+    load_before = list(os.getloadavg())  # the machine is shared: how busy it was
     results = []
     for case in cases:
         model_path = os.path.join(args.models, case["file"])
@@ -185,8 +187,11 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpu": cpu_model(),
         "nproc": os.cpu_count(),
+        "load_average_before": load_before,
+        "load_average_after": list(os.getloadavg()),
         "hxrt_commit": git_commit(),
         "onnxruntime": ort.__version__,
+        "note": args.note,
         "threads": args.threads,
         "runs": args.runs,
         "warmup": args.warmup,
