@@ -662,7 +662,10 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
       }
     }
   }
+  // Each output is read back on the stream that produced it: in a split plan an output may live on the fallback
+  // device, whose buffers the main device's streams do not own (Note [Split runs]).
   TensorMap outputs;
+  std::vector<bool> read_on(streams_.size(), false);
   for (graph::ValueId id : g.outputs()) {
     const auto v = static_cast<size_t>(id);
     const graph::Value& value = g.value(id);
@@ -670,12 +673,20 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     tensor.dtype = value.desc.dtype;
     tensor.shape = state.shapes[v];
     tensor.bytes.resize(state.views[v].size);
+    const int producer = plan_->values()[v].producer_stream;
+    const size_t stream = producer >= 0 ? static_cast<size_t>(producer) : 0;
     if (!tensor.bytes.empty()) {
-      if (Status s = streams_[0]->copy_to_host(tensor.bytes.data(), state.views[v]); !s.ok()) return fail(std::move(s));
+      read_on[stream] = true;
+      if (Status s = streams_[stream]->copy_to_host(tensor.bytes.data(), state.views[v]); !s.ok()) {
+        return fail(std::move(s));
+      }
     }
     outputs.emplace(value.name, std::move(tensor));
   }
-  if (Status s = streams_[0]->synchronize(time_left()); !s.ok()) return fail(std::move(s));
+  for (size_t s = 0; s < streams_.size(); ++s) {
+    if (!read_on[s]) continue;
+    if (Status status = streams_[s]->synchronize(time_left()); !status.ok()) return fail(std::move(status));
+  }
   release();
   ++stats_.runs;
   return outputs;

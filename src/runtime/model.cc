@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -26,6 +27,7 @@ struct Model::OnnxState {
   ModelOptions options;
   std::unique_ptr<Session> fold_session;  // constant folding on the host
   std::deque<OnnxVariant> variants;       // bind-time imports, newest last
+  std::set<std::string> needed;           // inputs whose values the bind-time import needs
   ~OnnxState() {
     for (OnnxVariant& v : variants) v.executor.reset();
   }
@@ -203,7 +205,10 @@ Result<std::unique_ptr<Model>> Model::load_onnx(const std::string& path, const M
   import_options.evaluate = [self](graph::Graph graph) { return self->fold(std::move(graph)); };
   HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, formats::import_onnx_file(path, import_options));
   model->onnx_import_ = std::make_unique<formats::OnnxImport>(std::move(import));
-  if (!model->onnx_import_->bind_time) {
+  if (model->onnx_import_->bind_time) {
+    state.needed.insert(model->onnx_import_->bind_time->input_values.begin(),
+                        model->onnx_import_->bind_time->input_values.end());
+  } else {
     Result<std::shared_ptr<const ExecutionPlan>> plan = model->build_plan(std::move(model->onnx_import_->graph), options);
     if (!plan.ok()) return std::move(plan).take_status().with_context(fmt::format("planning ONNX model '{}'", path));
     model->plan_ = std::move(plan).value();
@@ -244,26 +249,39 @@ Result<TensorMap> Model::run_onnx(const TensorMap& inputs, const RunOptions& opt
     HXRT_ASSIGN_OR_RETURN(TensorMap results, executor->run(graph_inputs(*plan_, inputs), options));
     return onnx_outputs(*onnx_import_, inputs, std::move(results));
   }
-  // Bind-time import, keyed by every input's dtype and shape and the bytes of the inputs whose values it needs.
-  const std::vector<std::string>& needed = onnx_import_->bind_time->input_values;
-  std::string key;
-  for (const auto& [name, tensor] : inputs) key += fmt::format("{}:{}{};", name, tensor.dtype, tensor.shape);
-  for (const std::string& name : needed) {
-    const HostTensor& t = inputs.find(name)->second;
-    key.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
-    key += ';';
-  }
-  auto variant = std::find_if(onnx_->variants.begin(), onnx_->variants.end(),
+  // Bind-time import, keyed by every input's dtype and shape and the bytes of the inputs whose values it needs. A
+  // converter asks for one value at a time, so an import may name more inputs than the first one did: they join
+  // the set, and the import runs again.
+  auto variant_key = [&] {
+    std::string key;
+    for (const auto& [name, tensor] : inputs) key += fmt::format("{}:{}{};", name, tensor.dtype, tensor.shape);
+    for (const std::string& name : onnx_->needed) {
+      const HostTensor& t = inputs.find(name)->second;
+      key.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+      key += ';';
+    }
+    return key;
+  };
+  for (int attempt = 0;; ++attempt) {
+    const std::string key = variant_key();
+    auto found = std::find_if(onnx_->variants.begin(), onnx_->variants.end(),
                               [&](const OnnxVariant& v) { return v.key == key; });
-  if (variant == onnx_->variants.end()) {
+    if (found != onnx_->variants.end()) break;
     formats::OnnxImportOptions import_options{.schemas = &registries_->schemas};
     import_options.evaluate = [this](graph::Graph graph) { return fold(std::move(graph)); };
     for (const auto& [name, tensor] : inputs) import_options.input_shapes.emplace(name, tensor.shape);
-    for (const std::string& name : needed) import_options.input_values.emplace(name, to_value(inputs.find(name)->second));
+    for (const std::string& name : onnx_->needed) {
+      import_options.input_values.emplace(name, to_value(inputs.find(name)->second));
+    }
     HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, formats::import_onnx_file(onnx_->path, import_options));
     if (import.bind_time) {
-      return internal_error("the ONNX model '{}' still needs bind-time values after binding {}: {}", onnx_->path,
-                            fmt::join(needed, ", "), import.bind_time->reason);
+      const size_t before = onnx_->needed.size();
+      onnx_->needed.insert(import.bind_time->input_values.begin(), import.bind_time->input_values.end());
+      if (onnx_->needed.size() == before || attempt > 64) {
+        return internal_error("the ONNX model '{}' still needs bind-time values after binding {}: {}", onnx_->path,
+                              fmt::join(onnx_->needed, ", "), import.bind_time->reason);
+      }
+      continue;
     }
     OnnxVariant v;
     v.key = key;
@@ -276,8 +294,11 @@ Result<TensorMap> Model::run_onnx(const TensorMap& inputs, const RunOptions& opt
     HXRT_ASSIGN_OR_RETURN(v.executor, Executor::create(*session_, v.plan, fallback_session_.get()));
     if (onnx_->variants.size() >= kMaxOnnxSpecializations) onnx_->variants.pop_front();
     onnx_->variants.push_back(std::move(v));
-    variant = std::prev(onnx_->variants.end());
+    break;
   }
+  const std::string key = variant_key();
+  auto variant = std::find_if(onnx_->variants.begin(), onnx_->variants.end(),
+                              [&](const OnnxVariant& v) { return v.key == key; });
   plan_ = variant->plan;
   HXRT_ASSIGN_OR_RETURN(TensorMap results, variant->executor->run(graph_inputs(*variant->plan, inputs), options));
   return onnx_outputs(*variant->import, inputs, std::move(results));

@@ -23,12 +23,10 @@ std::vector<std::string> all_inputs(const ConversionContext& ctx) {
   return inputs;
 }
 
-// The node's ONNX outputs; an omitted one becomes a temp, so the hxrt node's outputs keep their positions.
-std::vector<std::string> all_outputs(ConversionContext& ctx) {
+// The node's ONNX outputs ("" for omitted ones: the importer gives them an unused value).
+std::vector<std::string> all_outputs(const ConversionContext& ctx) {
   std::vector<std::string> outputs;
-  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
-    outputs.push_back(ctx.has_output(i) ? ctx.output(i) : ctx.temp(fmt::format("unused_{}", i)));
-  }
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) outputs.push_back(ctx.output(i));
   return outputs;
 }
 
@@ -40,15 +38,11 @@ ConvertFn same_op(std::string op_type) {
 }
 
 // Ops whose output shape depends on the values of some inputs (Note [Data-dependent output shapes] in
-// ops/schemas/indexing.cc): those inputs must be known at import; they are passed on as constants.
-ConvertFn with_constant_inputs(std::string op_type, std::vector<std::pair<size_t, std::string>> needed) {
-  return [op_type = std::move(op_type), needed = std::move(needed)](ConversionContext& ctx) -> Status {
-    std::vector<std::string> inputs = all_inputs(ctx);
-    for (const auto& [i, name] : needed) {
-      HXRT_ASSIGN_OR_RETURN(graph::TensorValue value, ctx.require_constant(i, name));
-      inputs[i] = ctx.add_constant(std::move(value), name);
-    }
-    return ctx.emit(op_type, std::move(inputs), all_outputs(ctx), ctx.attrs());
+// ops/schemas/indexing.cc): those inputs must be known at import, and reach the hxrt node as initializers.
+ConvertFn with_constant_input(std::string op_type, size_t input, std::string name) {
+  return [op_type = std::move(op_type), input, name = std::move(name)](ConversionContext& ctx) -> Status {
+    HXRT_RETURN_IF_ERROR(ctx.require_constant(input, name).status());
+    return ctx.emit(op_type, all_inputs(ctx), all_outputs(ctx), ctx.attrs());
   };
 }
 
@@ -57,11 +51,6 @@ Status convert_concat_v1(ConversionContext& ctx) {
   graph::AttributeMap attrs = ctx.attrs();
   if (!attrs.has("axis")) attrs.set("axis", int64_t{1});
   return ctx.emit("Concat", all_inputs(ctx), all_outputs(ctx), std::move(attrs));
-}
-
-// Scatter-9..10 is ScatterElements without a reduction.
-Status convert_scatter(ConversionContext& ctx) {
-  return ctx.emit("ScatterElements", all_inputs(ctx), all_outputs(ctx), ctx.attrs());
 }
 
 // Slice-1..9: starts, ends and (optional) axes are attributes; no steps.
@@ -78,18 +67,25 @@ Status convert_slice_v1(ConversionContext& ctx) {
   return ctx.emit("Slice", std::move(inputs), {ctx.output(0)});
 }
 
-// Slice-10+: starts, ends, axes, steps are inputs; hxrt's Slice needs their values when planning.
+// Slice-10+: starts, ends, axes, steps are inputs; hxrt's Slice needs their values when planning. Every one is
+// asked for before a failure is returned, so that one bind-time import can supply them all.
 Status convert_slice_v10(ConversionContext& ctx) {
   static const std::array<std::string_view, 4> kNames = {"starts", "ends", "axes", "steps"};
   std::vector<std::string> inputs = {ctx.input(0)};
+  Status missing = ok_status();
   for (size_t i = 1; i <= kNames.size(); ++i) {
     if (!ctx.has_input(i)) {
       inputs.emplace_back();
       continue;
     }
-    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> values, ctx.require_ints(i, kNames[i - 1]));
-    inputs.push_back(ctx.add_ints(values, kNames[i - 1]));
+    Result<std::vector<int64_t>> values = ctx.require_ints(i, kNames[i - 1]);
+    if (!values.ok()) {
+      if (missing.ok()) missing = values.status();
+      continue;
+    }
+    inputs.push_back(ctx.add_ints(*values, kNames[i - 1]));
   }
+  HXRT_RETURN_IF_ERROR(missing);
   while (inputs.size() > 3 && inputs.back().empty()) inputs.pop_back();
   return ctx.emit("Slice", std::move(inputs), {ctx.output(0)});
 }
@@ -113,13 +109,13 @@ Status register_indexing_converters(ConverterRegistry& registry) {
       converter("GatherND", 11, kAny, same_op("GatherND"), "GatherND(13); batch_dims defaults to 0 before opset 12"),
       converter("ScatterElements", 11, kAny, same_op("ScatterElements"),
                 "ScatterElements(16); reduction defaults to none before opset 16"),
-      converter("Scatter", 9, 10, convert_scatter, "ScatterElements(16) without a reduction"),
+      converter("Scatter", 9, 10, same_op("ScatterElements"), "ScatterElements(16) without a reduction"),
       converter("ScatterND", 11, kAny, same_op("ScatterND"), "ScatterND(16); reduction defaults to none before 16"),
-      converter("Compress", 9, kAny, with_constant_inputs("Compress", {{1, "condition"}}),
+      converter("Compress", 9, kAny, with_constant_input("Compress", 1, "condition"),
                 "Compress(11) with the condition as a constant (needed at import)"),
-      converter("NonZero", 9, kAny, with_constant_inputs("NonZero", {{0, "X"}}),
+      converter("NonZero", 9, kAny, with_constant_input("NonZero", 0, "X"),
                 "NonZero(13) with X as a constant (needed at import)"),
-      converter("Unique", 11, kAny, with_constant_inputs("Unique", {{0, "X"}}),
+      converter("Unique", 11, kAny, with_constant_input("Unique", 0, "X"),
                 "Unique(11) with X as a constant (needed at import)"),
       converter("ReverseSequence", 10, kAny, same_op("ReverseSequence"), "ReverseSequence(10)"),
       converter("Gather", 1, kAny, same_op("Gather"), "Gather(13)"),

@@ -3,7 +3,8 @@
 // hxrt op of the same name at its newest version; the opset ranges differ only where the ONNX API did:
 //   opsets 1-5 of Abs Ceil Exp Floor Log Neg Reciprocal Sqrt Elu Selu HardSigmoid Relu LeakyRelu Sigmoid Tanh had a
 //   legacy `consumed_inputs` attribute (an optimisation hint), which is dropped;
-//   Cast 1-5 named its target type with a string ("FLOAT"), Cast 6+ with a TensorProto code.
+//   Cast 1-5 named its target type with a string ("FLOAT"), Cast 6+ with a TensorProto code; CastLike (15+) is a
+//   Cast to its second input's dtype.
 
 #include <array>
 #include <initializer_list>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "formats/onnx/converter.h"
+#include "hxrt/ops/params/elementwise.h"
 
 namespace hxrt::formats::onnx {
 
@@ -72,6 +74,19 @@ Status convert_cast_v1(ConversionContext& ctx) {
   return ctx.unsupported(fmt::format("Cast to '{}' is not supported", *to));
 }
 
+// CastLike (15+): Cast to the dtype of input 1 (`target_type`), whose desc the import knows.
+Status convert_cast_like(ConversionContext& ctx) {
+  const graph::TensorDesc* like = ctx.input_desc(1);
+  if (like == nullptr) return ctx.error("the dtype of input 'target_type' is unknown");
+  for (int64_t code : {1, 2, 3, 6, 7, 9, 10, 16}) {
+    if (ops::dtype_from_onnx_code(code) != like->dtype) continue;
+    graph::AttributeMap attrs;
+    attrs.set("to", code);
+    return ctx.emit("Cast", {ctx.input(0)}, {ctx.output(0)}, std::move(attrs));
+  }
+  return ctx.unsupported(fmt::format("CastLike to {} is not supported", like->dtype));
+}
+
 }  // namespace
 
 Status register_math_converters(ConverterRegistry& registry) {
@@ -97,6 +112,10 @@ Status register_math_converters(ConverterRegistry& registry) {
                                      .since_version = 6,
                                      .convert = [](ConversionContext& ctx) { return emit_renamed(ctx, "Cast", {}); },
                                      .doc = "Cast as it is"}));
+  HXRT_RETURN_IF_ERROR(registry.add({.op_type = "CastLike",
+                                     .since_version = 15,
+                                     .convert = convert_cast_like,
+                                     .doc = "Cast to the dtype of input 1"}));
   return ok_status();
 }
 

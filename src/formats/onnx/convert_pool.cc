@@ -112,25 +112,26 @@ Status convert_scales_input_resize(ConversionContext& ctx) {
 }
 
 // Resize 11 to 13+: roi, scales and sizes become constants; an empty scales (or sizes) tensor counts as absent.
+// Every needed value is asked for before returning, so one bind-time import learns them all.
 Status convert_resize(ConversionContext& ctx) {
   Result<std::string> transform = ctx.attrs().get_string("coordinate_transformation_mode", "half_pixel");
   if (!transform.ok()) return ctx.error(transform.status().message());
   std::vector<std::string> inputs = {ctx.input(0), "", "", ""};
-  if (*transform == "tf_crop_and_resize") {
-    HXRT_ASSIGN_OR_RETURN(const std::vector<double> roi, ctx.require_floats(1, "roi"));
-    inputs[1] = add_floats(ctx, roi, "roi");
-  }
-  std::vector<int64_t> sizes;
-  if (ctx.has_input(3)) {
-    HXRT_ASSIGN_OR_RETURN(sizes, ctx.require_ints(3, "sizes"));
-  }
-  if (!sizes.empty()) {
-    inputs[3] = ctx.add_ints(sizes, "sizes");
+  Result<std::vector<double>> roi = std::vector<double>{};
+  if (*transform == "tf_crop_and_resize") roi = ctx.require_floats(1, "roi");
+  Result<std::vector<int64_t>> sizes = std::vector<int64_t>{};
+  if (ctx.has_input(3)) sizes = ctx.require_ints(3, "sizes");
+  Result<std::vector<double>> scales = std::vector<double>{};
+  if (ctx.has_input(2) && (!sizes.ok() || sizes->empty())) scales = ctx.require_floats(2, "scales");
+  HXRT_RETURN_IF_ERROR(roi.status());
+  HXRT_RETURN_IF_ERROR(sizes.status());
+  HXRT_RETURN_IF_ERROR(scales.status());
+  if (*transform == "tf_crop_and_resize") inputs[1] = add_floats(ctx, *roi, "roi");
+  if (!sizes->empty()) {
+    inputs[3] = ctx.add_ints(*sizes, "sizes");
   } else {
-    if (!ctx.has_input(2)) return ctx.error("needs input 'scales' or 'sizes'");
-    HXRT_ASSIGN_OR_RETURN(const std::vector<double> scales, ctx.require_floats(2, "scales"));
-    if (scales.empty()) return ctx.error("input 'scales' and 'sizes' are both empty");
-    inputs[2] = add_floats(ctx, scales, "scales");
+    if (scales->empty()) return ctx.error("needs a non-empty input 'scales' or 'sizes'");
+    inputs[2] = add_floats(ctx, *scales, "scales");
   }
   while (inputs.back().empty()) inputs.pop_back();
   return ctx.emit("Resize", std::move(inputs), {ctx.output(0)}, ctx.attrs());
@@ -165,8 +166,8 @@ Status register_pool_converters(ConverterRegistry& registry) {
   defs.push_back(def("GlobalMaxPool", 1, kMax, same_op("GlobalMaxPool"), "GlobalMaxPool(1)"));
   defs.push_back(def("MaxUnpool", 9, kMax, convert_max_unpool, "MaxUnpool(11) with output_shape as a constant"));
   defs.push_back(def("ConvTranspose", 1, kMax, same_op("ConvTranspose"), "ConvTranspose(11), attributes as they are"));
-  defs.push_back(def("Upsample", 7, 8, convert_upsample_7,
-                     "Resize(13) asymmetric with the scales attribute as a constant input"));
+  defs.push_back(
+      def("Upsample", 7, 8, convert_upsample_7, "Resize(13) asymmetric with the scales attribute as a constant input"));
   defs.push_back(def("Upsample", 9, 9, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
   defs.push_back(def("Resize", 10, 10, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
   defs.push_back(def("Resize", 11, kMax, convert_resize, "Resize(13) with roi, scales and sizes as constants"));

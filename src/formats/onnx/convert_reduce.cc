@@ -136,8 +136,7 @@ Status convert_softmax_v1(ConversionContext& ctx) {
     } else if (std::find(back.begin(), back.end(), -1) == back.end()) {
       back.push_back(-1);
     } else {
-      return ctx.unsupported(
-          fmt::format("coercing {} to 2-D needs at most one symbolic dim", desc->shape.to_string()));
+      return ctx.unsupported(fmt::format("coercing {} to 2-D needs at most one symbolic dim", desc->shape.to_string()));
     }
   }
   const std::string flat = ctx.temp("flat");
@@ -165,7 +164,8 @@ Status convert_layer_norm(ConversionContext& ctx) {
 Status convert_batch_norm_training(ConversionContext& ctx) {
   const graph::TensorDesc* desc = ctx.input_desc(0);
   if (desc == nullptr) return ctx.unsupported("training_mode = 1 needs the rank of input 'X'");
-  if (desc->shape.rank() < 2) return ctx.error(fmt::format("input 'X' {} must have rank >= 2", desc->shape.to_string()));
+  if (desc->shape.rank() < 2)
+    return ctx.error(fmt::format("input 'X' {} must have rank >= 2", desc->shape.to_string()));
   Result<double> momentum = ctx.attrs().get_float("momentum", 0.9);
   if (!momentum.ok()) return ctx.error(fmt::format("attribute 'momentum': {}", momentum.status().message()));
   std::vector<int64_t> axes = {0};
@@ -217,10 +217,10 @@ Status convert_batch_norm(ConversionContext& ctx) {
   }
   for (size_t i = 1; i < ctx.num_outputs(); ++i) {
     if (ctx.has_output(i)) {
-      return ctx.unsupported(fmt::format(
-          "output {} (running or saved mean/variance) is a training output; only Y is supported outside "
-          "training_mode = 1 (opset 14+)",
-          i));
+      return ctx.unsupported(
+          fmt::format("output {} (running or saved mean/variance) is a training output; only Y is supported outside "
+                      "training_mode = 1 (opset 14+)",
+                      i));
     }
   }
   return ctx.emit("BatchNormalization", {ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4)},

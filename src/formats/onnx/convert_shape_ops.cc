@@ -239,9 +239,13 @@ Status convert_pad_v2(ConversionContext& ctx) {
 }
 
 Status convert_pad(ConversionContext& ctx) {
-  HXRT_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ctx.require_ints(1, "pads"));
+  Result<std::vector<int64_t>> pads_read = ctx.require_ints(1, "pads");
+  Result<std::vector<int64_t>> axes_read = ctx.has_input(3) ? ctx.require_ints(3, "axes") : std::vector<int64_t>{};
+  if (!pads_read.ok()) return pads_read.status();
+  if (!axes_read.ok()) return axes_read.status();
+  std::vector<int64_t> pads = std::move(pads_read).value();
   if (ctx.has_input(3)) {  // opset 18: pads for the listed axes only
-    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, ctx.require_ints(3, "axes"));
+    const std::vector<int64_t>& axes = *axes_read;
     HXRT_ASSIGN_OR_RETURN(const graph::SymShape in, input_shape(ctx, 0));
     const int rank = in.rank();
     if (pads.size() != 2 * axes.size()) {
@@ -318,11 +322,14 @@ ConvertFn same_op(std::string op_type, std::vector<std::string> attr_names) {
 }
 
 Status convert_range(ConversionContext& ctx) {
+  // All three are asked for before returning, so that one bind-time import learns every value it needs.
+  static constexpr std::string_view kNames[] = {"start", "limit", "delta"};
+  std::vector<Result<graph::TensorValue>> values;
+  for (size_t i = 0; i < 3; ++i) values.push_back(ctx.require_constant(i, kNames[i]));
   std::vector<std::string> inputs;
   for (size_t i = 0; i < 3; ++i) {
-    static constexpr std::string_view kNames[] = {"start", "limit", "delta"};
-    HXRT_ASSIGN_OR_RETURN(graph::TensorValue value, ctx.require_constant(i, kNames[i]));
-    inputs.push_back(ctx.add_constant(std::move(value), kNames[i]));
+    if (!values[i].ok()) return values[i].status();
+    inputs.push_back(ctx.add_constant(std::move(values[i]).value(), kNames[i]));
   }
   return ctx.emit("Range", std::move(inputs), {ctx.output(0)});
 }

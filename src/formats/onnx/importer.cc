@@ -31,7 +31,156 @@ struct ValueState {
   std::optional<graph::WeightData> known;  // its bytes when known at import
   bool in_graph = false;                 // a graph input, an initializer added, or a node output
   std::set<std::string> value_deps;      // graph inputs whose values it depends on
+  // Note [Shape values]: the elements of an integer scalar or vector computed from shapes (Shape, Gather of a
+  // Shape, Concat of those ...), as dims that may be symbolic.
+  std::optional<std::vector<graph::Dim>> dims;
 };
+
+// Note [Shape values]
+// Exported models compute shapes at run time: Shape(x) -> Gather -> Unsqueeze -> Concat -> Reshape. The importer
+// follows such integer vectors as lists of graph::Dim through the hxrt ops that move or combine them (Shape, Gather,
+// the element-preserving Reshape/Unsqueeze/Squeeze/Flatten/Identity, Concat, Slice, Cast, and Add/Sub/Mul/Div of
+// dims). When every dim of the result is static (the input shapes are known, always the case at bind time) the
+// value is known: the node is taken out of the graph again and the value folds on (Note [Values known at import]).
+constexpr int64_t kMaxShapeValue = 64;  // elements of an integer vector followed as dims
+
+bool is_int(DType d) { return d == DType::kI64 || d == DType::kI32; }
+
+int64_t int_attr(const graph::AttributeMap& attrs, std::string_view name, int64_t fallback) {
+  Result<int64_t> v = attrs.get_int(name, fallback);
+  return v.ok() ? *v : fallback;
+}
+
+int64_t read_int(const std::byte* p, DType dtype, int64_t i) {
+  if (dtype == DType::kI32) {
+    int32_t v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  }
+  int64_t v;
+  std::memcpy(&v, p + 8 * i, 8);
+  return v;
+}
+
+// The dims of a value: followed ones, or those of a small known integer vector.
+std::optional<std::vector<graph::Dim>> dims_of(const ValueState& s) {
+  if (s.dims) return s.dims;
+  if (!s.known || !s.desc || !is_int(s.desc->dtype) || !s.desc->shape.is_static() || s.desc->shape.rank() > 1) {
+    return std::nullopt;
+  }
+  const int64_t n = s.desc->shape.num_elements().value();
+  if (n > kMaxShapeValue) return std::nullopt;
+  std::vector<graph::Dim> dims;
+  for (int64_t i = 0; i < n; ++i) dims.emplace_back(read_int(s.known->data, s.desc->dtype, i));
+  return dims;
+}
+
+// The integer value of known dims (nullopt while one is symbolic or negative-free arithmetic failed).
+std::optional<std::vector<int64_t>> static_values(const std::vector<graph::Dim>& dims) {
+  std::vector<int64_t> out;
+  for (const graph::Dim& d : dims) {
+    if (!d.is_static()) return std::nullopt;
+    out.push_back(d.value());
+  }
+  return out;
+}
+
+// Dims of output 0 of an hxrt op from its inputs' dims (Note [Shape values]); nullopt when not followed.
+std::optional<std::vector<graph::Dim>> propagate_dims(const std::string& op, const graph::AttributeMap& attrs,
+                                                      const std::vector<ValueState*>& in,
+                                                      const graph::TensorDesc& out) {
+  if (!is_int(out.dtype) && op != "Shape" && op != "Size") return std::nullopt;
+  if (out.shape.rank() > 1 || !out.shape.is_static()) return std::nullopt;
+  const int64_t out_n = out.shape.num_elements().value();
+  if (out_n > kMaxShapeValue) return std::nullopt;
+  auto input_dims = [&](size_t i) -> std::optional<std::vector<graph::Dim>> {
+    if (i >= in.size() || in[i] == nullptr) return std::nullopt;
+    return dims_of(*in[i]);
+  };
+  if (op == "Shape") {
+    if (in.empty() || in[0] == nullptr || !in[0]->desc) return std::nullopt;
+    const std::vector<graph::Dim>& all = in[0]->desc->shape.dims();
+    const auto rank = static_cast<int64_t>(all.size());
+    auto clamp = [rank](int64_t v) { return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank); };
+    const int64_t start = clamp(int_attr(attrs, "start", 0));
+    const int64_t end = clamp(int_attr(attrs, "end", rank));
+    std::vector<graph::Dim> dims;
+    for (int64_t i = start; i < end; ++i) dims.push_back(all[static_cast<size_t>(i)]);
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Size") {
+    if (in.empty() || in[0] == nullptr || !in[0]->desc) return std::nullopt;
+    return std::vector<graph::Dim>{in[0]->desc->shape.num_elements()};
+  }
+  if (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten" || op == "Identity" || op == "Cast") {
+    auto dims = input_dims(0);
+    if (!dims || static_cast<int64_t>(dims->size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Gather") {
+    auto data = input_dims(0);
+    auto indices = input_dims(1);
+    if (!data || !indices || int_attr(attrs, "axis", 0) != 0) return std::nullopt;
+    auto idx = static_values(*indices);
+    if (!idx) return std::nullopt;
+    std::vector<graph::Dim> dims;
+    const auto n = static_cast<int64_t>(data->size());
+    for (int64_t i : *idx) {
+      if (i < -n || i >= n) return std::nullopt;
+      dims.push_back((*data)[static_cast<size_t>(i < 0 ? i + n : i)]);
+    }
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Concat") {
+    std::vector<graph::Dim> dims;
+    for (size_t i = 0; i < in.size(); ++i) {
+      auto part = input_dims(i);
+      if (!part) return std::nullopt;
+      dims.insert(dims.end(), part->begin(), part->end());
+    }
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Slice") {
+    auto data = input_dims(0);
+    auto starts = input_dims(1);
+    auto ends = input_dims(2);
+    if (!data || !starts || !ends) return std::nullopt;
+    auto st = static_values(*starts);
+    auto en = static_values(*ends);
+    std::optional<std::vector<int64_t>> steps = std::vector<int64_t>{1};
+    if (auto s = input_dims(4)) steps = static_values(*s);
+    if (!st || !en || !steps || st->size() != 1 || en->size() != 1 || steps->size() != 1 || (*steps)[0] != 1) {
+      return std::nullopt;
+    }
+    const auto n = static_cast<int64_t>(data->size());
+    auto clamp = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+    std::vector<graph::Dim> dims;
+    for (int64_t i = clamp((*st)[0]); i < clamp((*en)[0]); ++i) dims.push_back((*data)[static_cast<size_t>(i)]);
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    auto a = input_dims(0);
+    auto b = input_dims(1);
+    if (!a || !b) return std::nullopt;
+    const size_t n = std::max(a->size(), b->size());
+    if ((a->size() != n && a->size() != 1) || (b->size() != n && b->size() != 1)) return std::nullopt;
+    std::vector<graph::Dim> dims;
+    for (size_t i = 0; i < n; ++i) {
+      const graph::Dim& x = (*a)[a->size() == 1 ? 0 : i];
+      const graph::Dim& y = (*b)[b->size() == 1 ? 0 : i];
+      if (op == "Div" && (!y.is_static() || y.value() <= 0)) return std::nullopt;
+      if (op == "Sub" && (!x.is_static() || !y.is_static())) return std::nullopt;  // dims stay non-negative
+      dims.push_back(op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y);
+    }
+    if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
+    return dims;
+  }
+  return std::nullopt;
+}
 
 Result<int64_t> checked_count(const pb::TensorProto& t, const std::string& what) {
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
@@ -221,13 +370,13 @@ class Context final : public onnx::ConversionContext {
   std::string add_constant(graph::TensorValue value, std::string_view hint) override;
   Status alias_output(size_t i, const std::string& value) override;
 
-  const std::string& needed() const { return needed_; }
+  const std::vector<std::string>& needed() const { return needed_; }
 
  private:
   Importer& importer_;
   OnnxNodeReport& report_;
   mutable std::vector<std::unique_ptr<graph::TensorValue>> constants_;  // what constant() handed out
-  std::string needed_;  // the hxrt value require_constant asked for and did not find
+  std::vector<std::string> needed_;  // the values require_constant asked for and did not find
   int emitted_ = 0;
 };
 
@@ -330,7 +479,7 @@ const graph::TensorValue* Context::constant(size_t i) const {
 Result<graph::TensorValue> Context::require_constant(size_t i, std::string_view what) {
   if (!has_input(i)) return error(fmt::format("input '{}' is required", what));
   if (const graph::TensorValue* value = constant(i)) return *value;
-  needed_ = node().inputs[i];
+  needed_.push_back(node().inputs[i]);
   return failed_precondition("node '{}' ({}, opset {}): input '{}' ('{}') must be known before the graph runs, and "
                              "it is computed from the graph's inputs",
                              node().name, node().op_type, node().opset, what, node().inputs[i]);
@@ -503,6 +652,36 @@ Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::stri
     return std::move(status).with_context(fmt::format("converting ONNX node '{}' ({}, opset {})", ctx.node().name,
                                                       ctx.node().op_type, ctx.node().opset));
   }
+  // Note [Shape values]: a single integer output computed from shapes is followed as dims, and folded when static.
+  if (hxrt_outputs.size() == 1 && domain.empty()) {
+    HXRT_ASSIGN_OR_RETURN(graph::ValueId vid, graph_.find_value(hxrt_outputs[0]));
+    const graph::TensorDesc desc = graph_.value(vid).desc;
+    std::optional<std::vector<graph::Dim>> dims = propagate_dims(op_type, graph_.node(*id).attrs, in_states, desc);
+    if (dims) {
+      if (std::optional<std::vector<int64_t>> values = static_values(*dims)) {
+        HXRT_RETURN_IF_ERROR(graph_.remove_node(*id));
+        graph::TensorValue value{.dtype = desc.dtype, .shape = *desc.shape.resolve({})};
+        for (int64_t v : *values) {
+          if (desc.dtype == DType::kI32) {
+            const auto v32 = static_cast<int32_t>(v);
+            const auto* p = reinterpret_cast<const std::byte*>(&v32);
+            value.data.insert(value.data.end(), p, p + 4);
+          } else {
+            const auto* p = reinterpret_cast<const std::byte*>(&v);
+            value.data.insert(value.data.end(), p, p + 8);
+          }
+        }
+        const std::string known = add_known(std::move(value), fmt::format("{}/folded", hxrt_outputs[0]));
+        if (!outputs[0].empty()) {
+          ValueState copy = states_[known];
+          states_[outputs[0]] = std::move(copy);
+        }
+        ++report.folded;
+        return ok_status();
+      }
+    }
+    if (!outputs[0].empty()) states_[outputs[0]].dims = std::move(dims);
+  }
   for (const std::string& out : hxrt_outputs) {
     ValueState& s = states_[out];
     s.hxrt_name = out;
@@ -610,7 +789,11 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
     Status status = (*converter)->convert(ctx);
     if (!status.ok()) {
       if (!ctx.needed().empty()) {
-        const std::set<std::string> deps = deps_of(ctx.needed());
+        std::set<std::string> deps;
+        for (const std::string& needed : ctx.needed()) {
+          const std::set<std::string> d = deps_of(needed);
+          deps.insert(d.begin(), d.end());
+        }
         if (!deps.empty()) {
           out.bind_time = OnnxBindTimeNeeds{std::vector<std::string>(deps.begin(), deps.end()), std::string(status.message())};
           return out;
@@ -650,6 +833,7 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
       if (marked.insert(v.name).second) HXRT_RETURN_IF_ERROR(graph_.mark_output(v.name));
     }
   }
+  graph_.compact();  // drops the outputs of nodes taken out again (Note [Shape values])
   out.graph = std::move(graph_);
   return out;
 }

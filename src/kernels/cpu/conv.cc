@@ -306,8 +306,9 @@ Status register_conv(ops::KernelRegistry& registry) {
   transpose.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}};
   transpose.name = "ConvTranspose";
   transpose.priority = 10;
-  transpose.description = "1-D to 3-D transposed convolution: scatter of the group's input planes into each output "
-                          "plane, parallel over (N, M) planes";
+  transpose.description =
+      "1-D to 3-D transposed convolution: scatter of the group's input planes into each output "
+      "plane, parallel over (N, M) planes";
   transpose.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_conv_transpose_params(node));
   };

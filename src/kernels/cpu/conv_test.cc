@@ -202,5 +202,150 @@ TEST(BatchNormOpTest, SchemaRejectsWrongParameterLength) {
   EXPECT_NE(result.status().to_string().find("'B'"), std::string::npos) << result.status().to_string();
 }
 
+// ---- ConvTranspose ----
+
+struct ConvTransposeCase {
+  Shape x;  // [n, c, d...]
+  Shape w;  // [c, m/group, k...]
+  // Empty when absent.
+  std::vector<int64_t> strides, pads, dilations, output_padding, output_shape;
+  int64_t group = 1;
+  std::string auto_pad = "NOTSET";
+  bool bias = false;
+};
+
+// Transposed convolution from its definition: y[o] = sum of x[i] · w[k] over o = i·stride + k·dilation - pad_begin,
+// the output extent and pads derived as the ONNX operator page states.
+std::vector<double> reference_conv_transpose(const ConvTransposeCase& c, const std::vector<float>& x,
+                                             const std::vector<float>& w, const std::vector<float>& bias,
+                                             std::vector<int64_t>* out_dims) {
+  const size_t k = static_cast<size_t>(c.x.rank() - 2);
+  const int64_t n = c.x.dim(0), ch = c.x.dim(1), mg = c.w.dim(1), m = mg * c.group, cg = ch / c.group;
+  std::vector<int64_t> in(k), kern(k), out(k), pb(k), s(k), d(k);
+  for (size_t a = 0; a < k; ++a) {
+    in[a] = c.x.dim(static_cast<int>(a) + 2);
+    kern[a] = c.w.dim(static_cast<int>(a) + 2);
+    s[a] = c.strides.empty() ? 1 : c.strides[a];
+    d[a] = c.dilations.empty() ? 1 : c.dilations[a];
+    const int64_t full =
+        s[a] * (in[a] - 1) + (c.output_padding.empty() ? 0 : c.output_padding[a]) + (kern[a] - 1) * d[a] + 1;
+    if (!c.output_shape.empty() || c.auto_pad != "NOTSET") {
+      out[a] = c.output_shape.empty() ? in[a] * s[a] : c.output_shape[a];
+      const int64_t total = full - out[a];
+      const int64_t half = static_cast<int64_t>(std::floor(static_cast<double>(total) / 2));
+      pb[a] = c.auto_pad == "SAME_UPPER" ? half : total - half;
+    } else {
+      pb[a] = c.pads.empty() ? 0 : c.pads[a];
+      out[a] = full - pb[a] - (c.pads.empty() ? 0 : c.pads[a + k]);
+    }
+  }
+  *out_dims = {n, m};
+  out_dims->insert(out_dims->end(), out.begin(), out.end());
+  int64_t in_plane = 1, out_plane = 1, taps = 1;
+  for (size_t a = 0; a < k; ++a) {
+    in_plane *= in[a];
+    out_plane *= out[a];
+    taps *= kern[a];
+  }
+  std::vector<double> y(static_cast<size_t>(n * m * out_plane), 0.0);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t oc = 0; oc < m; ++oc) {
+      const int64_t g = oc / mg;
+      for (int64_t o = 0; o < out_plane; ++o) {
+        y[static_cast<size_t>((b * m + oc) * out_plane + o)] = c.bias ? bias[static_cast<size_t>(oc)] : 0.0;
+      }
+      for (int64_t ci = g * cg; ci < (g + 1) * cg; ++ci) {
+        for (int64_t i = 0; i < in_plane; ++i) {
+          for (int64_t t = 0; t < taps; ++t) {
+            int64_t ri = i, rt = t, o = 0;
+            bool inside = true;
+            std::vector<int64_t> ipos(k), tpos(k);
+            for (size_t a = k; a-- > 0;) {
+              ipos[a] = ri % in[a];
+              ri /= in[a];
+              tpos[a] = rt % kern[a];
+              rt /= kern[a];
+            }
+            for (size_t a = 0; a < k; ++a) {
+              const int64_t p = ipos[a] * s[a] + tpos[a] * d[a] - pb[a];
+              inside = inside && p >= 0 && p < out[a];
+              o = o * out[a] + p;
+            }
+            if (!inside) continue;
+            y[static_cast<size_t>((b * m + oc) * out_plane + o)] +=
+                static_cast<double>(x[static_cast<size_t>((b * ch + ci) * in_plane + i)]) *
+                w[static_cast<size_t>((ci * mg + oc % mg) * taps + t)];
+          }
+        }
+      }
+    }
+  }
+  return y;
+}
+
+TEST(ConvTransposeOpTest, MatchesDefinition) {
+  const std::vector<ConvTransposeCase> cases = {
+      {.x = {1, 1, 3}, .w = {1, 2, 3}},
+      {.x = {2, 3, 5}, .w = {3, 2, 4}, .strides = {3}, .pads = {1, 2}, .bias = true},
+      {.x = {1, 1, 3, 3}, .w = {1, 2, 3, 3}, .strides = {3, 2}, .output_padding = {1, 1}},
+      {.x = {1, 1, 3, 3}, .w = {1, 2, 3, 3}, .strides = {3, 2}, .output_shape = {10, 8}},
+      {.x = {1, 2, 3, 4}, .w = {2, 1, 3, 3}, .strides = {2, 2}, .auto_pad = "SAME_UPPER"},
+      {.x = {1, 2, 4, 3}, .w = {2, 3, 2, 3}, .strides = {2, 1}, .auto_pad = "SAME_LOWER", .bias = true},
+      {.x = {1, 1, 3, 3}, .w = {1, 1, 2, 2}, .dilations = {2, 2}},
+      {.x = {2, 4, 5, 3}, .w = {4, 3, 3, 2}, .strides = {2, 3}, .pads = {1, 0, 2, 1}, .group = 2, .bias = true},
+      {.x = {1, 1, 3, 4, 5}, .w = {1, 2, 3, 3, 3}},
+      {.x = {1, 2, 2, 3, 3}, .w = {2, 2, 2, 3, 2}, .strides = {2, 1, 2}, .pads = {0, 1, 0, 1, 0, 1}, .bias = true},
+  };
+  std::mt19937 rng(21);
+  for (const ConvTransposeCase& c : cases) {
+    const std::vector<float> x = random_floats(c.x.num_elements(), rng);
+    const std::vector<float> w = random_floats(c.w.num_elements(), rng);
+    const std::vector<float> bias = random_floats(c.w.dim(1) * c.group, rng);
+    OpCall call{.op_type = "ConvTranspose"};
+    if (!c.strides.empty()) call.attrs.set("strides", c.strides);
+    if (!c.pads.empty()) call.attrs.set("pads", c.pads);
+    if (!c.dilations.empty()) call.attrs.set("dilations", c.dilations);
+    if (!c.output_padding.empty()) call.attrs.set("output_padding", c.output_padding);
+    if (!c.output_shape.empty()) call.attrs.set("output_shape", c.output_shape);
+    call.attrs.set("group", c.group);
+    call.attrs.set("auto_pad", c.auto_pad);
+    call.inputs = {HostTensor::f32(c.x, x), HostTensor::f32(c.w, w)};
+    if (c.bias) call.inputs.push_back(HostTensor::f32(Shape{c.w.dim(1) * c.group}, bias));
+    call.constant_inputs = {1};
+    auto result = run_op(call);
+    ASSERT_TRUE(result.ok()) << c.x.to_string() << ": " << result.status().to_string();
+    std::vector<int64_t> out_dims;
+    const std::vector<double> expected = reference_conv_transpose(c, x, w, bias, &out_dims);
+    const Shape& got = result->outputs[0].shape;
+    ASSERT_EQ(std::vector<int64_t>(got.dims().begin(), got.dims().end()), out_dims) << c.x.to_string();
+    EXPECT_LT(testing::normalized_max_error(result->outputs[0].to_f32(), expected), kTolerance) << c.x.to_string();
+  }
+}
+
+TEST(ConvTransposeOpTest, RejectsBadAttributesAndChannels) {
+  std::mt19937 rng(22);
+  OpCall call{.op_type = "ConvTranspose"};
+  call.attrs.set("group", int64_t{0});
+  call.inputs = {HostTensor::f32(Shape{1, 2, 3, 3}, random_floats(18, rng)),
+                 HostTensor::f32(Shape{2, 1, 2, 2}, random_floats(8, rng))};
+  auto group = run_op(call);
+  ASSERT_FALSE(group.ok());
+  EXPECT_NE(group.status().message().find("group"), std::string::npos) << group.status().to_string();
+
+  call.attrs.set("group", int64_t{1});
+  call.attrs.set("strides", std::vector<int64_t>{1, 1});
+  call.attrs.set("pads", std::vector<int64_t>{0, 0, 0});
+  auto pads = run_op(call);
+  ASSERT_FALSE(pads.ok());
+  EXPECT_NE(pads.status().message().find("pads"), std::string::npos) << pads.status().to_string();
+
+  OpCall channels{.op_type = "ConvTranspose"};
+  channels.inputs = {HostTensor::f32(Shape{1, 3, 3, 3}, random_floats(27, rng)),
+                     HostTensor::f32(Shape{2, 1, 2, 2}, random_floats(8, rng))};
+  auto mismatch = run_op(channels);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find("channels"), std::string::npos) << mismatch.status().to_string();
+}
+
 }  // namespace
 }  // namespace hxrt::kernels::cpu

@@ -483,7 +483,9 @@ Status compute_integer_binary(const ops::CpuComputeContext& ctx, BinaryOp op) {
           by_zero.store(true, std::memory_order_relaxed);
           return 0;
         }
-        if (q == -1) return static_cast<T>(U{0} - static_cast<U>(p));  // min / -1 wraps instead of trapping
+        if constexpr (std::is_signed_v<T>) {
+          if (q == -1) return static_cast<T>(U{0} - static_cast<U>(p));  // min / -1 wraps instead of trapping
+        }
         return static_cast<T>(p / q);
       });
       break;

@@ -67,8 +67,8 @@ Status expect_shape(const ops::TensorRef& t, const Shape& expected, std::string_
 }
 
 int64_t chunk_units(const ops::CpuComputeContext& ctx, int64_t unit_bytes) {
-  return std::max<int64_t>(1, tiling_grain(ctx.tiling(), "grain_bytes", kCopyGrainBytes) /
-                                  std::max<int64_t>(unit_bytes, 1));
+  return std::max<int64_t>(
+      1, tiling_grain(ctx.tiling(), "grain_bytes", kCopyGrainBytes) / std::max<int64_t>(unit_bytes, 1));
 }
 
 // Element offsets of the row-major walk over `shape`, read through `strides` (element strides per dim of shape,
@@ -135,8 +135,8 @@ Status compute_gather_elements(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& data = ctx.input(0);
   const ops::TensorRef& indices = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
-  HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(ctx.params<ops::AxisParams>().axis, data.shape.rank(),
-                                                            "GatherElements"));
+  HXRT_ASSIGN_OR_RETURN(const int axis,
+                        ops::normalize_axis(ctx.params<ops::AxisParams>().axis, data.shape.rank(), "GatherElements"));
   HXRT_ASSIGN_OR_RETURN(const int64_t eb, element_size(data.dtype, "GatherElements"));
   if (indices.shape.rank() != data.shape.rank()) {
     return invalid_argument("GatherElements: indices {} and data {} differ in rank", indices.shape, data.shape);
@@ -385,8 +385,7 @@ Status compute_nonzero(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
   HXRT_RETURN_IF_ERROR(element_size(x.dtype, "NonZero").status());
-  const std::vector<int64_t> positions =
-      ops::nonzero_positions(x.dtype, x.data<const std::byte>(), x.num_elements());
+  const std::vector<int64_t> positions = ops::nonzero_positions(x.dtype, x.data<const std::byte>(), x.num_elements());
   const auto count = static_cast<int64_t>(positions.size());
   const int rank = x.shape.rank();
   const Shape expected{static_cast<int64_t>(rank), count};
@@ -425,8 +424,8 @@ Status compute_unique(const ops::CpuComputeContext& ctx) {
   const auto n_unique = static_cast<int64_t>(unique.first.size());
   const ops::TensorRef& y = ctx.output(0);
   if (y.num_elements() != outer * n_unique * inner) {
-    return internal_error("Unique: output {} does not hold {} x {} x {} elements (planned for another input?)",
-                          y.shape, outer, n_unique, inner);
+    return internal_error("Unique: output {} does not hold {} x {} x {} elements (planned for another input?)", y.shape,
+                          outer, n_unique, inner);
   }
   const auto* src = x.data<const std::byte>();
   auto* dst = y.data<std::byte>();
@@ -434,8 +433,7 @@ Status compute_unique(const ops::CpuComputeContext& ctx) {
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t p = 0; p < n_unique; ++p) {
       std::memcpy(dst + (o * n_unique + p) * row_bytes,
-                  src + (o * count + unique.first[static_cast<size_t>(p)]) * row_bytes,
-                  static_cast<size_t>(row_bytes));
+                  src + (o * count + unique.first[static_cast<size_t>(p)]) * row_bytes, static_cast<size_t>(row_bytes));
     }
   }
   const std::array<const std::vector<int64_t>*, 3> rest = {&unique.first, &unique.inverse, &unique.counts};
@@ -476,7 +474,9 @@ Status compute_reverse_sequence(const ops::CpuComputeContext& ctx) {
   // Rows of the trailing dims, addressed by (batch, time).
   const int64_t row_bytes = ops::dims_product(x.shape, 2, x.shape.rank()) * eb;
   const bool time_major = params.time_axis == 0;
-  auto row = [&](int64_t batch, int64_t t) { return (time_major ? t * batches + batch : batch * steps + t) * row_bytes; };
+  auto row = [&](int64_t batch, int64_t t) {
+    return (time_major ? t * batches + batch : batch * steps + t) * row_bytes;
+  };
   const auto* src = x.data<const std::byte>();
   auto* dst = y.data<std::byte>();
   ctx.pool().parallel_for(batches * steps, chunk_units(ctx, row_bytes), [&](int64_t begin, int64_t end) {
@@ -554,9 +554,7 @@ Status register_indexing(ops::KernelRegistry& registry) {
       compute_unique)));
   HXRT_RETURN_IF_ERROR(registry.add(indexing_def(
       "ReverseSequence", 10, "row copies, any plain dtype", {{}, {DType::kI64}},
-      [](const graph::Graph&, const graph::Node& node) {
-        return ops::boxed(ops::parse_reverse_sequence_params(node));
-      },
+      [](const graph::Graph&, const graph::Node& node) { return ops::boxed(ops::parse_reverse_sequence_params(node)); },
       compute_reverse_sequence)));
   return ok_status();
 }

@@ -73,8 +73,9 @@ TEST(IndexingTest, GatherElementsAgainstReference) {
     Shape indices;
     int64_t axis;
   };
-  const std::vector<Case> cases = {{{7}, {11}, 0},          {{3, 4}, {5, 2}, -2},      {{4, 5, 3}, {2, 7, 3}, 1},
-                                   {{2, 3, 5}, {2, 3, 1}, 2}, {{1, 13}, {1, 13}, 1}, {{3, 3}, {2, 3}, 0}};
+  const std::vector<Case> cases = {
+      {{7}, {11}, 0},        {{3, 4}, {5, 2}, -2}, {{4, 5, 3}, {2, 7, 3}, 1}, {{2, 3, 5}, {2, 3, 1}, 2},
+      {{1, 13}, {1, 13}, 1}, {{3, 3}, {2, 3}, 0}};
   std::mt19937 rng(3);
   for (const Case& c : cases) {
     for (bool i32 : {false, true}) {
@@ -137,8 +138,8 @@ TEST(IndexingTest, GatherNDAgainstReference) {
     Shape indices;  // last dim m
     int64_t batch_dims;
   };
-  const std::vector<Case> cases = {{{2, 2, 2}, {2, 1, 2}, 0}, {{5, 3}, {4, 2}, 0},    {{5, 3, 7}, {3, 1}, 0},
-                                   {{3, 4, 5}, {3, 2, 1}, 1},  {{2, 3, 4, 5}, {2, 3, 2}, 2}, {{6}, {1}, 0}};
+  const std::vector<Case> cases = {{{2, 2, 2}, {2, 1, 2}, 0}, {{5, 3}, {4, 2}, 0},          {{5, 3, 7}, {3, 1}, 0},
+                                   {{3, 4, 5}, {3, 2, 1}, 1}, {{2, 3, 4, 5}, {2, 3, 2}, 2}, {{6}, {1}, 0}};
   std::mt19937 rng(5);
   for (const Case& c : cases) {
     const int r = c.data.rank();
@@ -203,8 +204,8 @@ TEST(IndexingTest, ScatterElementsAgainstReference) {
     Shape indices;
     int64_t axis;
   };
-  const std::vector<Case> cases = {{{1, 5}, {1, 2}, 1}, {{3, 3}, {2, 3}, 0}, {{4, 5, 3}, {2, 7, 3}, 1},
-                                   {{7}, {11}, -1},     {{2, 3, 5}, {2, 2, 4}, 2}};
+  const std::vector<Case> cases = {
+      {{1, 5}, {1, 2}, 1}, {{3, 3}, {2, 3}, 0}, {{4, 5, 3}, {2, 7, 3}, 1}, {{7}, {11}, -1}, {{2, 3, 5}, {2, 2, 4}, 2}};
   std::mt19937 rng(7);
   for (const Case& c : cases) {
     for (const std::string reduction : {"none", "add", "mul"}) {
@@ -321,8 +322,8 @@ TEST(IndexingTest, CompressAgainstReference) {
   std::mt19937 rng(13);
   const HostTensor data = HostTensor::random_f32(shape, rng);
   const auto in = data.to_f32();
-  for (std::optional<int64_t> axis : {std::optional<int64_t>(), std::optional<int64_t>(0), std::optional<int64_t>(1),
-                                      std::optional<int64_t>(-1)}) {
+  for (std::optional<int64_t> axis :
+       {std::optional<int64_t>(), std::optional<int64_t>(0), std::optional<int64_t>(1), std::optional<int64_t>(-1)}) {
     const int64_t length = axis ? shape.dims()[static_cast<size_t>(wrap(*axis, 3))] : shape.num_elements();
     for (int64_t cond_length : {length, length - 1}) {
       std::vector<int> cond(static_cast<size_t>(cond_length));
@@ -409,7 +410,8 @@ TEST(IndexingTest, UniqueAgainstReference) {
   for (float& v : values) v = static_cast<float>(rng() % 3) - 0.5f;
   for (int64_t s = 1; s < 6; s += 2) {
     for (int64_t o = 0; o < 4; ++o) {
-      for (int64_t i = 0; i < 2; ++i) values[static_cast<size_t>((o * 6 + s) * 2 + i)] = values[static_cast<size_t>((o * 6 + s - 1) * 2 + i)];
+      for (int64_t i = 0; i < 2; ++i)
+        values[static_cast<size_t>((o * 6 + s) * 2 + i)] = values[static_cast<size_t>((o * 6 + s - 1) * 2 + i)];
     }
   }
   const HostTensor x = HostTensor::f32(shape, values);
@@ -505,7 +507,8 @@ TEST(IndexingTest, ReverseSequenceAgainstReference) {
       int64_t& t = coord[static_cast<size_t>(time_axis)];
       const int64_t len = lens[static_cast<size_t>(b)];
       if (t < len) t = len - 1 - t;
-      ASSERT_EQ(out[static_cast<size_t>(i)], in[static_cast<size_t>(ravel(coord, shape))]) << "batch_axis " << batch_axis;
+      ASSERT_EQ(out[static_cast<size_t>(i)], in[static_cast<size_t>(ravel(coord, shape))])
+          << "batch_axis " << batch_axis;
     }
   }
 }
@@ -524,8 +527,7 @@ TEST(IndexingTest, ReverseSequenceRejectsEqualAxesAndLongSequences) {
   call.inputs[1] = HostTensor::i64(Shape{2}, {1, 3});
   result = run_op(call);
   ASSERT_FALSE(result.ok());
-  EXPECT_NE(result.status().to_string().find("sequence_lens[1] = 3"), std::string::npos)
-      << result.status().to_string();
+  EXPECT_NE(result.status().to_string().find("sequence_lens[1] = 3"), std::string::npos) << result.status().to_string();
 }
 
 }  // namespace

@@ -30,11 +30,13 @@ using Bool8 = uint8_t;  // a bool element
 constexpr int64_t kCheapGrain = 32768;
 constexpr int64_t kTranscendentalGrain = 4096;
 
-// Calls fn(T{}) for the numeric dtypes (f32 i32 i64), and also for bool when `with_bool`; false otherwise.
+// Calls fn(T{}) for the numeric dtypes (f32 i8 u8 i32 i64), and also for bool when `with_bool`; false otherwise.
 template <typename Fn>
 bool with_type(DType dtype, bool with_bool, Fn&& fn) {
   switch (dtype) {
     case DType::kF32: fn(float{}); return true;
+    case DType::kI8: fn(int8_t{}); return true;
+    case DType::kU8: fn(uint8_t{}); return true;
     case DType::kI32: fn(int32_t{}); return true;
     case DType::kI64: fn(int64_t{}); return true;
     case DType::kBool:
@@ -70,10 +72,14 @@ Status unsupported_dtype(std::string_view op, DType dtype) {
 // base^exponent for integers by squaring (wrapping on overflow); a negative exponent truncates 1/base^-e toward 0.
 template <typename T, typename E>
 T integer_pow(T base, E exponent) {
-  if (exponent < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
-    return 0;
+  if constexpr (std::is_signed_v<E>) {
+    if (exponent < 0) {
+      if (base == 1) return 1;
+      if constexpr (std::is_signed_v<T>) {
+        if (base == -1) return static_cast<T>((exponent % 2 == 0) ? 1 : -1);
+      }
+      return 0;
+    }
   }
   using U = std::make_unsigned_t<T>;
   U result = 1;
@@ -145,10 +151,14 @@ Status compute_mod(const ops::CpuComputeContext& ctx) {
           by_zero.store(true, std::memory_order_relaxed);
           return 0;
         }
-        if (q == -1) return 0;  // also avoids the trap of min % -1
-        T r = static_cast<T>(p % q);
-        if (!fmod && r != 0 && ((r < 0) != (q < 0))) r = static_cast<T>(r + q);
-        return r;
+        if constexpr (std::is_signed_v<T>) {
+          if (q == -1) return 0;  // also avoids the trap of min % -1
+          T r = static_cast<T>(p % q);
+          if (!fmod && r != 0 && ((r < 0) != (q < 0))) r = static_cast<T>(r + q);
+          return r;
+        } else {
+          return static_cast<T>(p % q);
+        }
       });
     }
   });
@@ -166,7 +176,14 @@ Status compute_prelu(const ops::CpuComputeContext& ctx) {
   const bool known = with_type(x.dtype, false, [&](auto tag) {
     using T = decltype(tag);
     status = broadcast_binary<T, T, T>(ctx, x, ctx.input(1), ctx.output(0),
-                                       [](T v, T slope) { return v < 0 ? static_cast<T>(slope * v) : v; });
+                                       [](T v, T slope) {
+                                         if constexpr (std::is_signed_v<T>) {
+                                           return v < 0 ? static_cast<T>(slope * v) : v;
+                                         } else {
+                                           (void)slope;  // an unsigned x is never negative
+                                           return v;
+                                         }
+                                       });
   });
   if (!known) return unsupported_dtype("PRelu", x.dtype);
   return status;
@@ -361,8 +378,8 @@ Status compute_clip(const ops::CpuComputeContext& ctx) {
 
 // ---- Registration -----------------------------------------------------------------------------------------------
 
-const std::vector<DType> kNumeric = {DType::kF32, DType::kI32, DType::kI64};
-const std::vector<DType> kAny = {DType::kF32, DType::kI32, DType::kI64, DType::kBool};
+const std::vector<DType> kNumeric = {DType::kF32, DType::kI8, DType::kU8, DType::kI32, DType::kI64};
+const std::vector<DType> kAny = {DType::kF32, DType::kI8, DType::kU8, DType::kI32, DType::kI64, DType::kBool};
 
 ops::KernelDef make_kernel(std::string op_type, int since_version, std::vector<std::vector<DType>> input_dtypes,
                            ops::CpuComputeFn compute, std::string description, int64_t grain = kCheapGrain) {

@@ -268,7 +268,9 @@ Status compute_layer_norm(const ops::CpuComputeContext& ctx) {
       const double mean = sum_double(px + r * n, n) / static_cast<double>(n);
       const double var = sum_squares_double(px + r * n, n, mean) / static_cast<double>(n);
       if (mean_out != nullptr) mean_out[r] = static_cast<float>(mean);
-      if (inv_out != nullptr) inv_out[r] = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(params.epsilon)));
+      if (inv_out != nullptr) {
+        inv_out[r] = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(params.epsilon)));
+      }
     }
   });
   return ok_status();
@@ -330,26 +332,26 @@ Status compute_lrn(const ops::CpuComputeContext& ctx) {
   const float* px = x.data<const float>();
   float* py = y.data<float>();
   // Units are (n, c) planes of `inner` elements.
-  ctx.pool().parallel_for(x.shape.dim(0) * channels, rows_per_chunk(ctx.tiling(), inner * params.size),
-                          [&](int64_t begin, int64_t end) {
-                            for (int64_t u = begin; u < end; ++u) {
-                              const int64_t n = u / channels;
-                              const int64_t c = u % channels;
-                              const int64_t lo = std::max<int64_t>(0, c - before);
-                              const int64_t hi = std::min<int64_t>(channels - 1, c + after);
-                              for (int64_t i = 0; i < inner; ++i) {
-                                double square_sum = 0.0;
-                                for (int64_t k = lo; k <= hi; ++k) {
-                                  const double v = px[(n * channels + k) * inner + i];
-                                  square_sum += v * v;
-                                }
-                                const int64_t at = u * inner + i;
-                                const double denominator = std::pow(static_cast<double>(params.bias) + scale * square_sum,
-                                                                    static_cast<double>(params.beta));
-                                py[at] = static_cast<float>(static_cast<double>(px[at]) / denominator);
-                              }
-                            }
-                          });
+  ctx.pool().parallel_for(
+      x.shape.dim(0) * channels, rows_per_chunk(ctx.tiling(), inner * params.size), [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t n = u / channels;
+          const int64_t c = u % channels;
+          const int64_t lo = std::max<int64_t>(0, c - before);
+          const int64_t hi = std::min<int64_t>(channels - 1, c + after);
+          for (int64_t i = 0; i < inner; ++i) {
+            double square_sum = 0.0;
+            for (int64_t k = lo; k <= hi; ++k) {
+              const double v = px[(n * channels + k) * inner + i];
+              square_sum += v * v;
+            }
+            const int64_t at = u * inner + i;
+            const double denominator =
+                std::pow(static_cast<double>(params.bias) + scale * square_sum, static_cast<double>(params.beta));
+            py[at] = static_cast<float>(static_cast<double>(px[at]) / denominator);
+          }
+        }
+      });
   return ok_status();
 }
 
@@ -359,29 +361,26 @@ Status compute_mvn(const ops::CpuComputeContext& ctx) {
   const auto& g = ctx.tiling().geometry_as<ops::ReduceGeometry>();
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
-  const auto count = static_cast<int64_t>(g.reduced_offsets.size());
-  if (y.num_elements() == 0 || count == 0) return ok_status();
+  if (y.num_elements() == 0 || g.reduced == 0) return ok_status();
   const float* px = x.data<const float>();
   float* py = y.data<float>();
-  ctx.pool().parallel_for(static_cast<int64_t>(g.kept_offsets.size()), rows_per_chunk(ctx.tiling(), count),
-                          [&](int64_t begin, int64_t end) {
-                            for (int64_t o = begin; o < end; ++o) {
-                              const int64_t base = g.kept_offsets[static_cast<size_t>(o)];
-                              double sum = 0.0;
-                              for (const int64_t off : g.reduced_offsets) sum += px[base + off];
-                              const double mean = sum / static_cast<double>(count);
-                              double squares = 0.0;
-                              for (const int64_t off : g.reduced_offsets) {
-                                const double d = static_cast<double>(px[base + off]) - mean;
-                                squares += d * d;
-                              }
-                              const double inv =
-                                  1.0 / (std::sqrt(squares / static_cast<double>(count)) + ops::kMvnEpsilon);
-                              for (const int64_t off : g.reduced_offsets) {
-                                py[base + off] = static_cast<float>((static_cast<double>(px[base + off]) - mean) * inv);
-                              }
-                            }
-                          });
+  const auto count = static_cast<double>(g.reduced);
+  ctx.pool().parallel_for(g.outputs, rows_per_chunk(ctx.tiling(), g.reduced), [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      const int64_t base = g.kept_offset(o);
+      double sum = 0.0;
+      g.for_each_reduced(base, [&](int64_t off) { sum += static_cast<double>(px[off]); });
+      const double mean = sum / count;
+      double squares = 0.0;
+      g.for_each_reduced(base, [&](int64_t off) {
+        const double d = static_cast<double>(px[off]) - mean;
+        squares += d * d;
+      });
+      const double inv = 1.0 / (std::sqrt(squares / count) + ops::kMvnEpsilon);
+      g.for_each_reduced(
+          base, [&](int64_t off) { py[off] = static_cast<float>((static_cast<double>(px[off]) - mean) * inv); });
+    }
+  });
   return ok_status();
 }
 
@@ -543,9 +542,9 @@ Status register_normalization(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(std::move(rope)));
 
   for (const bool log : {true, false}) {
-    ops::KernelDef def = make_def(log ? "LogSoftmax" : "Hardmax", "", 13, 1,
-                                  log ? "f32 log-softmax along any axis, sums in double"
-                                      : "f32 one-hot of the first maximum along any axis");
+    ops::KernelDef def = make_def(
+        log ? "LogSoftmax" : "Hardmax", "", 13, 1,
+        log ? "f32 log-softmax along any axis, sums in double" : "f32 one-hot of the first maximum along any axis");
     def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
       return ops::boxed(ops::parse_axis_params(node, -1));
     };

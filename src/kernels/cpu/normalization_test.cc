@@ -501,9 +501,8 @@ TEST(NormalizationTest, MeanVarianceNormalizationOverAxes) {
       int64_t k = 0;
       for (int d = rank - 1; d >= 0; --d) {
         const int64_t dim = c.shape.dims()[d];
-        const bool reduced = std::find_if(axes.begin(), axes.end(), [&](int64_t a) {
-                               return (a < 0 ? a + rank : a) == d;
-                             }) != axes.end();
+        const bool reduced = std::find_if(axes.begin(), axes.end(),
+                                          [&](int64_t a) { return (a < 0 ? a + rank : a) == d; }) != axes.end();
         if (!reduced) k = k * 1000 + i % dim;
         i /= dim;
       }

@@ -38,15 +38,18 @@ int64_t grain_for(int64_t work_per_item) {
 
 }  // namespace
 
-void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64_t storage_order, const float* x,
-             float* y, int64_t* indices, ThreadPool* pool) {
+template <typename T>
+void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64_t storage_order, const T* x, T* y,
+             int64_t* indices, ThreadPool* pool) {
+  constexpr T kLowest =
+      std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
   const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
   const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
   const int64_t window = g.kernel[0] * g.kernel[1] * g.kernel[2];
   auto body = [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
-      const float* xp = x + plane * in_plane;
-      float* yp = y + plane * out_plane;
+      const T* xp = x + plane * in_plane;
+      T* yp = y + plane * out_plane;
       int64_t* ip = indices != nullptr ? indices + plane * out_plane : nullptr;
       int64_t o = 0;
       for (int64_t od = 0; od < g.out[0]; ++od) {
@@ -57,7 +60,7 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
             double sum = 0.0;
             int64_t count = 0;   // positions inside the input
             int64_t padded = 1;  // positions inside the input and the explicit pads (count_include_pad)
-            float best = -std::numeric_limits<float>::infinity();
+            T best = kLowest;
             int64_t best_index = -1;
             if (!max && count_include_pad) {
               for (size_t a = 0; a < 3; ++a) {
@@ -78,7 +81,7 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
                 for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
                   const int64_t iw = start[2] + kw * g.dilation[2];
                   if (iw < 0 || iw >= g.in[2]) continue;
-                  const float v = xp[(id * g.in[1] + ih) * g.in[2] + iw];
+                  const T v = xp[(id * g.in[1] + ih) * g.in[2] + iw];
                   if (max) {
                     if (v > best || best_index < 0) {
                       best = v;
@@ -86,7 +89,7 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
                                                       : id + ih * g.in[0] + iw * g.in[0] * g.in[1];
                     }
                   } else {
-                    sum += v;
+                    sum += static_cast<double>(v);
                     ++count;
                   }
                 }
@@ -97,7 +100,7 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
               if (ip != nullptr) ip[o] = best_index < 0 ? -1 : plane * in_plane + best_index;
             } else {
               const int64_t divisor = count_include_pad ? padded : count;
-              yp[o] = divisor > 0 ? static_cast<float>(sum / static_cast<double>(divisor)) : 0.0f;
+              yp[o] = static_cast<T>(divisor > 0 ? sum / static_cast<double>(divisor) : 0.0);
             }
           }
         }
@@ -107,6 +110,13 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
   split(pool, g.planes, grain_for(out_plane * window), body);
 }
 
+template void pool_nd<float>(const ops::PoolGeometry&, bool, bool, int64_t, const float*, float*, int64_t*,
+                             ThreadPool*);
+template void pool_nd<int8_t>(const ops::PoolGeometry&, bool, bool, int64_t, const int8_t*, int8_t*, int64_t*,
+                              ThreadPool*);
+template void pool_nd<uint8_t>(const ops::PoolGeometry&, bool, bool, int64_t, const uint8_t*, uint8_t*, int64_t*,
+                               ThreadPool*);
+
 // ---------------------------------------------------------------------------------------------------------------
 // Resize
 
@@ -114,15 +124,15 @@ namespace {
 
 // ONNX's cubic convolution weights of the taps at offsets -1, 0, 1, 2 from floor(x), for ratio = x - floor(x).
 std::array<double, 4> cubic_weights(double ratio, double a) {
-  auto near = [a](double t) { return ((a + 2) * t - (a + 3)) * t * t + 1; };           // |t| <= 1
-  auto far = [a](double t) { return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a; };    // 1 < |t| < 2
+  auto near = [a](double t) { return ((a + 2) * t - (a + 3)) * t * t + 1; };       // |t| <= 1
+  auto far = [a](double t) { return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a; };  // 1 < |t| < 2
   return {far(ratio + 1), near(ratio), near(1 - ratio), far(2 - ratio)};
 }
 
 }  // namespace
 
-ResizeAxis resize_axis(const ops::ResizeParams& params, int64_t in, int64_t out, double scale, size_t axis,
-                       size_t rank, std::span<const double> roi) {
+ResizeAxis resize_axis(const ops::ResizeParams& params, int64_t in, int64_t out, double scale, size_t axis, size_t rank,
+                       std::span<const double> roi) {
   using Mode = ops::ResizeParams::Mode;
   ResizeAxis r;
   r.width = params.mode == Mode::kNearest ? 1 : params.mode == Mode::kLinear ? 2 : 4;
@@ -225,7 +235,8 @@ void resize_nd(const Shape& in, const Shape& out, std::span<const ResizeAxis> ax
           double weight = 1.0;
           int64_t offset = 0;
           for (size_t d = 0; d < ru; ++d) {
-            const size_t k = static_cast<size_t>(pos[d]) * static_cast<size_t>(axes[d].width) + static_cast<size_t>(tap[d]);
+            const size_t k =
+                static_cast<size_t>(pos[d]) * static_cast<size_t>(axes[d].width) + static_cast<size_t>(tap[d]);
             weight *= axes[d].weight[k];
             offset += axes[d].index[k] * in_strides[d];
           }
@@ -281,27 +292,41 @@ std::vector<double> read_doubles(const ops::CpuComputeContext& ctx, size_t i) {
 
 Result<ops::Tiling> pool_tiling(const ops::TilingQuery& query) {
   if (query.inputs.empty()) return invalid_argument("pool tiling needs X");
-  HXRT_ASSIGN_OR_RETURN(ops::PoolGeometry g, ops::pool_geometry(query.params_as<ops::PoolParams>(),
-                                                                query.inputs[0].shape));
+  HXRT_ASSIGN_OR_RETURN(ops::PoolGeometry g,
+                        ops::pool_geometry(query.params_as<ops::PoolParams>(), query.inputs[0].shape));
   ops::Tiling tiling;
   tiling.values = {{"planes", g.planes}};
   tiling.geometry = std::make_shared<ops::PoolGeometry>(std::move(g));
   return tiling;
 }
 
+template <typename T>
+void run_pool(const ops::CpuComputeContext& ctx, bool max, int64_t* indices) {
+  const auto& params = ctx.params<ops::PoolParams>();
+  pool_nd(ctx.tiling().geometry_as<ops::PoolGeometry>(), max, params.count_include_pad, params.storage_order,
+          ctx.input(0).data<T>(), ctx.output(0).data<T>(), indices, &ctx.pool());
+}
+
 Status compute_pool(const ops::CpuComputeContext& ctx, bool max) {
   const std::string_view op = max ? "MaxPool" : "AveragePool";
-  const auto& params = ctx.params<ops::PoolParams>();
   const ops::PoolGeometry& g = ctx.tiling().geometry_as<ops::PoolGeometry>();
-  HXRT_RETURN_IF_ERROR(check_f32(ctx.input(0), op, "X"));
-  HXRT_RETURN_IF_ERROR(check_output(ctx.output(0), DType::kF32, g.output_shape, op));
+  const DType dtype = ctx.input(0).dtype;
+  if (dtype != DType::kF32 && !(max && (dtype == DType::kI8 || dtype == DType::kU8))) {
+    return invalid_argument("{} input 'X' must be f32{}, got {}", op, max ? ", i8 or u8" : "", dtype);
+  }
+  HXRT_RETURN_IF_ERROR(check_output(ctx.output(0), dtype, g.output_shape, op));
   int64_t* indices = nullptr;
   if (max && ctx.launch().outputs.size() > 1) {
     HXRT_RETURN_IF_ERROR(check_output(ctx.output(1), DType::kI64, g.output_shape, op));
     indices = ctx.output(1).data<int64_t>();
   }
-  pool_nd(g, max, params.count_include_pad, params.storage_order, ctx.input(0).data<float>(),
-          ctx.output(0).data<float>(), indices, &ctx.pool());
+  if (dtype == DType::kI8) {
+    run_pool<int8_t>(ctx, max, indices);
+  } else if (dtype == DType::kU8) {
+    run_pool<uint8_t>(ctx, max, indices);
+  } else {
+    run_pool<float>(ctx, max, indices);
+  }
   return ok_status();
 }
 
@@ -359,7 +384,8 @@ Status compute_max_unpool(const ops::CpuComputeContext& ctx) {
   }
   int64_t unpooled_total = 1;
   for (int64_t d : unpooled) {
-    if (d < 1) return invalid_argument("MaxUnpool unpooled shape [{}] of X {} is empty", fmt::join(unpooled, ", "), x.shape);
+    if (d < 1)
+      return invalid_argument("MaxUnpool unpooled shape [{}] of X {} is empty", fmt::join(unpooled, ", "), x.shape);
     unpooled_total *= d;
   }
   const int rank = y.shape.rank();
@@ -402,6 +428,9 @@ Status compute_resize(const ops::CpuComputeContext& ctx) {
   for (double v : size_values) sizes.push_back(static_cast<int64_t>(v));
   HXRT_ASSIGN_OR_RETURN(const ops::ResizeShape shape, ops::resize_shape(x.shape, scales, sizes));
   HXRT_RETURN_IF_ERROR(check_output(ctx.output(0), DType::kF32, shape.output, "Resize"));
+  if (x.num_elements() == 0 && shape.output.num_elements() != 0) {
+    return invalid_argument("Resize of the empty X {} to {}: nothing to sample", x.shape, shape.output);
+  }
   const size_t rank = static_cast<size_t>(x.shape.rank());
   if (params.coordinate_transformation_mode == "tf_crop_and_resize" && roi.size() != 2 * rank) {
     return invalid_argument("Resize 'roi' [{}] must hold {} values (starts, ends) for tf_crop_and_resize",
@@ -447,6 +476,12 @@ double grid_pad(double v, int64_t size, ops::GridSampleParams::Padding padding, 
     return std::clamp(v, 0.0, high);
   }
   return v;
+}
+
+// A pixel coordinate as an index; far-out or NaN coordinates (from a grid holding such values) become an index far
+// outside, whose neighbours are outside too.
+int64_t to_index(double v) {
+  return v > -1e9 && v < 1e9 ? static_cast<int64_t>(v) : -(int64_t{1} << 40);
 }
 
 double cubic_1d(const std::array<double, 4>& v, double t) {
@@ -497,7 +532,7 @@ Status compute_grid_sample(const ops::CpuComputeContext& ctx) {
                 ty = grid_pad(ty, h, p.padding_mode, p.align_corners);
                 tx = grid_pad(tx, w, p.padding_mode, p.align_corners);
               }
-              cols[static_cast<size_t>(q)] = at(static_cast<int64_t>(ty), static_cast<int64_t>(tx));
+              cols[static_cast<size_t>(q)] = at(to_index(ty), to_index(tx));
             }
             rows[static_cast<size_t>(r)] = cubic_1d(cols, gx - fx);
           }
@@ -506,11 +541,11 @@ Status compute_grid_sample(const ops::CpuComputeContext& ctx) {
           gx = grid_pad(gx, w, p.padding_mode, p.align_corners);
           gy = grid_pad(gy, h, p.padding_mode, p.align_corners);
           if (p.mode == Mode::kNearest) {
-            v = at(static_cast<int64_t>(std::nearbyint(gy)), static_cast<int64_t>(std::nearbyint(gx)));
+            v = at(to_index(std::nearbyint(gy)), to_index(std::nearbyint(gx)));
           } else {
             const double fx = std::floor(gx), fy = std::floor(gy);
             const double tx = gx - fx, ty = gy - fy;
-            const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+            const int64_t x0 = to_index(fx), y0 = to_index(fy);
             v = at(y0, x0) * (1 - tx) * (1 - ty) + at(y0, x0 + 1) * tx * (1 - ty) + at(y0 + 1, x0) * (1 - tx) * ty +
                 at(y0 + 1, x0 + 1) * tx * ty;
           }
@@ -533,11 +568,13 @@ Status compute_roi_align(const ops::CpuComputeContext& ctx) {
   HXRT_RETURN_IF_ERROR(check_f32(rois, "RoiAlign", "rois"));
   if (x.shape.rank() != 4 || rois.shape.rank() != 2 || rois.shape.dim(1) != 4 || batch.dtype != DType::kI64 ||
       batch.num_elements() != rois.shape.dim(0)) {
-    return invalid_argument("RoiAlign needs X [N, C, H, W], rois [R, 4] and i64 batch_indices [R], got {}, {} and {} {}",
-                            x.shape, rois.shape, batch.dtype, batch.shape);
+    return invalid_argument(
+        "RoiAlign needs X [N, C, H, W], rois [R, 4] and i64 batch_indices [R], got {}, {} and {} {}", x.shape,
+        rois.shape, batch.dtype, batch.shape);
   }
   const int64_t n = x.shape.dim(0), c = x.shape.dim(1), h = x.shape.dim(2), w = x.shape.dim(3);
   const int64_t r_count = rois.shape.dim(0);
+  if (h == 0 || w == 0) return invalid_argument("RoiAlign X {} has an empty spatial dim", x.shape);
   const Shape out{r_count, c, p.output_height, p.output_width};
   HXRT_RETURN_IF_ERROR(check_output(ctx.output(0), DType::kF32, out, "RoiAlign"));
   const int64_t* bp = batch.data<int64_t>();
@@ -595,9 +632,9 @@ Status compute_roi_align(const ops::CpuComputeContext& ctx) {
                 }
                 const double ly = sy - static_cast<double>(y_low), lx = sx - static_cast<double>(x_low);
                 const double hy = 1 - ly, hx = 1 - lx;
-                const std::array<double, 4> terms = {hy * hx * img[y_low * w + x_low], hy * lx * img[y_low * w + x_high],
-                                                     ly * hx * img[y_high * w + x_low],
-                                                     ly * lx * img[y_high * w + x_high]};
+                const std::array<double, 4> terms = {
+                    hy * hx * img[y_low * w + x_low], hy * lx * img[y_low * w + x_high],
+                    ly * hx * img[y_high * w + x_low], ly * lx * img[y_high * w + x_high]};
                 if (p.max_mode) {
                   v = std::max({terms[0], terms[1], terms[2], terms[3]});
                 } else {
@@ -637,8 +674,9 @@ Status register_pool(ops::KernelRegistry& registry) {
   const std::vector<DType> f32 = {DType::kF32};
   const std::vector<DType> i64 = {DType::kI64};
   for (bool max : {false, true}) {
-    ops::KernelDef def = cpu_def(max ? "MaxPool" : "AveragePool",
-                                 "1-D to 3-D window loops per (N, C) plane, parallel over planes", {f32});
+    ops::KernelDef def =
+        cpu_def(max ? "MaxPool" : "AveragePool", "1-D to 3-D window loops per (N, C) plane, parallel over planes",
+                {max ? std::vector<DType>{DType::kF32, DType::kI8, DType::kU8} : f32});
     def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
       return ops::boxed(ops::parse_pool_params(node));
     };
@@ -660,8 +698,9 @@ Status register_pool(ops::KernelRegistry& registry) {
   unpool.launch = ops::cpu_launch(unpool.name, compute_max_unpool);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(unpool)));
 
-  ops::KernelDef resize = cpu_def("Resize", "separable taps per axis (1 nearest, 2 linear, 4 cubic), summed over "
-                                            "their combinations, parallel over output elements",
+  ops::KernelDef resize = cpu_def("Resize",
+                                  "separable taps per axis (1 nearest, 2 linear, 4 cubic), summed over "
+                                  "their combinations, parallel over output elements",
                                   {f32, f32, f32, i64});
   resize.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_resize_params(node));
@@ -669,16 +708,16 @@ Status register_pool(ops::KernelRegistry& registry) {
   resize.launch = ops::cpu_launch(resize.name, compute_resize);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(resize)));
 
-  ops::KernelDef grid = cpu_def("GridSample", "PyTorch grid_sampler_2d semantics, parallel over (N, C) planes",
-                                {f32, f32});
+  ops::KernelDef grid =
+      cpu_def("GridSample", "PyTorch grid_sampler_2d semantics, parallel over (N, C) planes", {f32, f32});
   grid.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_grid_sample_params(node));
   };
   grid.launch = ops::cpu_launch(grid.name, compute_grid_sample);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(grid)));
 
-  ops::KernelDef roi = cpu_def("RoiAlign", "bilinear samples per bin, averaged (or max), parallel over (roi, C)",
-                               {f32, f32, i64});
+  ops::KernelDef roi =
+      cpu_def("RoiAlign", "bilinear samples per bin, averaged (or max), parallel over (roi, C)", {f32, f32, i64});
   roi.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_roi_align_params(node));
   };

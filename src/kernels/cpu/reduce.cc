@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
-#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -49,13 +48,33 @@ T from_double(double v) {
   }
 }
 
-// The reduction of x[base + offsets[r]] for every r.
 template <typename T>
-T reduce_one(ops::ReduceKind kind, const T* x, std::span<const int64_t> offsets) {
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(v);
+  } else {
+    (void)v;
+    return false;
+  }
+}
+
+// Note [NaN in comparisons]
+// A NaN counts as greater than every number (and equal to another NaN) in ArgMax/ArgMin and TopK, so the first
+// NaN wins an ArgMax, as numpy's argmax, and TopK's order stays a strict weak ordering (std::partial_sort requires
+// one: with plain < a NaN would make it undefined).
+template <typename T>
+bool nan_greater(T a, T b) {
+  if (is_nan(b)) return false;
+  return is_nan(a) || a > b;
+}
+
+// The reduction into the output whose elements start at x + base (Note [Reduction by offsets]).
+template <typename T>
+T reduce_one(ops::ReduceKind kind, const T* x, const ops::ReduceGeometry& g, int64_t base) {
   using A = Accumulator<T>;
   auto fold = [&](A init, auto step) {
     A acc = init;
-    for (const int64_t off : offsets) acc = step(acc, static_cast<A>(x[off]));
+    g.for_each_reduced(base, [&](int64_t off) { acc = step(acc, static_cast<A>(x[off])); });
     return acc;
   };
   auto plus = [](A a, A v) { return a + v; };
@@ -72,19 +91,21 @@ T reduce_one(ops::ReduceKind kind, const T* x, std::span<const int64_t> offsets)
     case ops::ReduceKind::kL2: return from_double<T>(std::sqrt(static_cast<double>(fold(A{0}, plus_square))));
     case ops::ReduceKind::kLogSum: return from_double<T>(std::log(static_cast<double>(fold(A{0}, plus))));
     case ops::ReduceKind::kProd: return static_cast<T>(fold(A{1}, [](A a, A v) { return a * v; }));
-    case ops::ReduceKind::kMax: return static_cast<T>(fold(kLowest, [](A a, A v) { return v > a ? v : a; }));
-    case ops::ReduceKind::kMin: return static_cast<T>(fold(kHighest, [](A a, A v) { return v < a ? v : a; }));
+    // A NaN propagates, as in numpy (v != v only for a NaN).
+    case ops::ReduceKind::kMax:
+      return static_cast<T>(fold(kLowest, [](A a, A v) { return v > a || is_nan(v) ? v : a; }));
+    case ops::ReduceKind::kMin:
+      return static_cast<T>(fold(kHighest, [](A a, A v) { return v < a || is_nan(v) ? v : a; }));
     case ops::ReduceKind::kMean: {
-      const auto n = static_cast<A>(offsets.size());
-      if (n == 0) return std::is_floating_point_v<T> ? from_double<T>(std::nan("")) : T{0};
-      return static_cast<T>(fold(A{0}, plus) / n);
+      if (g.reduced == 0) return std::is_floating_point_v<T> ? from_double<T>(std::nan("")) : T{0};
+      return static_cast<T>(fold(A{0}, plus) / static_cast<A>(g.reduced));
     }
     case ops::ReduceKind::kLogSumExp: {
       double m = -std::numeric_limits<double>::infinity();
-      for (const int64_t off : offsets) m = std::max(m, static_cast<double>(x[off]));
+      g.for_each_reduced(base, [&](int64_t off) { m = std::max(m, static_cast<double>(x[off])); });
       if (!std::isfinite(m)) return from_double<T>(m);
       double sum = 0.0;
-      for (const int64_t off : offsets) sum += std::exp(static_cast<double>(x[off]) - m);
+      g.for_each_reduced(base, [&](int64_t off) { sum += std::exp(static_cast<double>(x[off]) - m); });
       return from_double<T>(m + std::log(sum));
     }
   }
@@ -95,14 +116,9 @@ template <typename T>
 void reduce_typed(const ops::CpuComputeContext& ctx, ops::ReduceKind kind, const ops::ReduceGeometry& g) {
   const T* x = ctx.input(0).data<const T>();
   T* y = ctx.output(0).data<T>();
-  const std::span<const int64_t> reduced(g.reduced_offsets);
-  const auto outputs = static_cast<int64_t>(g.kept_offsets.size());
-  ctx.pool().parallel_for(outputs, units_per_chunk(ctx.tiling(), static_cast<int64_t>(reduced.size())),
-                          [&](int64_t begin, int64_t end) {
-                            for (int64_t o = begin; o < end; ++o) {
-                              y[o] = reduce_one(kind, x + g.kept_offsets[static_cast<size_t>(o)], reduced);
-                            }
-                          });
+  ctx.pool().parallel_for(g.outputs, units_per_chunk(ctx.tiling(), g.reduced), [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) y[o] = reduce_one(kind, x, g, g.kept_offset(o));
+  });
 }
 
 Status compute_reduce(const ops::CpuComputeContext& ctx) {
@@ -111,7 +127,7 @@ Status compute_reduce(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
   const std::string_view op = ops::reduce_op_type(params.kind);
-  if (!(g.output == y.shape) || static_cast<int64_t>(g.kept_offsets.size()) != y.num_elements()) {
+  if (!(g.output == y.shape) || g.outputs != y.num_elements()) {
     return internal_error("{}: output {} does not match the reduction of {} ({})", op, y.shape, x.shape, g.output);
   }
   if (y.dtype != x.dtype) return internal_error("{}: output dtype {} differs from input {}", op, y.dtype, x.dtype);
@@ -128,9 +144,8 @@ Result<ops::Tiling> reduce_tiling(const ops::TilingQuery& q) {
   const auto& params = q.params_as<ops::ReduceParams>();
   if (q.inputs.empty()) return invalid_argument("{}: no input", ops::reduce_op_type(params.kind));
   const Shape& x = q.inputs[0].shape;
-  HXRT_ASSIGN_OR_RETURN(const std::vector<bool> reduced,
-                        ops::reduced_dims(params.axes, params.noop_with_empty_axes, x.rank(),
-                                          ops::reduce_op_type(params.kind)));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<bool> reduced, ops::reduced_dims(params.axes, params.noop_with_empty_axes,
+                                                                           x.rank(), ops::reduce_op_type(params.kind)));
   HXRT_ASSIGN_OR_RETURN(ops::ReduceGeometry g, ops::reduce_geometry(x, reduced, params.keepdims));
   ops::Tiling tiling = chunk_tiling("grain_elements", kReduceGrainElements, x.num_elements());
   tiling.geometry = std::make_shared<const ops::ReduceGeometry>(std::move(g));
@@ -167,7 +182,7 @@ void arg_reduce_typed(const ops::CpuComputeContext& ctx, const AxisView& v, bool
       int64_t best_index = 0;
       for (int64_t a = 1; a < v.len; ++a) {
         const T value = column[a * v.inner];
-        const bool better = is_max ? value > best : value < best;
+        const bool better = is_max ? nan_greater(value, best) : nan_greater(best, value);  // Note [NaN in comparisons]
         if (better || (last && value == best)) {
           best = value;
           best_index = a;
@@ -217,7 +232,8 @@ void topk_typed(const ops::CpuComputeContext& ctx, const AxisView& v, const ops:
       auto before = [&](int64_t a, int64_t b) {
         const T va = column[a * v.inner];
         const T vb = column[b * v.inner];
-        if (va != vb) return params.largest ? va > vb : va < vb;
+        const bool a_first = params.largest ? nan_greater(va, vb) : nan_greater(vb, va);  // Note [NaN in comparisons]
+        if (a_first || (params.largest ? nan_greater(vb, va) : nan_greater(va, vb))) return a_first;
         return a < b;
       };
       std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
@@ -290,9 +306,8 @@ Status register_reduce(ops::KernelRegistry& registry) {
     arg.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
       return ops::boxed(ops::parse_arg_reduce_params(node));
     };
-    arg.launch = ops::cpu_launch(arg.name, [is_max](const ops::CpuComputeContext& ctx) {
-      return compute_arg_reduce(ctx, is_max);
-    });
+    arg.launch = ops::cpu_launch(
+        arg.name, [is_max](const ops::CpuComputeContext& ctx) { return compute_arg_reduce(ctx, is_max); });
     HXRT_RETURN_IF_ERROR(registry.add(std::move(arg)));
   }
 

@@ -125,16 +125,31 @@ TEST(ReduceTest, EveryKindAgainstReference) {
     std::vector<int64_t> axes;
   };
   const std::vector<Case> cases = {
-      {{7}, {}},           {{3, 2, 2}, {}},   {{3, 2, 2}, {1}},    {{3, 2, 2}, {-1}},     {{5, 7, 3}, {0, 2}},
-      {{5, 7, 3}, {2, 0}}, {{2, 3, 4, 5}, {1, 3}}, {{4, 129}, {1}}, {{1, 1, 13}, {-3, 1}}, {{3, 5, 1}, {0, 1, 2}},
+      {{7}, {}},
+      {{3, 2, 2}, {}},
+      {{3, 2, 2}, {1}},
+      {{3, 2, 2}, {-1}},
+      {{5, 7, 3}, {0, 2}},
+      {{5, 7, 3}, {2, 0}},
+      {{2, 3, 4, 5}, {1, 3}},
+      {{4, 129}, {1}},
+      {{1, 1, 13}, {-3, 1}},
+      {{3, 5, 1}, {0, 1, 2}},
+      {{2, 3, 4, 5}, {0, 1}},
+      {{2, 3, 1, 5}, {1, 2}},
+      {{3, 1, 4}, {1}},
+      {{2, 5, 2, 3}, {0, 2}},
+      {{40, 601}, {1}},
+      {{601, 40}, {0}},  // several chunks
   };
   for (const ops::ReduceKind kind : ops::kReduceKinds) {
     for (const Case& c : cases) {
       for (const bool keepdims : {true, false}) {
         // Prod stays finite near 1; LogSum needs a positive sum.
         const bool positive = kind == ops::ReduceKind::kLogSum;
-        const auto x = kind == ops::ReduceKind::kProd ? random_values(c.shape.num_elements(), rng, 0.6f, 1.4f)
-                                                      : random_values(c.shape.num_elements(), rng, 0.05f, 3.0f, positive);
+        const auto x = kind == ops::ReduceKind::kProd
+                           ? random_values(c.shape.num_elements(), rng, 0.6f, 1.4f)
+                           : random_values(c.shape.num_elements(), rng, 0.05f, 3.0f, positive);
         auto result = run_op(reduce_call(kind, HostTensor::f32(c.shape, x), c.axes, keepdims));
         const std::string what = fmt::format("{} {} axes [{}] keepdims {}", ops::reduce_op_type(kind), c.shape,
                                              fmt::join(c.axes, ","), keepdims);
@@ -142,8 +157,7 @@ TEST(ReduceTest, EveryKindAgainstReference) {
         const std::vector<bool> reduced = reduced_mask(c.shape.rank(), c.axes);
         EXPECT_EQ(result->outputs[0].shape, reduced_shape(c.shape, reduced, keepdims)) << what;
         const std::vector<double> xd(x.begin(), x.end());
-        EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), reference_reduce(kind, xd, c.shape, reduced)),
-                  1e-6)
+        EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), reference_reduce(kind, xd, c.shape, reduced)), 1e-6)
             << what;
       }
     }
@@ -159,7 +173,8 @@ TEST(ReduceTest, IntegersAreExact) {
   const std::vector<double> xd(x.begin(), x.end());
   for (const ops::ReduceKind kind : {ops::ReduceKind::kSum, ops::ReduceKind::kMax, ops::ReduceKind::kMin,
                                      ops::ReduceKind::kL1, ops::ReduceKind::kSumSquare, ops::ReduceKind::kProd}) {
-    const std::vector<int64_t> axes = kind == ops::ReduceKind::kProd ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 2};
+    const std::vector<int64_t> axes =
+        kind == ops::ReduceKind::kProd ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 2};
     auto result = run_op(reduce_call(kind, HostTensor::i64(shape, x), axes, false));
     ASSERT_TRUE(result.ok()) << ops::reduce_op_type(kind) << ": " << result.status().to_string();
     const std::vector<double> expected = reference_reduce(kind, xd, shape, reduced_mask(3, axes));
@@ -190,6 +205,19 @@ TEST(ReduceTest, EmptyAxesReduceAllOrNothing) {
       const double sum = std::accumulate(x.begin(), x.end(), 0.0);
       EXPECT_NEAR(result->outputs[0].to_f32()[0], sum, 1e-5);
     }
+  }
+}
+
+TEST(ReduceTest, EmptyReductionGivesTheIdentity) {
+  const Shape shape{2, 0, 3};
+  for (const ops::ReduceKind kind : {ops::ReduceKind::kSum, ops::ReduceKind::kProd, ops::ReduceKind::kMax}) {
+    auto result = run_op(reduce_call(kind, HostTensor::f32(shape, {}), {1}, false));
+    ASSERT_TRUE(result.ok()) << ops::reduce_op_type(kind) << ": " << result.status().to_string();
+    EXPECT_EQ(result->outputs[0].shape, (Shape{2, 3}));
+    const float identity = kind == ops::ReduceKind::kSum    ? 0.0f
+                           : kind == ops::ReduceKind::kProd ? 1.0f
+                                                            : -std::numeric_limits<float>::infinity();
+    EXPECT_EQ(result->outputs[0].to_f32(), std::vector<float>(6, identity)) << ops::reduce_op_type(kind);
   }
 }
 
@@ -304,6 +332,28 @@ TEST(ReduceTest, TopKLargestSmallestAndTies) {
       }
     }
   }
+}
+
+TEST(ReduceTest, NaNIsGreaterThanEveryNumber) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const HostTensor x = HostTensor::f32(Shape{1, 6}, {1.0f, nan, 3.0f, nan, -2.0f, 3.0f});
+  OpCall topk{.op_type = "TopK", .num_outputs = 2};
+  topk.inputs = {x, HostTensor::i64(Shape{1}, {4})};
+  topk.constant_inputs = {1};
+  auto result = run_op(topk);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->outputs[1].to_i64(), (std::vector<int64_t>{1, 3, 2, 5}));
+
+  OpCall argmax{.op_type = "ArgMax"};
+  argmax.attrs.set("axis", int64_t{1});
+  argmax.inputs = {x};
+  result = run_op(argmax);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->outputs[0].to_i64(), (std::vector<int64_t>{1}));
+
+  result = run_op(reduce_call(ops::ReduceKind::kMax, x, {1}, false));
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_TRUE(std::isnan(result->outputs[0].to_f32()[0]));
 }
 
 TEST(ReduceTest, TopKRejectsKLargerThanTheAxis) {

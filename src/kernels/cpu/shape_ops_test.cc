@@ -14,6 +14,7 @@
 
 #include "hxrt/base/dtype.h"
 #include "hxrt/graph/attribute.h"
+#include "hxrt/ops/params/shape_ops.h"
 #include "kernels/testing/kernel_harness.h"
 
 namespace hxrt::kernels::cpu {
@@ -516,6 +517,41 @@ TEST(ShapeOpsTest, ShapeSlicesAndSize) {
     EXPECT_EQ(result->outputs[0].shape.rank(), 0);
     EXPECT_EQ(result->outputs[0].to_i64(), std::vector<int64_t>{shape.num_elements()});
   }
+}
+
+// ---- The arithmetic shared by inference and kernels ----
+
+TEST(ShapeOpsTest, SharedArithmetic) {
+  // ceil((limit - start) / delta), never negative, in integers and floats.
+  EXPECT_EQ(*ops::range_count(int64_t{10}, int64_t{4}, int64_t{-3}), 2);
+  EXPECT_EQ(*ops::range_count(int64_t{0}, int64_t{5}, int64_t{2}), 3);
+  EXPECT_EQ(*ops::range_count(int64_t{5}, int64_t{0}, int64_t{1}), 0);
+  EXPECT_EQ(*ops::range_count(int64_t{0}, int64_t{-5}, int64_t{-2}), 3);
+  EXPECT_EQ(*ops::range_count(1.0, 5.0, 2.0), 2);
+  EXPECT_FALSE(ops::range_count(1.0, 5.0, 0.0).ok());
+  // Reflect over [a, b, c] is periodic with period 4 (the edges not repeated), edge clamps.
+  std::vector<int64_t> reflect, edge;
+  for (int64_t o = 0; o < 11; ++o) {
+    reflect.push_back(ops::pad_source_index(ops::PadMode::kReflect, o, 4, 4, 3));
+    edge.push_back(ops::pad_source_index(ops::PadMode::kEdge, o, 4, 4, 3));
+  }
+  EXPECT_EQ(reflect, (std::vector<int64_t>{0, 1, 2, 1, 0, 1, 2, 1, 0, 1, 2}));
+  EXPECT_EQ(edge, (std::vector<int64_t>{0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2}));
+  EXPECT_EQ(ops::pad_source_index(ops::PadMode::kConstant, 0, 1, 0, 3), -1);
+  EXPECT_FALSE(ops::padded_dim(ops::PadMode::kConstant, 3, -2, -2, 0).ok());
+  EXPECT_FALSE(ops::padded_dim(ops::PadMode::kEdge, 0, 1, 0, 0).ok());
+  // Split sizes.
+  EXPECT_EQ(*ops::split_sizes(6, {}, 3), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_FALSE(ops::split_sizes(7, {}, 3).ok());
+  EXPECT_FALSE(ops::split_sizes(6, std::vector<int64_t>{2, 3}, 2).ok());
+  // Shape's slice clamps after counting negative bounds from the end.
+  ops::ShapeParams params;
+  params.start = -10;
+  params.end = -1;
+  EXPECT_EQ(ops::shape_slice(params, 3), (std::pair<int, int>{0, 2}));
+  params.start = 2;
+  params.end = 1;
+  EXPECT_EQ(ops::shape_slice(params, 3), (std::pair<int, int>{2, 2}));
 }
 
 }  // namespace

@@ -297,6 +297,16 @@ ops::KernelDef layer_norm_kernel(std::shared_ptr<const JitProgram> program) {
   ops::KernelDef def = opencl_def("LayerNormalization", "", 17, "LayerNormalizationF32",
                                   "one group per row of dims axis..end, mean and variance in double");
   def.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}};
+  // Y only: the optional Mean and InvStdDev outputs (training graphs) are the CPU kernel's.
+  def.supports = [](const graph::Graph& graph, const graph::Node& node, std::string* why_not) {
+    for (size_t i = 1; i < node.outputs.size(); ++i) {
+      if (!graph.value(node.outputs[i]).consumers.empty() || graph.value(node.outputs[i]).is_output) {
+        *why_not = "the Mean and InvStdDev outputs are not computed by the OpenCL kernel";
+        return false;
+      }
+    }
+    return true;
+  };
   def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_layer_norm_params(node));
   };

@@ -132,8 +132,8 @@ Result<std::vector<int64_t>> read_transpose_ints(const graph::Node& node, std::s
     }
   }
   if (values->empty() || values->size() % per_axis != 0) {
-    return attr_error(node, name, fmt::format("needs {} value(s) per spatial axis, got [{}]", per_axis,
-                                              fmt::join(*values, ", ")));
+    return attr_error(node, name,
+                      fmt::format("needs {} value(s) per spatial axis, got [{}]", per_axis, fmt::join(*values, ", ")));
   }
   const size_t k = values->size() / per_axis;
   if (*rank != 0 && k != *rank) {
@@ -146,11 +146,11 @@ Result<std::vector<int64_t>> read_transpose_ints(const graph::Node& node, std::s
 }  // namespace
 
 std::string ConvTransposeParams::to_string() const {
-  return fmt::format("kernel_shape=[{}], strides=[{}], pads=[{}], dilations=[{}], output_padding=[{}], "
-                     "output_shape=[{}], group={}, auto_pad={}",
-                     fmt::join(kernel_shape, ", "), fmt::join(strides, ", "), fmt::join(pads, ", "),
-                     fmt::join(dilations, ", "), fmt::join(output_padding, ", "), fmt::join(output_shape, ", "), group,
-                     auto_pad);
+  return fmt::format(
+      "kernel_shape=[{}], strides=[{}], pads=[{}], dilations=[{}], output_padding=[{}], "
+      "output_shape=[{}], group={}, auto_pad={}",
+      fmt::join(kernel_shape, ", "), fmt::join(strides, ", "), fmt::join(pads, ", "), fmt::join(dilations, ", "),
+      fmt::join(output_padding, ", "), fmt::join(output_shape, ", "), group, auto_pad);
 }
 
 Result<ConvTransposeParams> parse_conv_transpose_params(const graph::Node& node) {
@@ -165,10 +165,12 @@ Result<ConvTransposeParams> parse_conv_transpose_params(const graph::Node& node)
   Result<std::vector<int64_t>> output_shape = node.attrs.get_ints("output_shape", {});
   if (!output_shape.ok()) return attr_read_error(node, "output_shape", output_shape.status());
   p.output_shape = *output_shape;
-  if (rank != 0 && p.output_shape.size() == rank + 2) p.output_shape.erase(p.output_shape.begin(), p.output_shape.begin() + 2);
+  if (rank != 0 && p.output_shape.size() == rank + 2)
+    p.output_shape.erase(p.output_shape.begin(), p.output_shape.begin() + 2);
   if (!p.output_shape.empty() && rank != 0 && p.output_shape.size() != rank) {
-    return attr_error(node, "output_shape", fmt::format("has {} values where other attributes have {} spatial axes",
-                                                        p.output_shape.size(), rank));
+    return attr_error(
+        node, "output_shape",
+        fmt::format("has {} values where other attributes have {} spatial axes", p.output_shape.size(), rank));
   }
   for (int64_t v : p.output_shape) {
     if (v < 1) return attr_error(node, "output_shape", fmt::format("values must be >= 1, got {}", v));
@@ -191,16 +193,20 @@ Result<ConvTransposeGeometry> conv_transpose_geometry(const ConvTransposeParams&
                                                       const Shape& w) {
   const int k = x.rank() - 2;
   if (k < 1 || k > kMaxPoolSpatialDims || w.rank() != x.rank()) {
-    return invalid_argument("ConvTranspose needs X [N, C, D1..Dk] and W [C, M/group, k1..kk] with k in 1..{}, got X {} "
-                            "and W {}", kMaxPoolSpatialDims, x, w);
+    return invalid_argument(
+        "ConvTranspose needs X [N, C, D1..Dk] and W [C, M/group, k1..kk] with k in 1..{}, got X {} "
+        "and W {}",
+        kMaxPoolSpatialDims, x, w);
   }
   const size_t ku = static_cast<size_t>(k);
-  auto attr_rank_ok = [ku](const std::vector<int64_t>& v, size_t per_axis) { return v.empty() || v.size() == ku * per_axis; };
+  auto attr_rank_ok = [ku](const std::vector<int64_t>& v, size_t per_axis) {
+    return v.empty() || v.size() == ku * per_axis;
+  };
   if (!attr_rank_ok(params.kernel_shape, 1) || !attr_rank_ok(params.strides, 1) || !attr_rank_ok(params.pads, 2) ||
       !attr_rank_ok(params.dilations, 1) || !attr_rank_ok(params.output_padding, 1) ||
       !(attr_rank_ok(params.output_shape, 1) || params.output_shape.size() == ku + 2)) {
-    return invalid_argument("ConvTranspose attributes ({}) do not have {} spatial axes like X {}", params.to_string(), k,
-                            x);
+    return invalid_argument("ConvTranspose attributes ({}) do not have {} spatial axes like X {}", params.to_string(),
+                            k, x);
   }
   ConvTransposeGeometry g;
   g.n = x.dim(0);

@@ -48,11 +48,11 @@ Result<size_t> read_choice(const graph::Node& node, std::string_view name, std::
 }  // namespace
 
 std::string PoolParams::to_string() const {
-  return fmt::format("kernel_shape=[{}], strides=[{}], pads=[{}], dilations=[{}], auto_pad={}, ceil_mode={}, "
-                     "count_include_pad={}, storage_order={}",
-                     fmt::join(kernel_shape, ", "), fmt::join(strides, ", "), fmt::join(pads, ", "),
-                     fmt::join(dilations, ", "), auto_pad, ceil_mode ? 1 : 0, count_include_pad ? 1 : 0,
-                     storage_order);
+  return fmt::format(
+      "kernel_shape=[{}], strides=[{}], pads=[{}], dilations=[{}], auto_pad={}, ceil_mode={}, "
+      "count_include_pad={}, storage_order={}",
+      fmt::join(kernel_shape, ", "), fmt::join(strides, ", "), fmt::join(pads, ", "), fmt::join(dilations, ", "),
+      auto_pad, ceil_mode ? 1 : 0, count_include_pad ? 1 : 0, storage_order);
 }
 
 Result<PoolParams> parse_pool_params(const graph::Node& node) {
@@ -97,8 +97,9 @@ Result<PoolAxis> pool_axis(const PoolParams& params, size_t axis, int64_t in) {
   }
   const int64_t span = in + a.pad_begin + a.pad_end - dilated;
   if (span < 0) {
-    return invalid_argument("pooling window of {} (dilated) is larger than the padded input extent {} on spatial axis {}",
-                            dilated, in + a.pad_begin + a.pad_end, axis);
+    return invalid_argument(
+        "pooling window of {} (dilated) is larger than the padded input extent {} on spatial axis {}", dilated,
+        in + a.pad_begin + a.pad_end, axis);
   }
   a.out = span / stride + 1;
   if (params.ceil_mode && params.auto_pad == "NOTSET" && span % stride != 0) {
@@ -139,10 +140,11 @@ Result<PoolGeometry> pool_geometry(const PoolParams& params, const Shape& x) {
 
 std::string ResizeParams::to_string() const {
   static constexpr std::string_view kModes[] = {"nearest", "linear", "cubic"};
-  return fmt::format("mode={}, coordinate_transformation_mode={}, nearest_mode={}, cubic_coeff_a={}, "
-                     "exclude_outside={}, extrapolation_value={}",
-                     kModes[static_cast<size_t>(mode)], coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
-                     exclude_outside ? 1 : 0, extrapolation_value);
+  return fmt::format(
+      "mode={}, coordinate_transformation_mode={}, nearest_mode={}, cubic_coeff_a={}, "
+      "exclude_outside={}, extrapolation_value={}",
+      kModes[static_cast<size_t>(mode)], coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
+      exclude_outside ? 1 : 0, extrapolation_value);
 }
 
 Result<ResizeParams> parse_resize_params(const graph::Node& node) {
@@ -150,9 +152,8 @@ Result<ResizeParams> parse_resize_params(const graph::Node& node) {
   static constexpr std::string_view kModes[] = {"nearest", "linear", "cubic"};
   HXRT_ASSIGN_OR_RETURN(const size_t mode, read_choice(node, "mode", "nearest", kModes));
   p.mode = static_cast<ResizeParams::Mode>(mode);
-  static constexpr std::string_view kTransforms[] = {"half_pixel",         "pytorch_half_pixel", "align_corners",
-                                                     "asymmetric",         "tf_crop_and_resize",
-                                                     "tf_half_pixel_for_nn"};
+  static constexpr std::string_view kTransforms[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
+                                                     "asymmetric", "tf_crop_and_resize", "tf_half_pixel_for_nn"};
   HXRT_ASSIGN_OR_RETURN(const size_t transform,
                         read_choice(node, "coordinate_transformation_mode", "half_pixel", kTransforms));
   p.coordinate_transformation_mode = std::string(kTransforms[transform]);
@@ -230,10 +231,11 @@ Result<GridSampleParams> parse_grid_sample_params(const graph::Node& node) {
 }
 
 std::string RoiAlignParams::to_string() const {
-  return fmt::format("coordinate_transformation_mode={}, mode={}, output_height={}, output_width={}, "
-                     "sampling_ratio={}, spatial_scale={}",
-                     half_pixel ? "half_pixel" : "output_half_pixel", max_mode ? "max" : "avg", output_height,
-                     output_width, sampling_ratio, spatial_scale);
+  return fmt::format(
+      "coordinate_transformation_mode={}, mode={}, output_height={}, output_width={}, "
+      "sampling_ratio={}, spatial_scale={}",
+      half_pixel ? "half_pixel" : "output_half_pixel", max_mode ? "max" : "avg", output_height, output_width,
+      sampling_ratio, spatial_scale);
 }
 
 Result<RoiAlignParams> parse_roi_align_params(const graph::Node& node) {
@@ -245,7 +247,8 @@ Result<RoiAlignParams> parse_roi_align_params(const graph::Node& node) {
   static constexpr std::string_view kModes[] = {"avg", "max"};
   HXRT_ASSIGN_OR_RETURN(const size_t mode, read_choice(node, "mode", "avg", kModes));
   p.max_mode = mode == 1;
-  for (auto [name, field] : {std::pair{"output_height", &p.output_height}, std::pair{"output_width", &p.output_width}}) {
+  for (auto [name, field] :
+       {std::pair{"output_height", &p.output_height}, std::pair{"output_width", &p.output_width}}) {
     Result<int64_t> v = node.attrs.get_int(name, 1);
     if (!v.ok()) return attr_read_error(node, name, v.status());
     if (*v < 1) return attr_error(node, name, fmt::format("must be >= 1, got {}", *v));

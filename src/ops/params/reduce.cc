@@ -45,7 +45,7 @@ ConstantInput constant_input(const graph::Graph& graph, const graph::Node& node,
 }
 
 Result<std::vector<int64_t>> constant_input_ints(const graph::Node& node, const ConstantInput& input,
-                                                std::string_view name) {
+                                                 std::string_view name) {
   if (!input.present) return std::vector<int64_t>{};
   if (input.weight == nullptr) {
     return invalid_argument("{}: input '{}' must be a constant (an initializer)", node_label(node), name);
@@ -114,37 +114,59 @@ Result<ReduceGeometry> reduce_geometry(const Shape& x, const std::vector<bool>& 
     return invalid_argument("reduce_geometry: {} reduced flags for a rank {} input", reduced.size(), rank);
   }
   const auto strides = x.strides();
+  ReduceGeometry g;
   std::vector<int64_t> out_dims;
-  std::vector<int64_t> kept_dims, kept_strides, red_dims, red_strides;
+  // Merged groups (size, stride of the innermost dim, reduced), outermost first.
+  struct Group {
+    int64_t size, stride;
+    bool reduced;
+  };
+  std::vector<Group> groups;
   for (int d = 0; d < rank; ++d) {
     const auto u = static_cast<size_t>(d);
+    const int64_t dim = x.dims()[u];
     if (reduced[u]) {
-      red_dims.push_back(x.dims()[u]);
-      red_strides.push_back(strides[u]);
+      g.reduced *= dim;
       if (keepdims) out_dims.push_back(1);
     } else {
-      kept_dims.push_back(x.dims()[u]);
-      kept_strides.push_back(strides[u]);
-      out_dims.push_back(x.dims()[u]);
+      g.outputs *= dim;
+      out_dims.push_back(dim);
+    }
+    if (dim == 1) continue;
+    if (!groups.empty() && groups.back().reduced == reduced[u]) {
+      groups.back().size *= dim;
+      groups.back().stride = strides[u];
+    } else {
+      groups.push_back({dim, strides[u], reduced[u]});
     }
   }
-  ReduceGeometry g;
   HXRT_ASSIGN_OR_RETURN(g.output, Shape::make(out_dims));
-  // Offsets of every index of (dims, strides) in row-major order.
-  auto offsets = [](const std::vector<int64_t>& dims, const std::vector<int64_t>& dim_strides) {
-    std::vector<int64_t> out = {0};
-    for (size_t d = 0; d < dims.size(); ++d) {
-      std::vector<int64_t> next;
-      next.reserve(out.size() * static_cast<size_t>(dims[d]));
-      for (const int64_t base : out) {
-        for (int64_t i = 0; i < dims[d]; ++i) next.push_back(base + i * dim_strides[d]);
-      }
-      out = std::move(next);
+  std::vector<const Group*> reduced_groups;
+  for (const Group& group : groups) {
+    if (group.reduced) {
+      reduced_groups.push_back(&group);
+    } else {
+      g.kept_dims.push_back(group.size);
+      g.kept_strides.push_back(group.stride);
     }
-    return out;
-  };
-  g.kept_offsets = offsets(kept_dims, kept_strides);
-  g.reduced_offsets = offsets(red_dims, red_strides);
+  }
+  if (g.reduced == 0) {
+    g.outer_offsets.clear();
+    return g;
+  }
+  if (!reduced_groups.empty()) {
+    g.inner_count = reduced_groups.back()->size;
+    g.inner_stride = reduced_groups.back()->stride;
+    reduced_groups.pop_back();
+  }
+  for (const Group* group : reduced_groups) {
+    std::vector<int64_t> next;
+    next.reserve(g.outer_offsets.size() * static_cast<size_t>(group->size));
+    for (const int64_t base : g.outer_offsets) {
+      for (int64_t i = 0; i < group->size; ++i) next.push_back(base + i * group->stride);
+    }
+    g.outer_offsets = std::move(next);
+  }
   return g;
 }
 

@@ -207,8 +207,9 @@ Status register_conv(OpSchemaRegistry& registry) {
                      {"auto_pad", graph::AttrType::kString, false, graph::Attribute("NOTSET")}};
   transpose.type_constraints = {{"T", float_types()}};
   transpose.infer = infer_conv_transpose;
-  transpose.doc = "ONNX ConvTranspose, 1-D to 3-D: X [N, C, D...], W [C, M/group, k...]; strides, pads, dilations, "
-                  "output_padding, output_shape, group, auto_pad";
+  transpose.doc =
+      "ONNX ConvTranspose, 1-D to 3-D: X [N, C, D...], W [C, M/group, k...]; strides, pads, dilations, "
+      "output_padding, output_shape, group, auto_pad";
   return registry.add(std::move(transpose));
 }
 

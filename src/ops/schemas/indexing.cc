@@ -9,6 +9,7 @@
 // shape is the one the kernel produces; without the constant it fails naming the input. The ONNX converters ask
 // for those inputs at import (require_constant), so a graph input there is supplied at bind time.
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,8 +50,8 @@ struct ConstantInput {
 Result<ConstantInput> constant_tensor(InferenceContext& ctx, size_t i, std::string_view name) {
   const graph::WeightData* weight = ctx.constant_input(i);
   if (weight == nullptr) {
-    return ctx.error(fmt::format(
-        "input '{}' must be a constant (an initializer): the output shape depends on its values", name));
+    return ctx.error(
+        fmt::format("input '{}' must be a constant (an initializer): the output shape depends on its values", name));
   }
   const graph::TensorDesc& desc = ctx.input(i);
   Result<Shape> shape = desc.shape.resolve({});
@@ -91,9 +92,10 @@ Status infer_gather_nd(InferenceContext& ctx) {
   const int64_t b = params.batch_dims;
   const int64_t m = last.value();
   if (b >= std::min(q, r) || b + m > r) {
-    return ctx.error(fmt::format("batch_dims {} with 'data' {} and 'indices' {} (needs batch_dims < both ranks and "
-                                 "batch_dims + indices.shape[-1] <= rank of data)",
-                                 b, data.shape.to_string(), indices.shape.to_string()));
+    return ctx.error(
+        fmt::format("batch_dims {} with 'data' {} and 'indices' {} (needs batch_dims < both ranks and "
+                    "batch_dims + indices.shape[-1] <= rank of data)",
+                    b, data.shape.to_string(), indices.shape.to_string()));
   }
   for (int d = 0; d < b; ++d) {
     HXRT_RETURN_IF_ERROR(ctx.require_equal(data.shape.dims()[static_cast<size_t>(d)],
@@ -122,10 +124,9 @@ Status infer_scatter_elements(InferenceContext& ctx) {
                                  indices.shape.to_string(), updates.shape.to_string(), data.shape.to_string()));
   }
   for (int d = 0; d < rank; ++d) {
-    HXRT_RETURN_IF_ERROR(ctx.require_equal(indices.shape.dims()[static_cast<size_t>(d)],
-                                           updates.shape.dims()[static_cast<size_t>(d)],
-                                           fmt::format("ScatterElements '{}': dim {} of indices vs updates",
-                                                       ctx.node().name, d)));
+    HXRT_RETURN_IF_ERROR(
+        ctx.require_equal(indices.shape.dims()[static_cast<size_t>(d)], updates.shape.dims()[static_cast<size_t>(d)],
+                          fmt::format("ScatterElements '{}': dim {} of indices vs updates", ctx.node().name, d)));
   }
   ctx.set_output(0, data);
   return ok_status();
@@ -148,8 +149,7 @@ Status infer_scatter_nd(InferenceContext& ctx) {
   expected.insert(expected.end(), data.shape.dims().begin() + last.value(), data.shape.dims().end());
   if (updates.shape.rank() != static_cast<int>(expected.size())) {
     return ctx.error(fmt::format("input 'updates' {} must have shape indices.shape[:-1] + data.shape[{}:] = {}",
-                                 updates.shape.to_string(), last.value(),
-                                 graph::SymShape(expected).to_string()));
+                                 updates.shape.to_string(), last.value(), graph::SymShape(expected).to_string()));
   }
   for (size_t d = 0; d < expected.size(); ++d) {
     HXRT_RETURN_IF_ERROR(ctx.require_equal(updates.shape.dims()[d], expected[d],
@@ -194,7 +194,8 @@ Status infer_nonzero(InferenceContext& ctx) {
   const graph::TensorDesc& x = ctx.input(0);
   HXRT_ASSIGN_OR_RETURN(const ConstantInput input, constant_tensor(ctx, 0, "X"));
   const int64_t count = static_cast<int64_t>(nonzero_positions(x.dtype, input.data, input.shape.num_elements()).size());
-  ctx.set_output(0, graph::TensorDesc{DType::kI64, graph::SymShape({graph::Dim(input.shape.rank()), graph::Dim(count)})});
+  ctx.set_output(0,
+                 graph::TensorDesc{DType::kI64, graph::SymShape({graph::Dim(input.shape.rank()), graph::Dim(count)})});
   return ok_status();
 }
 
@@ -295,8 +296,8 @@ Status register_indexing(OpSchemaRegistry& registry) {
   scatter_nd.infer = infer_scatter_nd;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(scatter_nd)));
 
-  OpSchema compress = make_schema(
-      "Compress", 11, "the slices along axis (or elements of the flattened input) where condition is true");
+  OpSchema compress =
+      make_schema("Compress", 11, "the slices along axis (or elements of the flattened input) where condition is true");
   compress.inputs = {{.name = "input"}, {.name = "condition", .type_var = "T1"}};
   compress.outputs = {{.name = "output"}};
   compress.attrs = {{.name = "axis", .type = graph::AttrType::kInt}};
@@ -328,9 +329,8 @@ Status register_indexing(OpSchemaRegistry& registry) {
       "ReverseSequence", 10, "reverses the first sequence_lens[b] steps along time_axis of each batch entry b");
   reverse_sequence.inputs = {{.name = "input"}, {.name = "sequence_lens", .type_var = "I"}};
   reverse_sequence.outputs = {{.name = "Y"}};
-  reverse_sequence.attrs = {
-      {.name = "batch_axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(1)},
-      {.name = "time_axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)}};
+  reverse_sequence.attrs = {{.name = "batch_axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(1)},
+                            {.name = "time_axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)}};
   reverse_sequence.type_constraints = {{"T", data_types()}, {"I", {DType::kI64}}};
   reverse_sequence.infer = infer_reverse_sequence;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(reverse_sequence)));

@@ -16,12 +16,13 @@ namespace hxrt::ops::schemas {
 namespace {
 
 const std::vector<DType>& numeric_types() {
-  static const std::vector<DType> types = {DType::kF32, DType::kI32, DType::kI64};
+  static const std::vector<DType> types = {DType::kF32, DType::kI8, DType::kU8, DType::kI32, DType::kI64};
   return types;
 }
 
 const std::vector<DType>& any_types() {
-  static const std::vector<DType> types = {DType::kF32, DType::kI32, DType::kI64, DType::kBool};
+  static const std::vector<DType> types = {DType::kF32, DType::kI8,  DType::kU8,
+                                           DType::kI32, DType::kI64, DType::kBool};
   return types;
 }
 

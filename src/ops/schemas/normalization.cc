@@ -119,7 +119,8 @@ Status infer_rope(InferenceContext& ctx) {
 
 Status infer_lrn(InferenceContext& ctx) {
   const graph::TensorDesc& x = ctx.input(0);
-  if (x.shape.rank() < 3) return ctx.error(fmt::format("input 'X' {} must have rank >= 3 (N, C, ...)", x.shape.to_string()));
+  if (x.shape.rank() < 3)
+    return ctx.error(fmt::format("input 'X' {} must have rank >= 3 (N, C, ...)", x.shape.to_string()));
   HXRT_RETURN_IF_ERROR(parse_lrn_params(ctx.node()).status());
   ctx.set_output(0, x);
   return ok_status();
@@ -143,8 +144,8 @@ Status infer_instance_norm(InferenceContext& ctx) {
   for (size_t i = 1; i < 3; ++i) {
     const graph::SymShape& p = ctx.input(i).shape;
     if (p.rank() != 1) return ctx.error(fmt::format("input '{}' {} must be [C]", kNames[i - 1], p.to_string()));
-    HXRT_RETURN_IF_ERROR(
-        ctx.require_equal(p.dim(0), x.shape.dim(1), fmt::format("length of '{}' and channels C of 'input'", kNames[i - 1])));
+    HXRT_RETURN_IF_ERROR(ctx.require_equal(p.dim(0), x.shape.dim(1),
+                                           fmt::format("length of '{}' and channels C of 'input'", kNames[i - 1])));
   }
   ctx.set_output(0, x);
   return ok_status();
@@ -234,8 +235,7 @@ Status register_normalization(OpSchemaRegistry& registry) {
                {.name = "size", .type = graph::AttrType::kInt, .required = true}};
   lrn.type_constraints = {{"T", float_types()}};
   lrn.infer = infer_lrn;
-  lrn.doc =
-      "X [N, C, ...]: y = x / (bias + alpha / size * sum of x^2 over channels [c - (size-1)/2, c + size/2])^beta";
+  lrn.doc = "X [N, C, ...]: y = x / (bias + alpha / size * sum of x^2 over channels [c - (size-1)/2, c + size/2])^beta";
   HXRT_RETURN_IF_ERROR(registry.add(std::move(lrn)));
 
   OpSchema mvn;
@@ -243,7 +243,8 @@ Status register_normalization(OpSchemaRegistry& registry) {
   mvn.since_version = 13;
   mvn.inputs = {{.name = "X"}};
   mvn.outputs = {{.name = "Y"}};
-  mvn.attrs = {{.name = "axes", .type = graph::AttrType::kInts,
+  mvn.attrs = {{.name = "axes",
+                .type = graph::AttrType::kInts,
                 .default_value = graph::Attribute(std::vector<int64_t>{0, 2, 3})}};
   mvn.type_constraints = {{"T", float_types()}};
   mvn.infer = infer_mvn;
@@ -255,8 +256,7 @@ Status register_normalization(OpSchemaRegistry& registry) {
   instance_norm.since_version = 6;
   instance_norm.inputs = {{.name = "input"}, {.name = "scale"}, {.name = "B"}};
   instance_norm.outputs = {{.name = "output"}};
-  instance_norm.attrs = {
-      {.name = "epsilon", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(1e-5)}};
+  instance_norm.attrs = {{.name = "epsilon", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(1e-5)}};
   instance_norm.type_constraints = {{"T", float_types()}};
   instance_norm.infer = infer_instance_norm;
   instance_norm.doc =

@@ -39,7 +39,9 @@ Result<std::vector<double>> constant_values(InferenceContext& ctx, size_t i, std
     return ctx.error(fmt::format("input '{}' {} must be a static 1-D tensor", name, desc.to_string()));
   }
   const int64_t n = desc.shape.rank() == 0 ? 1 : desc.shape.dim(0).value();
-  const size_t element = desc.dtype == DType::kI64 ? 8 : (desc.dtype == DType::kF32 || desc.dtype == DType::kI32) ? 4 : 0;
+  const size_t element = desc.dtype == DType::kI64                                  ? 8
+                         : (desc.dtype == DType::kF32 || desc.dtype == DType::kI32) ? 4
+                                                                                    : 0;
   if (element == 0) return ctx.error(fmt::format("input '{}' must be f32, i32 or i64, got {}", name, desc.dtype));
   if (weight->size != static_cast<uint64_t>(n) * element) {
     return ctx.error(fmt::format("input '{}' {} holds {} bytes", name, desc.to_string(), weight->size));
@@ -81,8 +83,8 @@ Status infer_pool(InferenceContext& ctx) {
   const graph::SymShape& x = ctx.input(0).shape;
   const size_t k = p.kernel_shape.size();
   if (static_cast<size_t>(x.rank()) != k + 2) {
-    return ctx.error(fmt::format("input 'X' {} must have rank {} ([N, C] and the {} kernel_shape axes)",
-                                 x.to_string(), k + 2, k));
+    return ctx.error(
+        fmt::format("input 'X' {} must have rank {} ([N, C] and the {} kernel_shape axes)", x.to_string(), k + 2, k));
   }
   std::vector<graph::Dim> out = {x.dim(0), x.dim(1)};
   for (size_t i = 0; i < k; ++i) {
@@ -127,8 +129,8 @@ Status infer_max_unpool(InferenceContext& ctx) {
     return ctx.error(fmt::format("input 'X' {} must have rank {}", x.to_string(), k + 2));
   }
   if (!(ctx.input(1).shape == x)) {
-    HXRT_RETURN_IF_ERROR(ctx.require_equal(ctx.input(1).shape.num_elements(), x.num_elements(),
-                                           "element counts of 'X' and 'I'"));
+    HXRT_RETURN_IF_ERROR(
+        ctx.require_equal(ctx.input(1).shape.num_elements(), x.num_elements(), "element counts of 'X' and 'I'"));
   }
   if (ctx.has_input(2)) {
     HXRT_ASSIGN_OR_RETURN(const std::vector<double> values, constant_values(ctx, 2, "output_shape"));
@@ -148,8 +150,8 @@ Status infer_max_unpool(InferenceContext& ctx) {
   for (size_t i = 0; i < k; ++i) {
     const graph::Dim& in = x.dim(static_cast<int>(i) + 2);
     // (in - 1) · stride + kernel - pads
-    out.push_back(add_offset(in * graph::Dim(p.strides[i]),
-                             p.kernel_shape[i] - p.strides[i] - p.pads[i] - p.pads[i + k]));
+    out.push_back(
+        add_offset(in * graph::Dim(p.strides[i]), p.kernel_shape[i] - p.strides[i] - p.pads[i] - p.pads[i + k]));
   }
   ctx.set_output(0, graph::TensorDesc{ctx.input(0).dtype, graph::SymShape(std::move(out))});
   return ok_status();
@@ -196,8 +198,8 @@ Status infer_resize(InferenceContext& ctx) {
     } else if (scales[i] >= 1.0 && scales[i] == std::floor(scales[i])) {
       out.push_back(in * graph::Dim(static_cast<int64_t>(scales[i])));
     } else {
-      return ctx.error(fmt::format("scale {} of symbolic axis {} of 'X' {} must be a whole number", scales[i], i,
-                                   x.to_string()));
+      return ctx.error(
+          fmt::format("scale {} of symbolic axis {} of 'X' {} must be a whole number", scales[i], i, x.to_string()));
     }
   }
   ctx.set_output(0, graph::TensorDesc{ctx.input(0).dtype, graph::SymShape(std::move(out))});
@@ -209,12 +211,13 @@ Status infer_grid_sample(InferenceContext& ctx) {
   const graph::SymShape& x = ctx.input(0).shape;
   const graph::SymShape& grid = ctx.input(1).shape;
   if (x.rank() != 4 || grid.rank() != 4) {
-    return ctx.error(fmt::format("'X' {} must be [N, C, H, W] and 'grid' {} [N, H_out, W_out, 2]", x.to_string(),
-                                 grid.to_string()));
+    return ctx.error(
+        fmt::format("'X' {} must be [N, C, H, W] and 'grid' {} [N, H_out, W_out, 2]", x.to_string(), grid.to_string()));
   }
   HXRT_RETURN_IF_ERROR(ctx.require_equal(grid.dim(0), x.dim(0), "batch N of 'grid' and 'X'"));
   HXRT_RETURN_IF_ERROR(ctx.require_equal(grid.dim(3), graph::Dim(2), "last dim of 'grid' (x, y)"));
-  ctx.set_output(0, graph::TensorDesc{ctx.input(0).dtype, graph::SymShape{x.dim(0), x.dim(1), grid.dim(1), grid.dim(2)}});
+  ctx.set_output(0,
+                 graph::TensorDesc{ctx.input(0).dtype, graph::SymShape{x.dim(0), x.dim(1), grid.dim(1), grid.dim(2)}});
   return ok_status();
 }
 
@@ -271,7 +274,7 @@ Status register_pool(OpSchemaRegistry& registry) {
   max.inputs = {{"X"}};
   max.outputs = {{"Y"}, {"Indices", "I"}};
   max.attrs = pool_attrs(true);
-  max.type_constraints = {{"T", float_types()}, {"I", i64_type()}};
+  max.type_constraints = {{"T", {DType::kF32, DType::kI8, DType::kU8}}, {"I", i64_type()}};
   max.infer = infer_pool;
   max.doc = "max over each (dilated) window of the spatial dims (1-D to 3-D); Indices: flat index into X of each max";
   HXRT_RETURN_IF_ERROR(registry.add(std::move(max)));
@@ -298,8 +301,9 @@ Status register_pool(OpSchemaRegistry& registry) {
                   {"pads", graph::AttrType::kInts, false, std::nullopt}};
   unpool.type_constraints = {{"T", float_types()}, {"I", i64_type()}};
   unpool.infer = infer_max_unpool;
-  unpool.doc = "zeros with X scattered to the flat output indices I; output_shape (a constant) or (in-1)·stride + "
-               "kernel - pads";
+  unpool.doc =
+      "zeros with X scattered to the flat output indices I; output_shape (a constant) or (in-1)·stride + "
+      "kernel - pads";
   HXRT_RETURN_IF_ERROR(registry.add(std::move(unpool)));
 
   OpSchema resize;

@@ -28,8 +28,8 @@ ConstantInput constant_of(const InferenceContext& ctx, size_t i) {
 Status infer_reduce(InferenceContext& ctx) {
   const graph::TensorDesc& x = ctx.input(0);
   HXRT_ASSIGN_OR_RETURN(const ReduceParams params, parse_reduce_params(ctx.node(), constant_of(ctx, 1)));
-  HXRT_ASSIGN_OR_RETURN(const std::vector<bool> reduced, reduced_dims(params.axes, params.noop_with_empty_axes,
-                                                                      x.shape.rank(), node_label(ctx.node())));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<bool> reduced,
+                        reduced_dims(params.axes, params.noop_with_empty_axes, x.shape.rank(), node_label(ctx.node())));
   std::vector<graph::Dim> out;
   for (int d = 0; d < x.shape.rank(); ++d) {
     if (!reduced[static_cast<size_t>(d)]) {
@@ -48,8 +48,8 @@ Status infer_arg_reduce(InferenceContext& ctx) {
   const int rank = x.shape.rank();
   if (rank == 0) return ctx.error("input 'data' must have rank >= 1");
   if (params.axis < -rank || params.axis >= rank) {
-    return ctx.error(fmt::format("attribute 'axis' = {} is out of range for input 'data' {}", params.axis,
-                                 x.shape.to_string()));
+    return ctx.error(
+        fmt::format("attribute 'axis' = {} is out of range for input 'data' {}", params.axis, x.shape.to_string()));
   }
   const auto axis = static_cast<size_t>(params.axis < 0 ? params.axis + rank : params.axis);
   std::vector<graph::Dim> out = x.shape.dims();
@@ -134,8 +134,9 @@ Status register_reduce(OpSchemaRegistry& registry) {
         {.name = "select_last_index", .type = graph::AttrType::kInt, .default_value = graph::Attribute(int64_t{0})}};
     arg.type_constraints = {{"T", numeric_types()}, {"I", {DType::kI64}}};
     arg.infer = infer_arg_reduce;
-    arg.doc = fmt::format("i64 index of the {} along axis; ties go to the first index (the last with select_last_index)",
-                          op == "ArgMax" ? "maximum" : "minimum");
+    arg.doc =
+        fmt::format("i64 index of the {} along axis; ties go to the first index (the last with select_last_index)",
+                    op == "ArgMax" ? "maximum" : "minimum");
     HXRT_RETURN_IF_ERROR(registry.add(std::move(arg)));
   }
 

@@ -36,8 +36,8 @@ struct PoolParams final : TypedParams<PoolParams> {
   std::vector<int64_t> dilations;     // k values, >= 1 (default 1; AveragePool-11 has none)
   std::string auto_pad = "NOTSET";    // NOTSET, SAME_UPPER, SAME_LOWER, VALID
   bool ceil_mode = false;
-  bool count_include_pad = false;     // AveragePool: explicit pads count in the divisor
-  int64_t storage_order = 0;          // MaxPool's Indices: 0 row-major, 1 column-major
+  bool count_include_pad = false;  // AveragePool: explicit pads count in the divisor
+  int64_t storage_order = 0;       // MaxPool's Indices: 0 row-major, 1 column-major
   std::string to_string() const override;
 };
 // Reads and validates the attributes (kernel_shape required with 1 to 3 values; the other lists' lengths follow it);

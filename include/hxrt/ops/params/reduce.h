@@ -24,7 +24,7 @@ namespace hxrt::ops {
 
 // A node input whose values the parsers read: its desc and, when it is an initializer, its bytes.
 struct ConstantInput {
-  bool present = false;                       // false for an omitted optional input
+  bool present = false;  // false for an omitted optional input
   const graph::TensorDesc* desc = nullptr;
   const graph::WeightData* weight = nullptr;  // null when the input is not a constant
 };
@@ -33,7 +33,7 @@ ConstantInput constant_input(const graph::Graph& graph, const graph::Node& node,
 // Its values, i32/i64 of rank <= 1 (an empty one gives none); InvalidArgument naming the node and `name` when it is
 // not a constant.
 Result<std::vector<int64_t>> constant_input_ints(const graph::Node& node, const ConstantInput& input,
-                                                std::string_view name);
+                                                 std::string_view name);
 
 // ---- Reduce* ----
 enum class ReduceKind : uint8_t { kL1, kL2, kLogSum, kLogSumExp, kMax, kMean, kMin, kProd, kSum, kSumSquare };
@@ -64,15 +64,39 @@ Result<std::vector<bool>> reduced_dims(std::span<const int64_t> axes, bool noop_
                                        std::string_view op);
 
 // Note [Reduction by offsets]
-// A reduction over any set of axes is two offset lists into X: kept_offsets[o], the first element of output o, and
-// reduced_offsets[r], the elements reduced into each output relative to it, so output o folds
-// x[kept_offsets[o] + reduced_offsets[r]] for r in [0, reduced). Both lists are built once per shape (tiling); the
-// kernels are a double loop. MeanVarianceNormalization uses the same geometry.
+// A reduction over any set of axes first merges X's adjacent dims that are both reduced or both kept (and drops
+// dims of 1), so [5, 7, 3] over axes {0, 2} is groups 5 (reduced), 7 (kept), 3 (reduced) and [2, 3, 4] over {1, 2}
+// is 2 (kept), 12 (reduced). Output o starts at kept_offset(o) in X; the elements folded into it are, for every
+// offset in outer_offsets (the reduced groups but the innermost, {0} when there is no other), inner_count elements
+// inner_stride apart (the innermost reduced group: contiguous when the last axis is reduced). The offset list is
+// built once per shape (tiling) and stays small: it never covers the innermost reduced group.
+// MeanVarianceNormalization uses the same geometry.
 struct ReduceGeometry final : TypedGeometry<ReduceGeometry> {
   static constexpr std::string_view kName = "ReduceGeometry";
-  Shape output;                          // keepdims applied
-  std::vector<int64_t> kept_offsets;     // (output elements)
-  std::vector<int64_t> reduced_offsets;  // (reduced elements per output)
+  Shape output;                                  // keepdims applied
+  int64_t outputs = 1;                           // output elements
+  int64_t reduced = 1;                           // elements folded into each output
+  std::vector<int64_t> kept_dims, kept_strides;  // merged kept groups of X, outermost first
+  std::vector<int64_t> outer_offsets = {0};      // empty when `reduced` is 0
+  int64_t inner_count = 1, inner_stride = 1;
+
+  // Offset in X of the first element of output o (o < outputs).
+  int64_t kept_offset(int64_t o) const {
+    int64_t offset = 0;
+    for (size_t d = kept_dims.size(); d-- > 0;) {
+      offset += (o % kept_dims[d]) * kept_strides[d];
+      o /= kept_dims[d];
+    }
+    return offset;
+  }
+  // Calls f(offset) for the offset in X of every element folded into the output at `base` (= kept_offset(o)).
+  template <typename F>
+  void for_each_reduced(int64_t base, F&& f) const {
+    for (const int64_t outer : outer_offsets) {
+      const int64_t start = base + outer;
+      for (int64_t j = 0; j < inner_count; ++j) f(start + j * inner_stride);
+    }
+  }
 };
 // `reduced` from reduced_dims(); InvalidArgument when the output shape is invalid.
 Result<ReduceGeometry> reduce_geometry(const Shape& x, const std::vector<bool>& reduced, bool keepdims);
