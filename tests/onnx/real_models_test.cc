@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "hxrt/base/dtype.h"
@@ -67,6 +69,7 @@ void expect_close(const HostTensor& got, const HostTensor& want, const std::stri
   if (!dtype_info(want.dtype).is_float) {
     ASSERT_EQ(got.dtype, want.dtype) << what;
     EXPECT_EQ(got.to_i64(), want.to_i64()) << what;
+    if (got.to_i64() == want.to_i64()) std::printf("  %s: equal\n", what.c_str());
     return;
   }
   const std::vector<float> a = got.to_f32();
@@ -140,6 +143,12 @@ void run_cases(const Case& model_case, const ModelOptions& options) {
         ASSERT_TRUE(want.ok()) << want.status().to_string();
         expect_close(got->second, *want, name + " run " + std::to_string(run) + " output '" + output_name + "'");
       }
+    }
+    if ((*model)->has_plan()) {
+      const ExecutionPlan& plan = (*model)->plan();
+      std::printf("  %s: %zu kernels, %d on the fallback device (%s), %d copies\n", name.c_str(),
+                  plan.objects().size(), plan.split().fallback_nodes,
+                  fmt::format("{}", fmt::join(plan.split().fallback_ops, " ")).c_str(), plan.split().copies);
     }
   }
 }
