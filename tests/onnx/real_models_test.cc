@@ -146,9 +146,9 @@ void run_cases(const Case& model_case, const ModelOptions& options) {
     }
     if ((*model)->has_plan()) {
       const ExecutionPlan& plan = (*model)->plan();
-      std::printf("  %s: %zu kernels, %d on the fallback device (%s), %d copies\n", name.c_str(),
-                  plan.objects().size(), plan.split().fallback_nodes,
-                  fmt::format("{}", fmt::join(plan.split().fallback_ops, " ")).c_str(), plan.split().copies);
+      std::printf("  %s: %zu kernels, %d on the fallback device (%s), %d copies\n", name.c_str(), plan.objects().size(),
+                  plan.split().fallback_nodes, fmt::format("{}", fmt::join(plan.split().fallback_ops, " ")).c_str(),
+                  plan.split().copies);
     }
   }
 }

@@ -83,9 +83,8 @@ class OnnxImporterTest : public ::testing::Test {
     Result<std::unique_ptr<ops::Registries>> registries = kernels::make_builtin_registries();
     ASSERT_TRUE(registries.ok()) << registries.status().to_string();
     registries_ = std::move(registries).value();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("hxrt_onnx_importer_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("hxrt_onnx_importer_test_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -112,7 +111,8 @@ class OnnxImporterTest : public ::testing::Test {
     ASSERT_FALSE(result.ok()) << "expected " << status_code_name(code);
     const std::string text = result.status().to_string();
     EXPECT_EQ(result.status().code(), code) << text;
-    for (const std::string& part : parts) EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' in " << text;
+    for (const std::string& part : parts)
+      EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' in " << text;
   }
 
   std::unique_ptr<ops::Registries> registries_;
@@ -135,20 +135,21 @@ TEST_F(OnnxImporterTest, EveryTruncationIsAStatusNamingTheFile) {
     Result<OnnxImport> imported = import_onnx(as_bytes(prefix), options(), kName);
     if (imported.ok()) continue;  // a cut at a field boundary is another valid (smaller) model
     ++failures;
-    EXPECT_NE(imported.status().to_string().find(kName), std::string::npos) << n << ": " << imported.status().to_string();
+    EXPECT_NE(imported.status().to_string().find(kName), std::string::npos)
+        << n << ": " << imported.status().to_string();
   }
   EXPECT_GT(failures, static_cast<int>(bytes.size()) / 2);
   // Cut inside the graph's last field: the protobuf does not parse.
-  expect_error(import_onnx(as_bytes(bytes.substr(0, bytes.size() - 3)), options(), kName),
-               StatusCode::kInvalidArgument, {kName, "does not parse"});
+  expect_error(import_onnx(as_bytes(bytes.substr(0, bytes.size() - 3)), options(), kName), StatusCode::kInvalidArgument,
+               {kName, "does not parse"});
 }
 
 TEST_F(OnnxImporterTest, MalformedProtobufIsAStatus) {
   const std::vector<std::string> inputs = {
       "this is not an ONNX model",
       std::string("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11),  // a varint of 11 bytes
-      std::string("\x3a\xff\xff\xff\xff\x0f", 6),                      // the graph: a length of 4 GiB
-      std::string("\x07", 1),                                          // wire type 7 does not exist
+      std::string("\x3a\xff\xff\xff\xff\x0f", 6),                       // the graph: a length of 4 GiB
+      std::string("\x07", 1),                                           // wire type 7 does not exist
   };
   for (const std::string& bytes : inputs) {
     expect_error(import_onnx(as_bytes(bytes), options(), kName), StatusCode::kInvalidArgument, {kName});
@@ -219,8 +220,8 @@ TEST_F(OnnxImporterTest, UnknownOpNamesNodeOpDomainAndOpset) {
   id->set_version(3);
   model.mutable_graph()->mutable_node(1)->set_domain("com.example");
   model.mutable_graph()->mutable_node(1)->set_op_type("Custom");
-  expect_error(import(model), StatusCode::kNotFound, {kName, "node 'relu'", "com.example.Custom", "'com.example'",
-                                                      "opset 3"});
+  expect_error(import(model), StatusCode::kNotFound,
+               {kName, "node 'relu'", "com.example.Custom", "'com.example'", "opset 3"});
 
   // A domain the model imports no opset for.
   model = valid_model();
@@ -237,7 +238,9 @@ TEST_F(OnnxImporterTest, UnsupportedOpsetNamesTheSupportedRanges) {
   // A registry that serves Relu at opsets 6 to 13 only.
   onnx::ConverterRegistry converters;
   ASSERT_TRUE(converters
-                  .add({.op_type = "Relu", .since_version = 6, .end_version = 13,
+                  .add({.op_type = "Relu",
+                        .since_version = 6,
+                        .end_version = 13,
                         .convert = [](onnx::ConversionContext& ctx) { return ctx.alias_output(0, ctx.input(0)); }})
                   .ok());
   ASSERT_TRUE(onnx::register_core_converters(converters).ok());
@@ -338,10 +341,9 @@ TEST_F(OnnxImporterTest, WrongInputDtypeAndRankAtRun) {
   ASSERT_EQ(y.size(), 6u);
   for (size_t i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(y[i], std::max(0.0f, six[i] + 0.5f * static_cast<float>(i) - 1.0f));
 
-  expect_error((*model)->run({{"x", HostTensor::i64(Shape({2, 3}), {1, 2, 3, 4, 5, 6})}}),
-               StatusCode::kInvalidArgument, {"'x'", "i64"});
-  expect_error((*model)->run({{"x", HostTensor::f32(Shape({1, 2, 3}), six)}}), StatusCode::kInvalidArgument,
-               {"'x'"});
+  expect_error((*model)->run({{"x", HostTensor::i64(Shape({2, 3}), {1, 2, 3, 4, 5, 6})}}), StatusCode::kInvalidArgument,
+               {"'x'", "i64"});
+  expect_error((*model)->run({{"x", HostTensor::f32(Shape({1, 2, 3}), six)}}), StatusCode::kInvalidArgument, {"'x'"});
   expect_error((*model)->run({{"x", HostTensor::f32(Shape({3, 2}), six)}}), StatusCode::kInvalidArgument, {"'x'"});
   expect_error((*model)->run({}), StatusCode::kInvalidArgument, {"'x'"});
   expect_error((*model)->run({{"x", HostTensor::f32(Shape({2, 3}), six)}, {"z", HostTensor::f32(Shape({1}), {1})}}),
