@@ -144,7 +144,7 @@ class Model {
   }
   std::vector<std::string> inputs() const { return model_->input_names(); }
   std::vector<std::string> outputs() const { return model_->output_names(); }
-  std::string describe() const { return model_->plan().describe(); }
+  std::string describe() const { return model_->describe(); }
   void set_profiling(bool on) { model_->session().profiler().set_enabled(on); }
   void write_trace(const std::string& path) const { check(model_->session().profiler().write_chrome_trace(path)); }
 

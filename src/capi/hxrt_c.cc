@@ -580,7 +580,7 @@ hxrt_status hxrt_model_describe(const hxrt_model* model, char** text) {
   return guard("hxrt_model_describe", [&]() -> Status {
     if (model == nullptr) return null_argument("model");
     if (text == nullptr) return null_argument("text");
-    *text = copy_string(model->model->plan().describe());
+    *text = copy_string(model->model->describe());
     return hxrt::ok_status();
   });
 }

@@ -24,6 +24,7 @@ struct OnnxVariant {
 
 struct Model::OnnxState {
   std::string path;
+  std::shared_ptr<const formats::OnnxModelFile> file;  // parsed once; bind-time imports share its weights
   ModelOptions options;
   std::unique_ptr<Session> fold_session;  // constant folding on the host
   std::deque<OnnxVariant> variants;       // bind-time imports, newest last
@@ -101,6 +102,22 @@ Result<std::unique_ptr<Model>> Model::create(graph::Graph graph, const ModelOpti
 }
 
 Model::~Model() = default;
+
+const ExecutionPlan& Model::plan() const {
+  HXRT_CHECK(plan_ != nullptr, "Model::plan(): the ONNX model is planned when it first runs (check has_plan())");
+  return *plan_;
+}
+
+std::string Model::describe() const {
+  if (plan_ != nullptr) return plan_->describe();
+  const formats::OnnxBindTimeNeeds& needs = *onnx_import_->bind_time;
+  const std::string on = needs.input_values.empty()
+                             ? std::string("the shapes of its inputs")
+                             : fmt::format("the values of input(s) {}", fmt::join(needs.input_values, ", "));
+  return fmt::format("planned at bind time: the graph depends on {} ({}); each run imports and plans it for its "
+                     "inputs' shapes{}, kept for the next run with the same ones\n",
+                     on, needs.reason, needs.input_values.empty() ? "" : " and those values");
+}
 
 Result<Executor*> Model::executor() {
   if (closed_) return failed_precondition("Model '{}' is closed", plan_ != nullptr ? plan_->graph().name() : "onnx");
@@ -203,7 +220,8 @@ Result<std::unique_ptr<Model>> Model::load_onnx(const std::string& path, const M
   formats::OnnxImportOptions import_options{.schemas = &model->registries_->schemas};
   Model* self = model.get();
   import_options.evaluate = [self](graph::Graph graph) { return self->fold(std::move(graph)); };
-  HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, formats::import_onnx_file(path, import_options));
+  HXRT_ASSIGN_OR_RETURN(state.file, formats::OnnxModelFile::open(path));
+  HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, state.file->import(import_options));
   model->onnx_import_ = std::make_unique<formats::OnnxImport>(std::move(import));
   if (model->onnx_import_->bind_time) {
     state.needed.insert(model->onnx_import_->bind_time->input_values.begin(),
@@ -273,7 +291,7 @@ Result<TensorMap> Model::run_onnx(const TensorMap& inputs, const RunOptions& opt
     for (const std::string& name : onnx_->needed) {
       import_options.input_values.emplace(name, to_value(inputs.find(name)->second));
     }
-    HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, formats::import_onnx_file(onnx_->path, import_options));
+    HXRT_ASSIGN_OR_RETURN(formats::OnnxImport import, onnx_->file->import(import_options));
     if (import.bind_time) {
       const size_t before = onnx_->needed.size();
       onnx_->needed.insert(import.bind_time->input_values.begin(), import.bind_time->input_values.end());

@@ -636,8 +636,10 @@ class Interpreter {
 
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
       HXRT_ASSIGN_OR_RETURN(const RefTensor* y, required(node, 1));
-      return binary(*x, *y, [&op](double a, double b) {
-        return op == "Add" ? a + b : op == "Sub" ? a - b : op == "Mul" ? a * b : a / b;
+      // Integer Div truncates toward zero.
+      const bool integer = !dtype_info(x->dtype).is_float;
+      return binary(*x, *y, [&op, integer](double a, double b) {
+        return op == "Add" ? a + b : op == "Sub" ? a - b : op == "Mul" ? a * b : integer ? std::trunc(a / b) : a / b;
       });
     }
     if (op == "Relu") return unary(*x, [](double v) { return std::max(v, 0.0); });

@@ -126,9 +126,11 @@ std::vector<Case> binary_cases(std::mt19937& rng, bool divide) {
                                           {{1}, {1}},         {{2, 64}, {64}},      {{5, 67}, {5, 67}}};
   std::vector<Case> cases;
   for (DType dtype : kAllPlain) {
-    if (divide && is_int(dtype)) continue;  // integer Div truncates; no kernel defines it
     for (const auto& [a, b] : shapes) {
-      HostTensor rhs = divide ? random(rng, dtype, b, 0.5, 2.0) : random(rng, dtype, b, -20, 20);
+      // Divisors away from zero: [0.5, 2) for floats, 1..9 for integers (integer Div truncates toward zero).
+      HostTensor rhs = !divide ? random(rng, dtype, b, -20, 20)
+                       : is_int(dtype) ? random(rng, dtype, b, 1, 10)
+                                       : random(rng, dtype, b, 0.5, 2.0);
       cases.push_back(make({in(random(rng, dtype, a, -20, 20)), in(std::move(rhs))},
                            is_int(dtype) ? kExact : float_tolerance(dtype)));
     }

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -82,7 +83,8 @@ struct OnnxOutput {
 
 // The import needs values known only at bind time.
 struct OnnxBindTimeNeeds {
-  std::vector<std::string> input_values;  // graph inputs whose values decide the graph
+  // Graph inputs whose values decide the graph; empty when the inputs' shapes are enough (Shape -> Slice bounds).
+  std::vector<std::string> input_values;
   std::string reason;                     // the converter's request: "node 'r' (Reshape, opset 14): ..."
 };
 
@@ -97,7 +99,30 @@ struct OnnxImport {
   std::optional<OnnxBindTimeNeeds> bind_time;  // set: `graph` is not usable; import again with the values
 };
 
-// `bytes` is one serialized ModelProto; `name` names it in errors.
+// A parsed ONNX model, imported as often as needed without parsing it again (runtime::Model's bind-time imports):
+// every import's initializers point into its buffers, which live as long as the file or any graph imported from it.
+// Immutable and thread-safe.
+class OnnxModelFile {
+ public:
+  // `bytes` is one serialized ModelProto (copied in by protobuf); `name` names it in errors; external data files
+  // are looked up in `external_data_dir` ("" = the working directory).
+  static Result<std::shared_ptr<const OnnxModelFile>> parse(std::span<const std::byte> bytes, std::string name,
+                                                            std::string external_data_dir);
+  // Maps and parses the file at `path`; external data beside it.
+  static Result<std::shared_ptr<const OnnxModelFile>> open(const std::string& path);
+  Result<OnnxImport> import(const OnnxImportOptions& options) const;
+  const std::string& name() const { return name_; }
+
+ private:
+  OnnxModelFile(std::shared_ptr<const void> proto, std::string name, std::string dir)
+      : proto_(std::move(proto)), name_(std::move(name)), external_data_dir_(std::move(dir)) {}
+  std::shared_ptr<const void> proto_;  // the ModelProto
+  std::string name_;
+  std::string external_data_dir_;
+};
+
+// One-shot imports: parse, then OnnxModelFile::import. `bytes` is one serialized ModelProto; `name` names it in
+// errors.
 Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImportOptions& options,
                                const std::string& name = "model.onnx");
 Result<OnnxImport> import_onnx_file(const std::string& path, const OnnxImportOptions& options);

@@ -81,8 +81,10 @@ class Model {
   // executor (uploads or maps the weights).
   Result<TensorMap> run(const TensorMap& inputs, const RunOptions& options = {});
 
-  // The plan (of the latest run, for an ONNX model planned at bind time: see has_plan()).
-  const ExecutionPlan& plan() const { return *plan_; }
+  // The plan (of the latest run, for an ONNX model planned at bind time: see has_plan(); aborts without one).
+  const ExecutionPlan& plan() const;
+  // plan().describe(), or for an ONNX model planned at bind time that has not run yet, what it waits for.
+  std::string describe() const;
   // False only for an ONNX model planned at bind time that has not run yet.
   bool has_plan() const { return plan_ != nullptr; }
   // The ONNX import's report (converters chosen, hxrt nodes made, folding, bind-time needs); null for graph files.

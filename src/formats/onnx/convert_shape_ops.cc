@@ -353,27 +353,6 @@ Status convert_onehot(ConversionContext& ctx) {
 
 // Shape and Size of an input whose shape is static at import are constants (so that Reshapes fed by Shape -> Gather
 // -> Concat chains see their target at import); otherwise the hxrt op computes them at run time.
-Status convert_shape(ConversionContext& ctx) {
-  const graph::TensorDesc* desc = ctx.input_desc(0);
-  if (desc == nullptr || !desc->shape.is_static()) return same_op("Shape", {"start", "end"})(ctx);
-  graph::Node node;
-  node.name = ctx.node().name;
-  node.op_type = "Shape";
-  node.attrs = ctx.attrs();
-  Result<ops::ShapeParams> params = ops::parse_shape_params(node);
-  if (!params.ok()) return ctx.error(params.status().message());
-  const auto [first, last] = ops::shape_slice(*params, desc->shape.rank());
-  std::vector<int64_t> dims;
-  for (int d = first; d < last; ++d) dims.push_back(desc->shape.dims()[static_cast<size_t>(d)].value());
-  return ctx.alias_output(0, ctx.add_ints(dims, "shape"));
-}
-
-Status convert_size(ConversionContext& ctx) {
-  const graph::TensorDesc* desc = ctx.input_desc(0);
-  if (desc == nullptr || !desc->shape.is_static()) return same_op("Size", {})(ctx);
-  return ctx.alias_output(0, ctx.add_int_scalar(desc->shape.num_elements().value(), "size"));
-}
-
 ConverterDef def(std::string op_type, int since, int end, ConvertFn convert, std::string doc) {
   return ConverterDef{.op_type = std::move(op_type),
                       .since_version = since,
@@ -404,8 +383,9 @@ Status register_shape_ops_converters(ConverterRegistry& registry) {
       def("Range", 11, kMax, convert_range, "Range(11) with constant start, limit and delta"),
       def("ConstantOfShape", 9, kMax, convert_constant_of_shape, "ConstantOfShape(9) with a constant shape"),
       def("OneHot", 11, kMax, convert_onehot, "OneHot(11) with a constant depth (as i64)"),
-      def("Shape", 1, kMax, convert_shape, "a constant when the input's shape is static, else Shape(15)"),
-      def("Size", 1, kMax, convert_size, "a constant when the input's shape is static, else Size(13)"),
+      // The importer folds them when the input's shape is static (Note [Shape values] in importer.cc).
+      def("Shape", 1, kMax, same_op("Shape", {"start", "end"}), "Shape(15); a constant when the input's shape is static"),
+      def("Size", 1, kMax, same_op("Size", {}), "Size(13); a constant when the input's shape is static"),
   };
   for (const ConverterDef& d : defs) HXRT_RETURN_IF_ERROR(registry.add(d));
   return ok_status();

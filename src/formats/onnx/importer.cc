@@ -18,6 +18,7 @@
 #include "formats/file_io.h"
 #include "formats/onnx/converter.h"
 #include "hxrt/formats/onnx.h"
+#include "hxrt/ops/params/shape_ops.h"
 
 namespace hxrt::formats {
 
@@ -31,6 +32,7 @@ struct ValueState {
   std::optional<graph::WeightData> known;  // its bytes when known at import
   bool in_graph = false;                 // a graph input, an initializer added, or a node output
   std::set<std::string> value_deps;      // graph inputs whose values it depends on
+  bool shape_dependent = false;          // depends on the shapes of graph inputs (Shape, Size of a symbolic value)
   // Note [Shape values]: the elements of an integer scalar or vector computed from shapes (Shape, Gather of a
   // Shape, Concat of those ...), as dims that may be symbolic.
   std::optional<std::vector<graph::Dim>> dims;
@@ -86,9 +88,10 @@ std::optional<std::vector<int64_t>> static_values(const std::vector<graph::Dim>&
 }
 
 // Dims of output 0 of an hxrt op from its inputs' dims (Note [Shape values]); nullopt when not followed.
-std::optional<std::vector<graph::Dim>> propagate_dims(const std::string& op, const graph::AttributeMap& attrs,
-                                                      const std::vector<ValueState*>& in,
+std::optional<std::vector<graph::Dim>> propagate_dims(const graph::Node& node, const std::vector<ValueState*>& in,
                                                       const graph::TensorDesc& out) {
+  const std::string& op = node.op_type;
+  const graph::AttributeMap& attrs = node.attrs;
   if (!is_int(out.dtype) && op != "Shape" && op != "Size") return std::nullopt;
   if (out.shape.rank() > 1 || !out.shape.is_static()) return std::nullopt;
   const int64_t out_n = out.shape.num_elements().value();
@@ -99,13 +102,11 @@ std::optional<std::vector<graph::Dim>> propagate_dims(const std::string& op, con
   };
   if (op == "Shape") {
     if (in.empty() || in[0] == nullptr || !in[0]->desc) return std::nullopt;
+    Result<ops::ShapeParams> params = ops::parse_shape_params(node);
+    if (!params.ok()) return std::nullopt;
     const std::vector<graph::Dim>& all = in[0]->desc->shape.dims();
-    const auto rank = static_cast<int64_t>(all.size());
-    auto clamp = [rank](int64_t v) { return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank); };
-    const int64_t start = clamp(int_attr(attrs, "start", 0));
-    const int64_t end = clamp(int_attr(attrs, "end", rank));
-    std::vector<graph::Dim> dims;
-    for (int64_t i = start; i < end; ++i) dims.push_back(all[static_cast<size_t>(i)]);
+    const auto [first, last] = ops::shape_slice(*params, static_cast<int>(all.size()));
+    std::vector<graph::Dim> dims(all.begin() + first, all.begin() + last);
     if (static_cast<int64_t>(dims.size()) != out_n) return std::nullopt;
     return dims;
   }
@@ -600,12 +601,18 @@ Result<std::optional<std::vector<graph::TensorValue>>> Importer::try_fold(
 Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::string op_type,
                       std::vector<std::string> inputs, std::vector<std::string> outputs, graph::AttributeMap attrs,
                       std::string domain, int version) {
+  // Shape and Size read only their input's shape: their outputs depend on the inputs' shapes, not values.
+  const bool reads_shape = domain.empty() && (op_type == "Shape" || op_type == "Size");
   std::set<std::string> deps;
+  bool shape_dependent = reads_shape;
   std::vector<ValueState*> in_states;  // null for an omitted input
   for (const std::string& in : inputs) {
     ValueState* s = in.empty() ? nullptr : state(in);
     if (!in.empty() && s == nullptr) return ctx.error(fmt::format("emits {} reading the unknown value '{}'", op_type, in));
-    if (s != nullptr) deps.insert(s->value_deps.begin(), s->value_deps.end());
+    if (s != nullptr && !reads_shape) {
+      deps.insert(s->value_deps.begin(), s->value_deps.end());
+      shape_dependent = shape_dependent || s->shape_dependent;
+    }
     in_states.push_back(s);
   }
   for (const std::string& out : outputs) {
@@ -656,7 +663,7 @@ Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::stri
   if (hxrt_outputs.size() == 1 && domain.empty()) {
     HXRT_ASSIGN_OR_RETURN(graph::ValueId vid, graph_.find_value(hxrt_outputs[0]));
     const graph::TensorDesc desc = graph_.value(vid).desc;
-    std::optional<std::vector<graph::Dim>> dims = propagate_dims(op_type, graph_.node(*id).attrs, in_states, desc);
+    std::optional<std::vector<graph::Dim>> dims = propagate_dims(graph_.node(*id), in_states, desc);
     if (dims) {
       if (std::optional<std::vector<int64_t>> values = static_values(*dims)) {
         HXRT_RETURN_IF_ERROR(graph_.remove_node(*id));
@@ -689,6 +696,7 @@ Status Importer::emit(Context& ctx, OnnxNodeReport& report, int index, std::stri
     s.desc = graph_.value(vid).desc;
     s.in_graph = true;
     s.value_deps = deps;
+    s.shape_dependent = shape_dependent;
   }
   report.hxrt_nodes.push_back(fmt::format("{} ({})", node_name, op_type));
   return ok_status();
@@ -790,11 +798,15 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
     if (!status.ok()) {
       if (!ctx.needed().empty()) {
         std::set<std::string> deps;
+        bool shapes = false;
         for (const std::string& needed : ctx.needed()) {
           const std::set<std::string> d = deps_of(needed);
           deps.insert(d.begin(), d.end());
+          const ValueState* s = state(needed);
+          shapes = shapes || (s != nullptr && s->shape_dependent);
         }
-        if (!deps.empty()) {
+        // Shapes only (every input's shape is bound at bind time), or values of the inputs named.
+        if (!deps.empty() || shapes) {
           out.bind_time = OnnxBindTimeNeeds{std::vector<std::string>(deps.begin(), deps.end()), std::string(status.message())};
           return out;
         }
@@ -840,8 +852,30 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
 
 }  // namespace
 
-Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImportOptions& options,
-                               const std::string& name) {
+Result<std::shared_ptr<const OnnxModelFile>> OnnxModelFile::parse(std::span<const std::byte> bytes,
+                                                                   std::string name, std::string external_data_dir) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return unimplemented("ONNX file '{}' is {} bytes; protobuf reads at most 2 GiB (use external data)", name,
+                         bytes.size());
+  }
+  auto model = std::make_shared<pb::ModelProto>();
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(bytes.size()));
+  stream.SetTotalBytesLimit(INT_MAX);
+  if (!model->ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+    return invalid_argument("'{}' is not a valid ONNX model: the protobuf does not parse (truncated or not ONNX)", name);
+  }
+  return std::shared_ptr<const OnnxModelFile>(
+      new OnnxModelFile(std::move(model), std::move(name), std::move(external_data_dir)));
+}
+
+Result<std::shared_ptr<const OnnxModelFile>> OnnxModelFile::open(const std::string& path) {
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, map_file(path, "ONNX file"));
+  const size_t slash = path.rfind('/');
+  return parse(file->bytes(), path, slash == std::string::npos ? "." : path.substr(0, slash));
+}
+
+Result<OnnxImport> OnnxModelFile::import(const OnnxImportOptions& options) const {
   if (options.schemas == nullptr) return invalid_argument("import_onnx: OnnxImportOptions::schemas is required");
   onnx::ConverterRegistry builtin;
   const onnx::ConverterRegistry* converters = options.converters;
@@ -849,31 +883,24 @@ Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImpor
     HXRT_RETURN_IF_ERROR(onnx::register_builtin_converters(builtin));
     converters = &builtin;
   }
-  auto model = std::make_shared<pb::ModelProto>();
-  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                                static_cast<int>(std::min<size_t>(bytes.size(), INT_MAX)));
-  stream.SetTotalBytesLimit(INT_MAX);
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    return unimplemented("ONNX file '{}' is {} bytes; protobuf reads at most 2 GiB (use external data)", name,
-                         bytes.size());
-  }
-  if (!model->ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
-    return invalid_argument("'{}' is not a valid ONNX model: the protobuf does not parse (truncated or not ONNX)", name);
-  }
-  Importer importer(options, *converters, name);
-  Result<OnnxImport> out = importer.run(*model, std::shared_ptr<const void>(model, model.get()));
-  if (!out.ok()) return std::move(out).take_status().with_context(fmt::format("importing ONNX model '{}'", name));
+  OnnxImportOptions with_dir = options;
+  if (with_dir.external_data_dir.empty()) with_dir.external_data_dir = external_data_dir_;
+  const auto& model = *static_cast<const pb::ModelProto*>(proto_.get());
+  Importer importer(with_dir, *converters, name_);
+  Result<OnnxImport> out = importer.run(model, proto_);
+  if (!out.ok()) return std::move(out).take_status().with_context(fmt::format("importing ONNX model '{}'", name_));
   return out;
 }
 
+Result<OnnxImport> import_onnx(std::span<const std::byte> bytes, const OnnxImportOptions& options,
+                               const std::string& name) {
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const OnnxModelFile> file, OnnxModelFile::parse(bytes, name, ""));
+  return file->import(options);
+}
+
 Result<OnnxImport> import_onnx_file(const std::string& path, const OnnxImportOptions& options) {
-  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, map_file(path, "ONNX file"));
-  OnnxImportOptions with_dir = options;
-  if (with_dir.external_data_dir.empty()) {
-    const size_t slash = path.rfind('/');
-    with_dir.external_data_dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  }
-  return import_onnx(file->bytes(), with_dir, path);
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const OnnxModelFile> file, OnnxModelFile::open(path));
+  return file->import(options);
 }
 
 Result<std::pair<std::string, graph::TensorValue>> read_onnx_tensor(std::span<const std::byte> bytes) {
