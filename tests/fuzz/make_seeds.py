@@ -135,3 +135,98 @@ requests = {
 for name, (chat, body) in requests.items():
     write("serve_request", name, bytes([chat]) + json.dumps(body).encode())
 write("serve_request", "broken_json", b"\x00[1,2")
+
+# ---- ONNX models: tiny ModelProtos, encoded here field by field (onnx/onnx.proto's field numbers) ----
+def pb_varint(n):
+    n &= (1 << 64) - 1  # negative int64 values are ten-byte varints
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb_int(field, n):
+    return pb_varint(field << 3) + pb_varint(n)
+
+
+def pb_bytes(field, payload):
+    payload = payload.encode() if isinstance(payload, str) else payload
+    return pb_varint(field << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+ONNX_FLOAT, ONNX_INT64 = 1, 7
+ATTR_INT, ATTR_INTS, ATTR_TENSOR = 2, 7, 4
+
+
+def onnx_tensor(name, data_type, dims, values):
+    # TensorProto: dims 1, data_type 2, name 8, raw_data 9.
+    fmt = "<%d%s" % (len(values), "f" if data_type == ONNX_FLOAT else "q")
+    return (b"".join(pb_int(1, d) for d in dims) + pb_int(2, data_type) + pb_bytes(8, name) +
+            pb_bytes(9, struct.pack(fmt, *values)))
+
+
+def onnx_value_info(name, elem_type, dims):
+    # ValueInfoProto: name 1, type 2; TypeProto.tensor_type 1; Tensor: elem_type 1, shape 2; dim 1: value 1, param 2.
+    shape = b"".join(pb_bytes(1, pb_bytes(2, d) if isinstance(d, str) else pb_int(1, d)) for d in dims)
+    return pb_bytes(1, name) + pb_bytes(2, pb_bytes(1, pb_int(1, elem_type) + pb_bytes(2, shape)))
+
+
+def onnx_attr(name, kind, value):
+    # AttributeProto: name 1, i 3, t 5, ints 8, type 20.
+    if kind == ATTR_INT:
+        body = pb_int(3, value)
+    elif kind == ATTR_INTS:
+        body = b"".join(pb_int(8, v) for v in value)
+    else:
+        body = pb_bytes(5, value)
+    return pb_bytes(1, name) + body + pb_int(20, kind)
+
+
+def onnx_node(op, inputs, outputs, name, attrs=()):
+    # NodeProto: input 1, output 2, name 3, op_type 4, attribute 5.
+    return (b"".join(pb_bytes(1, i) for i in inputs) + b"".join(pb_bytes(2, o) for o in outputs) +
+            pb_bytes(3, name) + pb_bytes(4, op) + b"".join(pb_bytes(5, a) for a in attrs))
+
+
+def onnx_model(nodes, inputs, outputs, initializers=(), opset=17):
+    # GraphProto: node 1, name 2, initializer 5, input 11, output 12. ModelProto: ir_version 1, producer_name 2,
+    # graph 7, opset_import 8 (version 2).
+    graph = (b"".join(pb_bytes(1, n) for n in nodes) + pb_bytes(2, "g") +
+             b"".join(pb_bytes(5, t) for t in initializers) +
+             b"".join(pb_bytes(11, v) for v in inputs) + b"".join(pb_bytes(12, v) for v in outputs))
+    return pb_int(1, 8) + pb_bytes(2, "make_seeds") + pb_bytes(7, graph) + pb_bytes(8, pb_int(2, opset))
+
+
+write("onnx_import", "add_relu.onnx", onnx_model(
+    [onnx_node("Add", ["x", "w"], ["s"], "add"), onnx_node("Relu", ["s"], ["y"], "relu")],
+    [onnx_value_info("x", ONNX_FLOAT, [2, 3])], [onnx_value_info("y", ONNX_FLOAT, [2, 3])],
+    [onnx_tensor("w", ONNX_FLOAT, [2, 3], [0.5, -1, 2, 0, 1, -3])]))
+# Constant shape into Reshape, then Transpose and Softmax, over a symbolic batch.
+write("onnx_import", "reshape_softmax.onnx", onnx_model(
+    [onnx_node("Constant", [], ["shape"], "shape",
+               [onnx_attr("value", ATTR_TENSOR, onnx_tensor("c", ONNX_INT64, [3], [0, 3, 2]))]),
+     onnx_node("Reshape", ["x", "shape"], ["r"], "reshape"),
+     onnx_node("Transpose", ["r"], ["t"], "transpose", [onnx_attr("perm", ATTR_INTS, [0, 2, 1])]),
+     onnx_node("Softmax", ["t"], ["y"], "softmax", [onnx_attr("axis", ATTR_INT, -1)])],
+    [onnx_value_info("x", ONNX_FLOAT, ["batch", 6])], [onnx_value_info("y", ONNX_FLOAT, ["batch", 2, 3])]))
+# Shape -> Gather -> Unsqueeze -> Concat -> Reshape: a shape computed in the graph (folded or bind-time).
+write("onnx_import", "shape_chain.onnx", onnx_model(
+    [onnx_node("Shape", ["x"], ["s"], "shape"),
+     onnx_node("Gather", ["s", "zero"], ["b"], "gather", [onnx_attr("axis", ATTR_INT, 0)]),
+     onnx_node("Unsqueeze", ["b", "axes"], ["b1"], "unsqueeze"),
+     onnx_node("Concat", ["b1", "minus_one"], ["new_shape"], "concat", [onnx_attr("axis", ATTR_INT, 0)]),
+     onnx_node("Reshape", ["x", "new_shape"], ["y"], "reshape")],
+    [onnx_value_info("x", ONNX_FLOAT, ["batch", 2, 3])], [onnx_value_info("y", ONNX_FLOAT, ["batch", 6])],
+    [onnx_tensor("zero", ONNX_INT64, [], [0]), onnx_tensor("axes", ONNX_INT64, [1], [0]),
+     onnx_tensor("minus_one", ONNX_INT64, [1], [-1])]))
+# Conv + MaxPool + GlobalAveragePool at opset 11.
+write("onnx_import", "conv_pool.onnx", onnx_model(
+    [onnx_node("Conv", ["x", "k", "kb"], ["c"], "conv", [onnx_attr("pads", ATTR_INTS, [1, 1, 1, 1])]),
+     onnx_node("MaxPool", ["c"], ["p"], "pool", [onnx_attr("kernel_shape", ATTR_INTS, [2, 2]),
+                                                 onnx_attr("strides", ATTR_INTS, [2, 2])]),
+     onnx_node("GlobalAveragePool", ["p"], ["y"], "gap")],
+    [onnx_value_info("x", ONNX_FLOAT, [1, 1, 4, 4])], [onnx_value_info("y", ONNX_FLOAT, [1, 2, 1, 1])],
+    [onnx_tensor("k", ONNX_FLOAT, [2, 1, 3, 3], [0.1 * i for i in range(18)]),
+     onnx_tensor("kb", ONNX_FLOAT, [2], [0.5, -0.5])], opset=11))

@@ -121,8 +121,8 @@ Result<const ConverterDef*> ConverterRegistry::find(std::string_view domain, std
   const std::string op = domain.empty() ? std::string(op_type) : fmt::format("{}.{}", domain, op_type);
   auto it = converters_.find(std::pair<std::string, std::string>(domain, op_type));
   if (it == converters_.end()) {
-    return not_found("no converter for ONNX op {} (domain '{}'): hxrt does not support this op", op,
-                     domain.empty() ? "ai.onnx" : domain);
+    return not_found("no converter for ONNX op {} (domain '{}', the model's opset {}): hxrt supports this op at no "
+                     "opset", op, domain.empty() ? "ai.onnx" : domain, opset);
   }
   std::vector<std::string> ranges;
   for (const auto& [since, def] : it->second) {

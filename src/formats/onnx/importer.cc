@@ -256,7 +256,9 @@ Result<graph::WeightData> tensor_bytes(const pb::TensorProto& t, DType dtype, co
       return invalid_argument("{}: external data location '{}' leaves the model's folder", what, location);
     }
     const std::string path = dir.empty() ? location : dir + "/" + location;
-    HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, map_file(path, "ONNX external data file"));
+    Result<std::shared_ptr<const MappedFile>> mapped = map_file(path, "ONNX external data file");
+    if (!mapped.ok()) return std::move(mapped).take_status().with_context(fmt::format("reading the data of {}", what));
+    const std::shared_ptr<const MappedFile> file = std::move(mapped).value();
     const uint64_t size = length.value_or(bytes);
     if (size != bytes || offset > file->bytes().size() || size > file->bytes().size() - offset) {
       return invalid_argument("{}: external data '{}' offset {} length {} does not hold {} bytes (file of {})", what,

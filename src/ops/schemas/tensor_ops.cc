@@ -101,13 +101,14 @@ graph::Dim product(const std::vector<graph::Dim>& dims) {
 struct Factors {
   int64_t constant = 1;
   std::vector<graph::Dim> symbols;
+  bool overflow = false;  // the static dims' product does not fit int64_t
 };
 
 Factors factor(const std::vector<graph::Dim>& dims) {
   Factors f;
   for (const graph::Dim& d : dims) {
     if (d.is_static()) {
-      f.constant *= d.value();
+      f.overflow = f.overflow || __builtin_mul_overflow(f.constant, d.value(), &f.constant);
     } else {
       f.symbols.push_back(d);
     }
@@ -166,6 +167,10 @@ Status infer_reshape(InferenceContext& ctx) {
   }
   Factors fin = factor(in.shape.dims());
   Factors fout = factor(known);
+  if (fin.overflow || fout.overflow) {
+    return ctx.error(fmt::format("cannot reshape {} to [{}]: the element count overflows int64",
+                                 in.shape.to_string(), fmt::join(target, ", ")));
+  }
   cancel(fin, fout);
   if (inferred) {
     if (fout.symbols.empty() && fout.constant != 0 && fin.constant % fout.constant == 0) {
