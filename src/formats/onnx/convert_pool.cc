@@ -111,14 +111,18 @@ Status convert_scales_input_resize(ConversionContext& ctx) {
   return emit_simple_resize(ctx, scales, mode);
 }
 
-// Resize 11 to 13+: roi, scales and sizes become constants; an empty scales (or sizes) tensor counts as absent.
+// Resize's roi, scales and sizes (11+) as values; an empty scales (or sizes) tensor counts as absent.
+struct ResizeValues {
+  bool crop = false;  // tf_crop_and_resize: roi is an input
+  std::vector<double> roi;
+  std::vector<double> scales;  // empty when sizes are given
+  std::vector<int64_t> sizes;
+};
+
 // Every needed value is asked for before returning, so one bind-time import learns them all.
-Status convert_resize(ConversionContext& ctx) {
-  Result<std::string> transform = ctx.attrs().get_string("coordinate_transformation_mode", "half_pixel");
-  if (!transform.ok()) return ctx.error(transform.status().message());
-  std::vector<std::string> inputs = {ctx.input(0), "", "", ""};
+Result<ResizeValues> read_resize_values(ConversionContext& ctx, const std::string& transform) {
   Result<std::vector<double>> roi = std::vector<double>{};
-  if (*transform == "tf_crop_and_resize") roi = ctx.require_floats(1, "roi");
+  if (transform == "tf_crop_and_resize") roi = ctx.require_floats(1, "roi");
   Result<std::vector<int64_t>> sizes = std::vector<int64_t>{};
   if (ctx.has_input(3)) sizes = ctx.require_ints(3, "sizes");
   Result<std::vector<double>> scales = std::vector<double>{};
@@ -126,15 +130,111 @@ Status convert_resize(ConversionContext& ctx) {
   HXRT_RETURN_IF_ERROR(roi.status());
   HXRT_RETURN_IF_ERROR(sizes.status());
   HXRT_RETURN_IF_ERROR(scales.status());
-  if (*transform == "tf_crop_and_resize") inputs[1] = add_floats(ctx, *roi, "roi");
-  if (!sizes->empty()) {
-    inputs[3] = ctx.add_ints(*sizes, "sizes");
+  if (sizes->empty() && scales->empty()) return ctx.error("needs a non-empty input 'scales' or 'sizes'");
+  if (!sizes->empty()) scales->clear();
+  return ResizeValues{.crop = transform == "tf_crop_and_resize",
+                      .roi = std::move(roi).value(),
+                      .scales = std::move(scales).value(),
+                      .sizes = std::move(sizes).value()};
+}
+
+Result<std::string> read_transform(ConversionContext& ctx) {
+  Result<std::string> transform = ctx.attrs().get_string("coordinate_transformation_mode", "half_pixel");
+  if (!transform.ok()) return ctx.error(transform.status().message());
+  return transform;
+}
+
+Status emit_resize(ConversionContext& ctx, const ResizeValues& values, graph::AttributeMap attrs) {
+  std::vector<std::string> inputs = {ctx.input(0), "", "", ""};
+  if (values.crop) inputs[1] = add_floats(ctx, values.roi, "roi");
+  if (!values.sizes.empty()) {
+    inputs[3] = ctx.add_ints(values.sizes, "sizes");
   } else {
-    if (scales->empty()) return ctx.error("needs a non-empty input 'scales' or 'sizes'");
-    inputs[2] = add_floats(ctx, *scales, "scales");
+    inputs[2] = add_floats(ctx, values.scales, "scales");
   }
   while (inputs.back().empty()) inputs.pop_back();
-  return ctx.emit("Resize", std::move(inputs), {ctx.output(0)}, ctx.attrs());
+  return ctx.emit("Resize", std::move(inputs), {ctx.output(0)}, std::move(attrs));
+}
+
+// Resize 11 to 17: roi, scales and sizes become constants.
+Status convert_resize(ConversionContext& ctx) {
+  HXRT_ASSIGN_OR_RETURN(const std::string transform, read_transform(ctx));
+  HXRT_ASSIGN_OR_RETURN(const ResizeValues values, read_resize_values(ctx, transform));
+  return emit_resize(ctx, values, ctx.attrs());
+}
+
+// Note [Resize from opset 18]
+// Resize-18 adds the attribute `axes`: roi, scales and sizes then cover the listed axes only. The converter expands
+// them to every axis (roi [0, 1], scale 1 and the input's own length, which must be static, for the others), so
+// hxrt's Resize(13) needs no `axes`. keep_aspect_ratio_policy other than stretch (sizes rounded from one common
+// scale, and that scale, not out/in, in the coordinate transform) and antialias (a wider filter when downsampling
+// in linear/cubic mode) have no Resize(13) equivalent and are refused.
+Status convert_resize_18(ConversionContext& ctx) {
+  graph::AttributeMap attrs = ctx.attrs();
+  Result<int64_t> antialias = attrs.get_int("antialias", 0);
+  if (!antialias.ok()) return ctx.error(antialias.status().message());
+  HXRT_ASSIGN_OR_RETURN(const std::string mode, read_mode(ctx));
+  if (*antialias != 0 && mode != "nearest") return ctx.unsupported("antialias = 1 in linear or cubic mode");
+  Result<std::string> policy = attrs.get_string("keep_aspect_ratio_policy", "stretch");
+  if (!policy.ok()) return ctx.error(policy.status().message());
+  if (*policy != "stretch" && ctx.has_input(3)) {
+    return ctx.unsupported(fmt::format("keep_aspect_ratio_policy '{}' (only stretch)", *policy));
+  }
+  Result<std::vector<int64_t>> axes = attrs.get_ints("axes", std::vector<int64_t>{});
+  if (!axes.ok()) return ctx.error(fmt::format("attribute 'axes': {}", axes.status().message()));
+  for (const char* name : {"axes", "antialias", "keep_aspect_ratio_policy"}) attrs.erase(name);
+  HXRT_ASSIGN_OR_RETURN(const std::string transform, read_transform(ctx));
+  HXRT_ASSIGN_OR_RETURN(ResizeValues values, read_resize_values(ctx, transform));
+  if (axes->empty()) return emit_resize(ctx, values, std::move(attrs));
+
+  const graph::TensorDesc* desc = ctx.input_desc(0);
+  if (desc == nullptr) return ctx.unsupported("attribute 'axes' needs the rank of input 'X'");
+  const int64_t rank = desc->shape.rank();
+  const size_t n = axes->size();
+  std::vector<int64_t> listed(static_cast<size_t>(rank), -1);  // axis -> its index in `axes`, -1 when not listed
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t a = (*axes)[k];
+    if (a < -rank || a >= rank) return ctx.error(fmt::format("axis {} is out of range for rank {}", a, rank));
+    int64_t& slot = listed[static_cast<size_t>(a < 0 ? a + rank : a)];
+    if (slot >= 0) return ctx.error(fmt::format("axis {} repeats in 'axes'", a));
+    slot = static_cast<int64_t>(k);
+  }
+  auto check_count = [&](size_t count, size_t per_axis, std::string_view what) -> Status {
+    if (count == per_axis * n) return ok_status();
+    return ctx.error(fmt::format("'{}' has {} values for {} axes", what, count, n));
+  };
+  ResizeValues full{.crop = values.crop};
+  if (!values.roi.empty()) {
+    HXRT_RETURN_IF_ERROR(check_count(values.roi.size(), 2, "roi"));
+    full.roi.assign(static_cast<size_t>(rank), 0.0);
+    full.roi.resize(static_cast<size_t>(2 * rank), 1.0);
+  }
+  if (!values.scales.empty()) {
+    HXRT_RETURN_IF_ERROR(check_count(values.scales.size(), 1, "scales"));
+    full.scales.assign(static_cast<size_t>(rank), 1.0);
+  }
+  if (!values.sizes.empty()) HXRT_RETURN_IF_ERROR(check_count(values.sizes.size(), 1, "sizes"));
+  for (int64_t d = 0; d < rank; ++d) {
+    const auto axis = static_cast<size_t>(d);
+    const int64_t k = listed[axis];
+    if (k >= 0) {
+      const auto at = static_cast<size_t>(k);
+      if (!full.roi.empty()) {
+        full.roi[axis] = values.roi[at];
+        full.roi[axis + static_cast<size_t>(rank)] = values.roi[at + n];
+      }
+      if (!full.scales.empty()) full.scales[axis] = values.scales[at];
+      if (!values.sizes.empty()) full.sizes.push_back(values.sizes[at]);
+    } else if (!values.sizes.empty()) {
+      const graph::Dim& dim = desc->shape.dims()[axis];
+      if (!dim.is_static()) {
+        return ctx.unsupported(
+            fmt::format("'sizes' for some axes of {} leaves a symbolic axis {} unlisted", desc->shape.to_string(), d));
+      }
+      full.sizes.push_back(dim.value());
+    }
+  }
+  return emit_resize(ctx, full, std::move(attrs));
 }
 
 // RoiAlign-10 has no coordinate_transformation_mode: its coordinates are RoiAlign-16's output_half_pixel.
@@ -170,7 +270,9 @@ Status register_pool_converters(ConverterRegistry& registry) {
       def("Upsample", 7, 8, convert_upsample_7, "Resize(13) asymmetric with the scales attribute as a constant input"));
   defs.push_back(def("Upsample", 9, 9, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
   defs.push_back(def("Resize", 10, 10, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
-  defs.push_back(def("Resize", 11, kMax, convert_resize, "Resize(13) with roi, scales and sizes as constants"));
+  defs.push_back(def("Resize", 11, 17, convert_resize, "Resize(13) with roi, scales and sizes as constants"));
+  defs.push_back(def("Resize", 18, kMax, convert_resize_18,
+                     "Resize(13) with roi, scales and sizes as constants, 'axes' expanded to every axis"));
   defs.push_back(def("GridSample", 16, kMax, same_op("GridSample"), "GridSample(16)"));
   defs.push_back(def("RoiAlign", 10, 15, convert_roi_align_10, "RoiAlign(16) with output_half_pixel coordinates"));
   defs.push_back(def("RoiAlign", 16, kMax, same_op("RoiAlign"), "RoiAlign(16)"));
