@@ -160,7 +160,7 @@ HXRT_API hxrt_status hxrt_tensors_get(const hxrt_tensors* tensors, size_t index,
 HXRT_API hxrt_status hxrt_tensors_find(const hxrt_tensors* tensors, const char* name, hxrt_tensor* tensor);
 HXRT_API void hxrt_tensors_free(hxrt_tensors* tensors);
 
-/* ---- Models: a graph file loaded for a device and run with named tensors ---- */
+/* ---- Models: a graph file or ONNX model loaded for a device and run with named tensors ---- */
 typedef struct hxrt_model_options {
   const char* device;          /* NULL: "cpu" */
   const char* fallback_device; /* NULL or "": no heterogeneous split; "cpu": what `device` lacks runs on the CPU */
@@ -169,7 +169,8 @@ typedef struct hxrt_model_options {
 } hxrt_model_options;
 
 HXRT_API void hxrt_model_options_init(hxrt_model_options* options);
-/* Loads an hxrt graph file (.hxrt); `options` may be NULL for the defaults. */
+/* Loads an hxrt graph file (.hxrt) or an ONNX model (.onnx: inputs and outputs by their ONNX names; a model whose
+ * graph depends on input values is planned when it runs, docs/onnx.md); `options` may be NULL for the defaults. */
 HXRT_API hxrt_status hxrt_model_load(const char* path, const hxrt_model_options* options, hxrt_model** model);
 HXRT_API void hxrt_model_destroy(hxrt_model* model);
 HXRT_API size_t hxrt_model_input_count(const hxrt_model* model);

@@ -295,6 +295,66 @@ static void test_model(const char* root) {
   hxrt_model_destroy(model);
 }
 
+/* An ONNX model through the same calls (docs/onnx.md): TopK-10 whose K is a graph input, so the model is planned at
+ * bind time, once per K. */
+static void test_onnx_model(const char* root) {
+  char path[4096];
+  float x[3 * 5];
+  int64_t k = 3;
+  hxrt_tensor inputs[2];
+  hxrt_tensors* outputs = NULL;
+  hxrt_tensor values;
+  hxrt_tensor indices;
+  hxrt_model* model = NULL;
+  char* text = NULL;
+  int i, j, run;
+  snprintf(path, sizeof(path), "%s/tests/onnx/opset_cases/topk_10_k_graph_input/model.onnx", root);
+  for (i = 0; i < 15; ++i) x[i] = (float)sin(0.9 * i + 0.3);
+  CHECK_OK(hxrt_model_load(path, NULL, &model));
+  if (model == NULL) return;
+  CHECK(hxrt_model_input_count(model) == 2);
+  CHECK(strcmp(hxrt_model_input_name(model, 0), "x") == 0 && strcmp(hxrt_model_input_name(model, 1), "k") == 0);
+  CHECK(hxrt_model_output_count(model) == 2);
+  CHECK_OK(hxrt_model_describe(model, &text));
+  CHECK(contains(text, "bind time"));
+  hxrt_string_free(text);
+  memset(inputs, 0, sizeof(inputs));
+  inputs[0].name = "x";
+  inputs[0].dtype = HXRT_F32;
+  inputs[0].rank = 2;
+  inputs[0].dims[0] = 3;
+  inputs[0].dims[1] = 5;
+  inputs[0].data = x;
+  inputs[0].bytes = sizeof(x);
+  inputs[1].name = "k";
+  inputs[1].dtype = HXRT_I64;
+  inputs[1].rank = 1;
+  inputs[1].dims[0] = 1;
+  inputs[1].data = &k;
+  inputs[1].bytes = sizeof(k);
+  for (run = 0; run < 2; ++run, k = 2) {
+    CHECK_OK(hxrt_model_run(model, inputs, 2, HXRT_INFINITE, &outputs));
+    if (outputs == NULL) continue;
+    CHECK_OK(hxrt_tensors_find(outputs, "values", &values));
+    CHECK_OK(hxrt_tensors_find(outputs, "indices", &indices));
+    CHECK(values.rank == 2 && values.dims[0] == 3 && values.dims[1] == k && indices.dtype == HXRT_I64);
+    /* Each row's K largest, in descending order, at the indices given. */
+    for (i = 0; i < 3 && values.dims[1] == k; ++i) {
+      const float* v = (const float*)values.data + i * k;
+      const int64_t* at = (const int64_t*)indices.data + i * k;
+      for (j = 0; j < k; ++j) {
+        int larger = 0, m;
+        CHECK(v[j] == x[i * 5 + at[j]]);
+        for (m = 0; m < 5; ++m) larger += x[i * 5 + m] > v[j];
+        CHECK(larger == j);
+      }
+    }
+    hxrt_tensors_free(outputs);
+    outputs = NULL;
+  }
+  hxrt_model_destroy(model);
+}
+
 struct collected {
   char text[8192];
   size_t bytes;
@@ -429,6 +489,7 @@ int main(int argc, char** argv) {
   test_session_streams_events_buffers("opencl");
   test_leak_report_and_orphans();
   test_model(root);
+  test_onnx_model(root);
   test_llm();
   if (failures == 0) printf("capi_test: all checks passed\n");
   return failures == 0 ? 0 : 1;

@@ -740,6 +740,8 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
     states_[t.name()] = std::move(s);
   }
   if (g.sparse_initializer_size() > 0) return unimplemented("sparse initializers are not supported");
+  // Output names first: an import that stops for bind-time values still names them (their sources come last).
+  for (const pb::ValueInfoProto& output : g.output()) out.outputs.push_back(OnnxOutput{.name = output.name()});
   for (const pb::ValueInfoProto& input : g.input()) {
     if (initializer_names.count(input.name()) != 0) continue;
     if (states_.count(input.name()) != 0) return invalid_argument("graph input '{}' is listed twice", input.name());
@@ -822,11 +824,11 @@ Result<OnnxImport> Importer::run(const pb::ModelProto& model, const std::shared_
   }
 
   std::set<std::string> marked;
-  for (const pb::ValueInfoProto& output : g.output()) {
+  for (size_t index = 0; index < out.outputs.size(); ++index) {
+    const pb::ValueInfoProto& output = g.output(static_cast<int>(index));
     ValueState* s = state(output.name());
     if (s == nullptr) return invalid_argument("graph output '{}' is produced by no node", output.name());
-    OnnxOutput& o = out.outputs.emplace_back();
-    o.name = output.name();
+    OnnxOutput& o = out.outputs[index];
     if (s->known && !s->in_graph) {
       graph::TensorValue value{.dtype = s->desc->dtype, .shape = *s->desc->shape.resolve({})};
       value.data.assign(s->known->data, s->known->data + s->known->size);
