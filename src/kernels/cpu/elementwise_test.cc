@@ -12,6 +12,7 @@
 
 #include "hxrt/base/float16.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
@@ -20,16 +21,8 @@ namespace {
 using testing::HostTensor;
 using testing::normalized_max_error;
 using testing::OpCall;
+using testing::random_values;
 using testing::run_op;
-
-// Uniform values in [lo, hi) with a random sign when `signed_values`; never zero.
-std::vector<float> random_values(int64_t n, std::mt19937& rng, float lo, float hi, bool signed_values) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng) * (signed_values && sign(rng) ? -1.0f : 1.0f);
-  return v;
-}
 
 double apply(BinaryOp op, double a, double b) {
   switch (op) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
@@ -19,15 +20,9 @@ namespace {
 using testing::HostTensor;
 using testing::normalized_max_error;
 using testing::OpCall;
+using testing::random_bools;
+using testing::random_values;
 using testing::run_op;
-
-std::vector<float> random_values(int64_t n, std::mt19937& rng, float lo, float hi, bool signed_values) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng) * (signed_values && sign(rng) ? -1.0f : 1.0f);
-  return v;
-}
 
 // Nonzero integers in [-range, range].
 std::vector<int64_t> random_ints(int64_t n, std::mt19937& rng, int64_t range) {
@@ -36,12 +31,6 @@ std::vector<int64_t> random_ints(int64_t n, std::mt19937& rng, int64_t range) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   for (int64_t& x : v) x = dist(rng) * (sign(rng) ? -1 : 1);
   return v;
-}
-
-HostTensor bools(const Shape& shape, std::mt19937& rng) {
-  std::vector<std::byte> b(static_cast<size_t>(shape.num_elements()));
-  for (std::byte& x : b) x = static_cast<std::byte>(rng() % 2);
-  return HostTensor::raw(DType::kBool, shape, b);
 }
 
 // The element of an operand of shape `in` that output element `i` of shape `out` reads under numpy broadcasting.
@@ -339,8 +328,8 @@ TEST(LogicTest, LogicalOpsBroadcast) {
                                {"Equal", [](double a, double b) { return a == b ? 1.0 : 0.0; }}};
   for (const Op& op : ops) {
     for (const BroadcastCase& c : broadcast_cases()) {
-      const HostTensor a = bools(c.a, rng);
-      const HostTensor b = bools(c.b, rng);
+      const HostTensor a = random_bools(c.a, rng);
+      const HostTensor b = random_bools(c.b, rng);
       OpCall call{.op_type = op.name};
       call.inputs = {a, b};
       auto r = run_op(call);
@@ -411,7 +400,7 @@ TEST(LogicTest, WhereBroadcastsAllThree) {
                                    {{1}, {7, 3}, {3}, {7, 3}},
                                    {{6, 1, 1}, {1, 50, 1}, {1, 1, 40}, {6, 50, 40}}};
   for (const Case& c : cases) {
-    const HostTensor cond = bools(c.cond, rng);
+    const HostTensor cond = random_bools(c.cond, rng);
     const auto x = random_values(c.x.num_elements(), rng, 0.1f, 2.0f, true);
     const auto y = random_ints(c.y.num_elements(), rng, 100);
     OpCall call{.op_type = "Where"};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
@@ -17,16 +18,8 @@ namespace {
 using testing::HostTensor;
 using testing::normalized_max_error;
 using testing::OpCall;
+using testing::random_values;
 using testing::run_op;
-
-// Values in ±[0.05, scale): never zero.
-std::vector<float> random_values(int64_t n, std::mt19937& rng, float scale = 3.0f) {
-  std::uniform_real_distribution<float> dist(0.05f, scale);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = sign(rng) ? -dist(rng) : dist(rng);
-  return v;
-}
 
 int64_t product(const Shape& s, int begin, int end) {
   int64_t p = 1;
@@ -60,7 +53,7 @@ TEST(NormalizationTest, SoftmaxEveryAxisAgainstReference) {
   std::mt19937 rng(1);
   for (const Shape& shape : {Shape{1}, Shape{17}, Shape{3, 129}, Shape{2, 5, 7}, Shape{3, 300, 2}, Shape{2, 3, 257}}) {
     for (int axis = -shape.rank(); axis < shape.rank(); ++axis) {
-      auto x = random_values(shape.num_elements(), rng, 8.0f);
+      auto x = random_values(shape.num_elements(), rng, 0.05f, 8.0f);
       x[0] = 80.0f;  // exp(80) overflows float without the max subtraction
       OpCall call{.op_type = "Softmax"};
       call.attrs.set("axis", int64_t{axis});
@@ -73,7 +66,7 @@ TEST(NormalizationTest, SoftmaxEveryAxisAgainstReference) {
     }
   }
   // Default axis = -1.
-  const auto x = random_values(2 * 9, rng);
+  const auto x = random_values(2 * 9, rng, 0.05f, 3.0f);
   OpCall call{.op_type = "Softmax"};
   call.inputs = {HostTensor::f32(Shape{2, 9}, x)};
   auto result = run_op(call);
@@ -126,9 +119,9 @@ TEST(NormalizationTest, LayerNormAxesBiasAndEpsilon) {
     const int64_t n = product(c.shape, axis, c.shape.rank());
     std::vector<int64_t> norm_dims(c.shape.dims().begin() + axis, c.shape.dims().end());
     const Shape norm_shape = Shape::make(norm_dims).value();
-    const auto x = random_values(c.shape.num_elements(), rng);
-    const auto scale = random_values(n, rng, 2.0f);
-    const auto bias = random_values(n, rng, 1.0f);
+    const auto x = random_values(c.shape.num_elements(), rng, 0.05f, 3.0f);
+    const auto scale = random_values(n, rng, 0.05f, 2.0f);
+    const auto bias = random_values(n, rng, 0.05f, 1.0f);
     OpCall call{.op_type = "LayerNormalization"};
     call.attrs.set("axis", int64_t{c.axis});
     if (c.eps != 1e-5) call.attrs.set("epsilon", c.eps);
@@ -170,7 +163,7 @@ TEST(NormalizationTest, RmsNormAgainstReference) {
   std::mt19937 rng(5);
   for (const Shape& shape : {Shape{1}, Shape{17}, Shape{3, 129}, Shape{2, 3, 576}, Shape{5, 4097}}) {
     for (double eps : {1e-5, 1e-6, 0.1}) {
-      const auto x = random_values(shape.num_elements(), rng);
+      const auto x = random_values(shape.num_elements(), rng, 0.05f, 3.0f);
       OpCall call{.op_type = "RMSNorm", .domain = "hxrt"};
       call.attrs.set("epsilon", eps);
       call.inputs = {HostTensor::f32(shape, x)};
@@ -186,8 +179,8 @@ TEST(NormalizationTest, RmsNormAgainstReference) {
 TEST(NormalizationTest, RmsNormRowFunctionsForFusedKernels) {
   std::mt19937 rng(6);
   const int64_t n = 1000;
-  const auto x = random_values(n, rng);
-  const auto w = random_values(n, rng, 2.0f);
+  const auto x = random_values(n, rng, 0.05f, 3.0f);
+  const auto w = random_values(n, rng, 0.05f, 2.0f);
   std::vector<float> y(n), yw(n);
   rms_norm_row(x.data(), y.data(), n, 1e-5f);
   rms_norm_mul_row(x.data(), w.data(), yw.data(), n, 1e-5f);
@@ -246,7 +239,7 @@ TEST(NormalizationTest, RopeModesPositionsAndRotaryDims) {
     std::uniform_int_distribution<int64_t> p(0, 4000);
     for (int64_t& v : pos) v = p(rng);
     pos[0] = 3;
-    const auto x = random_values(c.shape.num_elements(), rng, 2.0f);
+    const auto x = random_values(c.shape.num_elements(), rng, 0.05f, 2.0f);
     OpCall call{.op_type = "RoPE", .domain = "hxrt"};
     call.attrs.set("mode", c.mode);
     call.attrs.set("theta", c.theta);
@@ -376,7 +369,7 @@ TEST(NormalizationTest, LogSoftmaxAndHardmaxEveryAxis) {
   std::mt19937 rng(11);
   for (const Shape& shape : {Shape{1}, Shape{3, 4, 5}, Shape{2, 129}, Shape{1, 3}}) {
     for (int axis = -shape.rank(); axis < shape.rank(); ++axis) {
-      auto x = random_values(shape.num_elements(), rng, 8.0f);
+      auto x = random_values(shape.num_elements(), rng, 0.05f, 8.0f);
       x[0] = 1000.0f;  // exp overflows without the max subtraction
       const int a = axis < 0 ? axis + shape.rank() : axis;
       const std::vector<double> soft = reference_softmax(x, shape, a);
@@ -436,7 +429,7 @@ TEST(NormalizationTest, LrnAgainstReference) {
   std::mt19937 rng(12);
   for (const int64_t size : {1, 2, 3, 5}) {
     const Shape shape{2, 5, 3, 2};
-    const auto x = random_values(shape.num_elements(), rng);
+    const auto x = random_values(shape.num_elements(), rng, 0.05f, 3.0f);
     const double alpha = 2e-2, beta = 0.6, bias = 1.5;
     OpCall call{.op_type = "LRN"};
     call.attrs.set("size", int64_t{size});
@@ -488,7 +481,7 @@ TEST(NormalizationTest, MeanVarianceNormalizationOverAxes) {
     std::vector<int64_t> axes;  // empty: the default [0, 2, 3]
   };
   for (const Case& c : {Case{{3, 3, 3, 1}, {}}, Case{{2, 5, 4}, {1}}, Case{{2, 5, 4}, {-1, 0}}, Case{{7}, {0}}}) {
-    const auto x = random_values(c.shape.num_elements(), rng);
+    const auto x = random_values(c.shape.num_elements(), rng, 0.05f, 3.0f);
     OpCall call{.op_type = "MeanVarianceNormalization"};
     if (!c.axes.empty()) call.attrs.set("axes", c.axes);
     call.inputs = {HostTensor::f32(c.shape, x)};
@@ -531,9 +524,9 @@ TEST(NormalizationTest, InstanceNormalizationAgainstReference) {
   for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{1, 2, 1, 3}, Shape{3, 1, 7}}) {
     const int64_t channels = shape.dims()[1];
     const int64_t n = product(shape, 2, shape.rank());
-    const auto x = random_values(shape.num_elements(), rng);
-    const auto scale = random_values(channels, rng, 2.0f);
-    const auto bias = random_values(channels, rng, 1.0f);
+    const auto x = random_values(shape.num_elements(), rng, 0.05f, 3.0f);
+    const auto scale = random_values(channels, rng, 0.05f, 2.0f);
+    const auto bias = random_values(channels, rng, 0.05f, 1.0f);
     const double eps = 1e-2;
     OpCall call{.op_type = "InstanceNormalization"};
     call.attrs.set("epsilon", eps);
@@ -572,8 +565,8 @@ TEST(NormalizationTest, InstanceNormalizationRejectsNegativeEpsilon) {
 TEST(NormalizationTest, LayerNormMeanAndInvStdDevOutputs) {
   std::mt19937 rng(17);
   const Shape shape{2, 3, 5};
-  const auto x = random_values(shape.num_elements(), rng);
-  const auto scale = random_values(15, rng, 2.0f);
+  const auto x = random_values(shape.num_elements(), rng, 0.05f, 3.0f);
+  const auto scale = random_values(15, rng, 0.05f, 2.0f);
   OpCall call{.op_type = "LayerNormalization", .num_outputs = 3};
   call.attrs.set("axis", int64_t{1});
   call.attrs.set("epsilon", 0.1);

@@ -13,31 +13,20 @@
 #include <vector>
 
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
+using testing::dims_of;
 using testing::HostTensor;
 using testing::OpCall;
 using testing::run_op;
+using testing::unravel;
 
 // Tolerance: normalised max error against double references.
 constexpr double kTolerance = 1e-5;
-
-std::vector<int64_t> dims_of(const Shape& s) {
-  return {s.dims().begin(), s.dims().end()};
-}
-
-// Row-major index → multi-index.
-std::vector<int64_t> unravel(int64_t i, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size());
-  for (size_t d = dims.size(); d-- > 0;) {
-    idx[d] = i % dims[d];
-    i /= dims[d];
-  }
-  return idx;
-}
 
 int64_t product(const std::vector<int64_t>& dims) {
   return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());

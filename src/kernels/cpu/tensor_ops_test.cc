@@ -10,14 +10,18 @@
 #include <vector>
 
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
+using testing::dims_of;
 using testing::HostTensor;
 using testing::OpCall;
+using testing::ravel;
 using testing::run_op;
+using testing::unravel;
 
 // Distinct, non-zero values: every misplaced element shows.
 std::vector<float> distinct_values(int64_t n) {
@@ -30,26 +34,6 @@ std::vector<int64_t> distinct_ints(int64_t n) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i) * 7 + 1;
   return v;
-}
-
-std::vector<int64_t> dims_of(const Shape& s) {
-  return {s.dims().begin(), s.dims().end()};
-}
-
-// Row-major index → multi-index.
-std::vector<int64_t> unravel(int64_t i, const Shape& s) {
-  std::vector<int64_t> idx(static_cast<size_t>(s.rank()));
-  for (int d = s.rank() - 1; d >= 0; --d) {
-    idx[d] = i % s.dims()[d];
-    i /= s.dims()[d];
-  }
-  return idx;
-}
-
-int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
-  int64_t i = 0;
-  for (int d = 0; d < s.rank(); ++d) i = i * s.dims()[d] + idx[d];
-  return i;
 }
 
 // ---- Gather ----
