@@ -29,18 +29,6 @@ const std::vector<DType>& data_types() {
   return types;
 }
 
-const std::vector<DType>& index_types() {
-  static const std::vector<DType> types = {DType::kI32, DType::kI64};
-  return types;
-}
-
-Result<int> axis_value(InferenceContext& ctx, int64_t axis, int rank, std::string_view what) {
-  if (axis < -rank || axis >= rank) {
-    return ctx.error(fmt::format("{} = {} is out of range for rank {}", what, axis, rank));
-  }
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
 // Input `i` as a constant (Note [Data-dependent output shapes]): its static shape and its bytes.
 struct ConstantInput {
   Shape shape;
