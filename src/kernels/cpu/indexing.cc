@@ -466,17 +466,6 @@ Status compute_reverse_sequence(const ops::CpuComputeContext& ctx) {
 
 // ---- Registration ----------------------------------------------------------------------------------------------
 
-ops::TilingFn copy_tiling() {
-  return [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
-    int64_t bytes = 0;
-    if (!q.outputs.empty()) {
-      const size_t eb = std::max<size_t>(1, ops::element_bytes(q.outputs[0].dtype));
-      bytes = q.outputs[0].num_elements() * static_cast<int64_t>(eb);
-    }
-    return chunk_tiling("grain_bytes", kCopyGrainBytes, bytes);
-  };
-}
-
 ops::KernelDef indexing_def(std::string op_type, int since_version, std::string description,
                             std::vector<std::vector<DType>> input_dtypes, ops::ParseAttrsFn parse_attrs,
                             ops::CpuComputeFn compute) {

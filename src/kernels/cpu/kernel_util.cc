@@ -12,6 +12,17 @@ int64_t copy_units_per_chunk(const ops::Tiling& tiling, int64_t unit_bytes) {
   return std::max<int64_t>(1, tiling_grain(tiling, "grain_bytes", kCopyGrainBytes) / std::max<int64_t>(unit_bytes, 1));
 }
 
+ops::TilingFn copy_tiling() {
+  return [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
+    int64_t bytes = 0;
+    if (!q.outputs.empty()) {
+      const size_t eb = std::max<size_t>(1, ops::element_bytes(q.outputs[0].dtype));
+      bytes = q.outputs[0].num_elements() * static_cast<int64_t>(eb);
+    }
+    return chunk_tiling("grain_bytes", kCopyGrainBytes, bytes);
+  };
+}
+
 Result<size_t> plain_element_bytes(DType dtype, std::string_view op) {
   const size_t bytes = ops::element_bytes(dtype);
   if (bytes == 0) return invalid_argument("{}: block-quantized dtype {} is not supported", op, dtype);

@@ -34,6 +34,9 @@ inline constexpr int64_t kCopyGrainBytes = 256 * 1024;
 // Copy units of `unit_bytes` per chunk under `tiling` (at least 1).
 int64_t copy_units_per_chunk(const ops::Tiling& tiling, int64_t unit_bytes);
 
+// The tiling of a kernel that copies its output 0: chunks of "grain_bytes" (kCopyGrainBytes) of that output.
+ops::TilingFn copy_tiling();
+
 // Bytes per element of `dtype`; InvalidArgument naming `op` for a block-quantized dtype.
 Result<size_t> plain_element_bytes(DType dtype, std::string_view op);
 

@@ -452,7 +452,8 @@ Status compute_size(const ops::CpuComputeContext& ctx) {
 
 // ---- Registration ----
 
-ops::TilingFn copy_tiling() {
+// Chunks of the bytes of all outputs together (Split writes several; copy_tiling counts output 0 alone).
+ops::TilingFn all_outputs_copy_tiling() {
   return [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
     int64_t bytes = 0;
     for (const ops::TensorRef& out : q.outputs) {
@@ -470,7 +471,7 @@ ops::KernelDef shape_def(std::string op_type, int since_version, std::string des
   def.since_version = since_version;
   def.name = def.op_type;
   def.description = std::move(description);
-  def.tiling = copy_tiling();
+  def.tiling = all_outputs_copy_tiling();
   def.parse_attrs = [parse](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
     return ops::boxed(parse(node));
   };

@@ -344,17 +344,6 @@ Status compute_slice(const ops::CpuComputeContext& ctx) {
   return run_strided_copy(ctx, slice_plan(x.shape, std::span<const SliceAxis>(plan_axes.data(), rank), eb), eb);
 }
 
-ops::TilingFn copy_tiling() {
-  return [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
-    int64_t bytes = 0;
-    if (!q.outputs.empty()) {
-      const size_t eb = std::max<size_t>(1, element_bytes(q.outputs[0].dtype));
-      bytes = q.outputs[0].num_elements() * static_cast<int64_t>(eb);
-    }
-    return chunk_tiling("grain_bytes", kCopyGrainBytes, bytes);
-  };
-}
-
 ops::KernelDef copy_def(std::string op_type, int since_version, std::string description) {
   ops::KernelDef def;
   def.op_type = std::move(op_type);
