@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/testing/infer_node.h"
 #include "kernels/testing/kernel_harness.h"
 #include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
@@ -16,6 +17,8 @@ namespace hxrt::kernels::cpu {
 namespace {
 
 using testing::HostTensor;
+using testing::infer_node;
+using testing::InferResult;
 using testing::normalized_max_error;
 using testing::OpCall;
 using testing::random_values;
@@ -302,32 +305,9 @@ TEST(NormalizationTest, RopeRejectsBadInputs) {
 
 // ---- Symbolic shape inference ----
 
-struct Inferred {
-  Status status;
-  std::string desc;
-  std::vector<ops::DimCheck> checks;
-};
-
-Inferred infer(const std::string& op_type, const std::string& domain, const std::vector<graph::TensorDesc>& inputs,
-               graph::AttributeMap attrs = {}) {
-  ops::OpSchemaRegistry registry;
-  EXPECT_TRUE(ops::schemas::register_normalization(registry).ok());
-  EXPECT_TRUE(ops::schemas::register_reduce(registry).ok());
-  graph::Graph g;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    names.push_back(fmt::format("x{}", i));
-    EXPECT_TRUE(g.add_input(names.back(), inputs[i]).ok());
-  }
-  const std::vector<std::string> outputs = {"y"};
-  auto schema = registry.find(op_type, domain, 0);
-  EXPECT_TRUE(schema.ok());
-  auto node = g.add_node("n", op_type, names, outputs, std::move(attrs), domain, (*schema)->since_version);
-  EXPECT_TRUE(node.ok());
-  Inferred out;
-  out.status = registry.infer_node(g, *node, &out.checks);
-  if (out.status.ok()) out.desc = g.value(g.node(*node).outputs[0]).desc.to_string();
-  return out;
+InferResult infer(const std::string& op_type, const std::string& domain, const std::vector<graph::TensorDesc>& inputs,
+                  graph::AttributeMap attrs = {}) {
+  return infer_node(op_type, domain, testing::graph_inputs(inputs), std::move(attrs));
 }
 
 TEST(NormalizationTest, SymbolicInference) {
@@ -335,18 +315,18 @@ TEST(NormalizationTest, SymbolicInference) {
   const graph::TensorDesc x{DType::kF32, {n, 576}};
   EXPECT_EQ(infer("Softmax", "", {x}).desc, "f32[n_tokens, 576]");
   EXPECT_EQ(infer("RMSNorm", "hxrt", {x}).desc, "f32[n_tokens, 576]");
-  Inferred ln = infer("LayerNormalization", "", {x, {DType::kF32, {576}}, {DType::kF32, {576}}});
+  InferResult ln = infer("LayerNormalization", "", {x, {DType::kF32, {576}}, {DType::kF32, {576}}});
   ASSERT_TRUE(ln.status.ok()) << ln.status.to_string();
   EXPECT_EQ(ln.desc, "f32[n_tokens, 576]");
   EXPECT_FALSE(infer("LayerNormalization", "", {x, {DType::kF32, {575}}}).status.ok());
 
   const graph::TensorDesc q{DType::kF32, {n, 9, 64}};
-  Inferred rope = infer("RoPE", "hxrt", {q, {DType::kI32, {n}}});
+  InferResult rope = infer("RoPE", "hxrt", {q, {DType::kI32, {n}}});
   ASSERT_TRUE(rope.status.ok()) << rope.status.to_string();
   EXPECT_EQ(rope.desc, "f32[n_tokens, 9, 64]");
   EXPECT_TRUE(rope.checks.empty());
   // A positions length that is another symbol is checked at bind time.
-  Inferred other = infer("RoPE", "hxrt", {q, {DType::kI64, {graph::Dim::symbol("m")}}});
+  InferResult other = infer("RoPE", "hxrt", {q, {DType::kI64, {graph::Dim::symbol("m")}}});
   ASSERT_TRUE(other.status.ok());
   EXPECT_EQ(other.checks.size(), 1u);
   // Wrong dtype of positions is caught by the schema.
