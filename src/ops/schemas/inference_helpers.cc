@@ -8,8 +8,19 @@
 
 namespace hxrt::ops::schemas {
 
+const std::vector<DType>& float_types() {
+  static const std::vector<DType> types = {DType::kF32};
+  return types;
+}
+
 const std::vector<DType>& index_types() {
   static const std::vector<DType> types = {DType::kI32, DType::kI64};
+  return types;
+}
+
+const std::vector<DType>& plain_types() {
+  static const std::vector<DType> types = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8,
+                                           DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
   return types;
 }
 

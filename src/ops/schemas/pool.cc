@@ -17,11 +17,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& float_types() {
-  static const std::vector<DType> types = {DType::kF32};
-  return types;
-}
-
 const std::vector<DType>& i64_type() {
   static const std::vector<DType> types = {DType::kI64};
   return types;

@@ -15,8 +15,10 @@ namespace hxrt::ops::schemas {
 // Numpy-style broadcast of two shapes; records DimChecks for symbolic dims that must match.
 Result<graph::SymShape> broadcast_shapes(InferenceContext& ctx, const graph::SymShape& a, const graph::SymShape& b);
 
-// The dtypes of index inputs: i32 and i64 (inference_helpers.cc, as the helpers below).
-const std::vector<DType>& index_types();
+// Type constraint lists several families share (inference_helpers.cc, as the helpers below).
+const std::vector<DType>& float_types();  // f32: T, the float type variable, unless a line says otherwise (docs/ops.md)
+const std::vector<DType>& index_types();  // i32, i64
+const std::vector<DType>& plain_types();  // every dtype stored element by element: f32 f16 bf16 i8 i32 i64 u8 bool
 
 // `axis` in [-rank, rank) made non-negative; the error names the attribute or input (`what`) and the rank.
 Result<int> axis_value(InferenceContext& ctx, int64_t axis, int rank, std::string_view what);

@@ -20,11 +20,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& float_types() {
-  static const std::vector<DType> types = {DType::kF32};
-  return types;
-}
-
 // The weight of constant input `i`, checked to hold its desc's static element count; the error names the input.
 Result<const graph::WeightData*> constant_weight(InferenceContext& ctx, size_t i, std::string_view name,
                                                  int64_t* elements) {

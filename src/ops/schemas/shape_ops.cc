@@ -24,12 +24,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& plain_types() {
-  static const std::vector<DType> types = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8,
-                                           DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
-  return types;
-}
-
 const std::vector<DType>& number_types() {
   static const std::vector<DType> types = {DType::kF32, DType::kI32, DType::kI64};
   return types;

@@ -37,12 +37,6 @@ namespace {
 // "end >= this" on a symbolic axis means "to the end" (exporters write INT32_MAX or INT64_MAX).
 constexpr int64_t kSliceToEnd = 2147483647;
 
-const std::vector<DType>& plain_types() {
-  static const std::vector<DType> types = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8,
-                                           DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
-  return types;
-}
-
 const std::vector<DType>& all_types() {
   static const std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kI8,
                                            DType::kI32,  DType::kI64,  DType::kU8,   DType::kBool,
