@@ -16,20 +16,6 @@ namespace hxrt::formats::onnx {
 
 namespace {
 
-// The node's ONNX inputs as hxrt value names ("" for omitted ones).
-std::vector<std::string> all_inputs(const ConversionContext& ctx) {
-  std::vector<std::string> inputs;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i));
-  return inputs;
-}
-
-// The node's ONNX outputs ("" for omitted ones: the importer gives them an unused value).
-std::vector<std::string> all_outputs(const ConversionContext& ctx) {
-  std::vector<std::string> outputs;
-  for (size_t i = 0; i < ctx.num_outputs(); ++i) outputs.push_back(ctx.output(i));
-  return outputs;
-}
-
 // The same op, inputs, outputs and attributes: the ONNX op at these opsets is the hxrt op.
 ConvertFn same_op(std::string op_type) {
   return [op_type = std::move(op_type)](ConversionContext& ctx) {
@@ -90,40 +76,30 @@ Status convert_slice_v10(ConversionContext& ctx) {
   return ctx.emit("Slice", std::move(inputs), {ctx.output(0)});
 }
 
-ConverterDef converter(std::string op_type, int since, int end, ConvertFn convert, std::string doc) {
-  ConverterDef def;
-  def.op_type = std::move(op_type);
-  def.since_version = since;
-  def.end_version = end;
-  def.convert = std::move(convert);
-  def.doc = std::move(doc);
-  return def;
-}
-
 }  // namespace
 
 Status register_indexing_converters(ConverterRegistry& registry) {
   constexpr int kAny = ops::kMaxOpVersion;
   const std::vector<ConverterDef> defs = {
-      converter("GatherElements", 11, kAny, same_op("GatherElements"), "GatherElements(13)"),
-      converter("GatherND", 11, kAny, same_op("GatherND"), "GatherND(13); batch_dims defaults to 0 before opset 12"),
-      converter("ScatterElements", 11, kAny, same_op("ScatterElements"),
+      make_converter("GatherElements", 11, kAny, same_op("GatherElements"), "GatherElements(13)"),
+      make_converter("GatherND", 11, kAny, same_op("GatherND"), "GatherND(13); batch_dims defaults to 0 before opset 12"),
+      make_converter("ScatterElements", 11, kAny, same_op("ScatterElements"),
                 "ScatterElements(16); reduction defaults to none before opset 16"),
-      converter("Scatter", 9, 10, same_op("ScatterElements"), "ScatterElements(16) without a reduction"),
-      converter("ScatterND", 11, kAny, same_op("ScatterND"), "ScatterND(16); reduction defaults to none before 16"),
-      converter("Compress", 9, kAny, with_constant_input("Compress", 1, "condition"),
+      make_converter("Scatter", 9, 10, same_op("ScatterElements"), "ScatterElements(16) without a reduction"),
+      make_converter("ScatterND", 11, kAny, same_op("ScatterND"), "ScatterND(16); reduction defaults to none before 16"),
+      make_converter("Compress", 9, kAny, with_constant_input("Compress", 1, "condition"),
                 "Compress(11) with the condition as a constant (needed at import)"),
-      converter("NonZero", 9, kAny, with_constant_input("NonZero", 0, "X"),
+      make_converter("NonZero", 9, kAny, with_constant_input("NonZero", 0, "X"),
                 "NonZero(13) with X as a constant (needed at import)"),
-      converter("Unique", 11, kAny, with_constant_input("Unique", 0, "X"),
+      make_converter("Unique", 11, kAny, with_constant_input("Unique", 0, "X"),
                 "Unique(11) with X as a constant (needed at import)"),
-      converter("ReverseSequence", 10, kAny, same_op("ReverseSequence"), "ReverseSequence(10)"),
-      converter("Gather", 1, kAny, same_op("Gather"), "Gather(13)"),
-      converter("Concat", 1, 3, convert_concat_v1, "Concat(13) with axis defaulting to 1"),
-      converter("Concat", 4, kAny, same_op("Concat"), "Concat(13)"),
-      converter("Slice", 1, 9, convert_slice_v1, "Slice(13) with starts/ends/axes attributes as constant inputs"),
-      converter("Slice", 10, kAny, convert_slice_v10, "Slice(13) with starts/ends/axes/steps needed at import"),
-      converter("Transpose", 1, kAny, same_op("Transpose"), "Transpose(13)"),
+      make_converter("ReverseSequence", 10, kAny, same_op("ReverseSequence"), "ReverseSequence(10)"),
+      make_converter("Gather", 1, kAny, same_op("Gather"), "Gather(13)"),
+      make_converter("Concat", 1, 3, convert_concat_v1, "Concat(13) with axis defaulting to 1"),
+      make_converter("Concat", 4, kAny, same_op("Concat"), "Concat(13)"),
+      make_converter("Slice", 1, 9, convert_slice_v1, "Slice(13) with starts/ends/axes attributes as constant inputs"),
+      make_converter("Slice", 10, kAny, convert_slice_v10, "Slice(13) with starts/ends/axes/steps needed at import"),
+      make_converter("Transpose", 1, kAny, same_op("Transpose"), "Transpose(13)"),
   };
   for (const ConverterDef& def : defs) HXRT_RETURN_IF_ERROR(registry.add(def));
   return ok_status();

@@ -26,17 +26,7 @@ namespace {
 // Emits `op_type` on `inputs` and the node's outputs with its attributes, less `drop`.
 Status emit_with(ConversionContext& ctx, std::string_view op_type, std::vector<std::string> inputs,
                  std::initializer_list<std::string_view> drop) {
-  std::vector<std::string> outputs;
-  for (size_t i = 0; i < ctx.num_outputs(); ++i) outputs.push_back(ctx.output(i));
-  graph::AttributeMap attrs = ctx.attrs();
-  for (std::string_view name : drop) attrs.erase(name);
-  return ctx.emit(std::string(op_type), std::move(inputs), std::move(outputs), std::move(attrs));
-}
-
-std::vector<std::string> all_inputs(const ConversionContext& ctx) {
-  std::vector<std::string> inputs;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i));
-  return inputs;
+  return ctx.emit(std::string(op_type), std::move(inputs), all_outputs(ctx), attrs_without(ctx, drop));
 }
 
 // Opsets 1-6 of the binary ops: B broadcast to A only with broadcast=1; with `axis`, B's dims align to A's from

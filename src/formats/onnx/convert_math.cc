@@ -24,13 +24,7 @@ namespace {
 
 // Emits `op_type` on the node's inputs and outputs with its attributes, less `drop`.
 Status emit_renamed(ConversionContext& ctx, std::string_view op_type, std::initializer_list<std::string_view> drop) {
-  std::vector<std::string> inputs;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i));
-  std::vector<std::string> outputs;
-  for (size_t i = 0; i < ctx.num_outputs(); ++i) outputs.push_back(ctx.output(i));
-  graph::AttributeMap attrs = ctx.attrs();
-  for (std::string_view name : drop) attrs.erase(name);
-  return ctx.emit(std::string(op_type), std::move(inputs), std::move(outputs), std::move(attrs));
+  return ctx.emit(std::string(op_type), all_inputs(ctx), all_outputs(ctx), attrs_without(ctx, drop));
 }
 
 struct OpRange {

@@ -42,9 +42,7 @@ std::vector<std::string> present_outputs(const ConversionContext& ctx) {
 // Emits `op` on the node's inputs and outputs with its attributes unchanged.
 ConvertFn same_op(std::string op) {
   return [op = std::move(op)](ConversionContext& ctx) {
-    std::vector<std::string> inputs;
-    for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i));
-    return ctx.emit(op, std::move(inputs), present_outputs(ctx), ctx.attrs());
+    return ctx.emit(op, all_inputs(ctx), present_outputs(ctx), ctx.attrs());
   };
 }
 
@@ -244,38 +242,28 @@ Status convert_roi_align_10(ConversionContext& ctx) {
   return ctx.emit("RoiAlign", {ctx.input(0), ctx.input(1), ctx.input(2)}, {ctx.output(0)}, std::move(attrs));
 }
 
-ConverterDef def(std::string op, int since, int end, ConvertFn fn, std::string doc) {
-  ConverterDef d;
-  d.op_type = std::move(op);
-  d.since_version = since;
-  d.end_version = end;
-  d.convert = std::move(fn);
-  d.doc = std::move(doc);
-  return d;
-}
-
 }  // namespace
 
 Status register_pool_converters(ConverterRegistry& registry) {
   constexpr int kMax = ops::kMaxOpVersion;
   std::vector<ConverterDef> defs;
-  defs.push_back(def("Conv", 1, kMax, convert_conv, "Conv(11), 2-D only"));
-  defs.push_back(def("AveragePool", 1, kMax, same_op("AveragePool"), "AveragePool(11), attributes as they are"));
-  defs.push_back(def("MaxPool", 1, kMax, same_op("MaxPool"), "MaxPool(12), attributes as they are; Indices output"));
-  defs.push_back(def("GlobalAveragePool", 1, kMax, same_op("GlobalAveragePool"), "GlobalAveragePool(1)"));
-  defs.push_back(def("GlobalMaxPool", 1, kMax, same_op("GlobalMaxPool"), "GlobalMaxPool(1)"));
-  defs.push_back(def("MaxUnpool", 9, kMax, convert_max_unpool, "MaxUnpool(11) with output_shape as a constant"));
-  defs.push_back(def("ConvTranspose", 1, kMax, same_op("ConvTranspose"), "ConvTranspose(11), attributes as they are"));
+  defs.push_back(make_converter("Conv", 1, kMax, convert_conv, "Conv(11), 2-D only"));
+  defs.push_back(make_converter("AveragePool", 1, kMax, same_op("AveragePool"), "AveragePool(11), attributes as they are"));
+  defs.push_back(make_converter("MaxPool", 1, kMax, same_op("MaxPool"), "MaxPool(12), attributes as they are; Indices output"));
+  defs.push_back(make_converter("GlobalAveragePool", 1, kMax, same_op("GlobalAveragePool"), "GlobalAveragePool(1)"));
+  defs.push_back(make_converter("GlobalMaxPool", 1, kMax, same_op("GlobalMaxPool"), "GlobalMaxPool(1)"));
+  defs.push_back(make_converter("MaxUnpool", 9, kMax, convert_max_unpool, "MaxUnpool(11) with output_shape as a constant"));
+  defs.push_back(make_converter("ConvTranspose", 1, kMax, same_op("ConvTranspose"), "ConvTranspose(11), attributes as they are"));
   defs.push_back(
-      def("Upsample", 7, 8, convert_upsample_7, "Resize(13) asymmetric with the scales attribute as a constant input"));
-  defs.push_back(def("Upsample", 9, 9, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
-  defs.push_back(def("Resize", 10, 10, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
-  defs.push_back(def("Resize", 11, 17, convert_resize, "Resize(13) with roi, scales and sizes as constants"));
-  defs.push_back(def("Resize", 18, kMax, convert_resize_18,
-                     "Resize(13) with roi, scales and sizes as constants, 'axes' expanded to every axis"));
-  defs.push_back(def("GridSample", 16, kMax, same_op("GridSample"), "GridSample(16)"));
-  defs.push_back(def("RoiAlign", 10, 15, convert_roi_align_10, "RoiAlign(16) with output_half_pixel coordinates"));
-  defs.push_back(def("RoiAlign", 16, kMax, same_op("RoiAlign"), "RoiAlign(16)"));
+      make_converter("Upsample", 7, 8, convert_upsample_7, "Resize(13) asymmetric with the scales attribute as a constant input"));
+  defs.push_back(make_converter("Upsample", 9, 9, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
+  defs.push_back(make_converter("Resize", 10, 10, convert_scales_input_resize, "Resize(13) asymmetric, scales as a constant"));
+  defs.push_back(make_converter("Resize", 11, 17, convert_resize, "Resize(13) with roi, scales and sizes as constants"));
+  defs.push_back(make_converter("Resize", 18, kMax, convert_resize_18,
+                                "Resize(13) with roi, scales and sizes as constants, 'axes' expanded to every axis"));
+  defs.push_back(make_converter("GridSample", 16, kMax, same_op("GridSample"), "GridSample(16)"));
+  defs.push_back(make_converter("RoiAlign", 10, 15, convert_roi_align_10, "RoiAlign(16) with output_half_pixel coordinates"));
+  defs.push_back(make_converter("RoiAlign", 16, kMax, same_op("RoiAlign"), "RoiAlign(16)"));
   for (ConverterDef& d : defs) HXRT_RETURN_IF_ERROR(registry.add(std::move(d)));
   return ok_status();
 }

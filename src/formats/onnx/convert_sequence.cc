@@ -14,14 +14,6 @@ namespace hxrt::formats::onnx {
 
 namespace {
 
-// The node's inputs as hxrt value names ("" for omitted ones).
-std::vector<std::string> all_inputs(const ConversionContext& ctx) {
-  std::vector<std::string> inputs;
-  inputs.reserve(ctx.num_inputs());
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i));
-  return inputs;
-}
-
 // The node's outputs up to the last one present; an omitted one before it (hxrt outputs are a prefix) and an
 // omitted first output get a temp name.
 std::vector<std::string> output_prefix(ConversionContext& ctx, std::initializer_list<std::string_view> names) {
@@ -35,12 +27,6 @@ std::vector<std::string> output_prefix(ConversionContext& ctx, std::initializer_
     outputs.push_back(ctx.has_output(i) ? ctx.output(i) : ctx.temp(name != names.end() ? *name : "unused"));
   }
   return outputs;
-}
-
-graph::AttributeMap attrs_without(const ConversionContext& ctx, std::initializer_list<std::string_view> dropped) {
-  graph::AttributeMap attrs = ctx.attrs();
-  for (std::string_view name : dropped) attrs.erase(name);
-  return attrs;
 }
 
 // Input `i` as an initializer holding its value, which the hxrt op needs at plan time; "" when omitted.
@@ -167,47 +153,37 @@ Status convert_dropout_old(ConversionContext& ctx) {
   return ctx.emit("Cast", {mask}, {ctx.output(1)}, std::move(cast));
 }
 
-ConverterDef def(std::string op_type, int since, int end, ConvertFn convert, std::string doc) {
-  ConverterDef d;
-  d.op_type = std::move(op_type);
-  d.since_version = since;
-  d.end_version = end;
-  d.convert = std::move(convert);
-  d.doc = std::move(doc);
-  return d;
-}
-
 }  // namespace
 
 Status register_sequence_converters(ConverterRegistry& registry) {
   constexpr int kMax = ops::kMaxOpVersion;
-  HXRT_RETURN_IF_ERROR(registry.add(def("MatMul", 1, kMax, convert_matmul, "MatMul(13)")));
+  HXRT_RETURN_IF_ERROR(registry.add(make_converter("MatMul", 1, kMax, convert_matmul, "MatMul(13)")));
   HXRT_RETURN_IF_ERROR(
-      registry.add(def("Gemm", 1, 6, gemm_converter(true), "Gemm(13); `broadcast` dropped (C always broadcasts)")));
-  HXRT_RETURN_IF_ERROR(registry.add(def("Gemm", 7, 10, gemm_converter(true), "Gemm(13) with the required C")));
-  HXRT_RETURN_IF_ERROR(registry.add(def("Gemm", 11, kMax, gemm_converter(false), "Gemm(13)")));
+      registry.add(make_converter("Gemm", 1, 6, gemm_converter(true), "Gemm(13); `broadcast` dropped (C always broadcasts)")));
+  HXRT_RETURN_IF_ERROR(registry.add(make_converter("Gemm", 7, 10, gemm_converter(true), "Gemm(13) with the required C")));
+  HXRT_RETURN_IF_ERROR(registry.add(make_converter("Gemm", 11, kMax, gemm_converter(false), "Gemm(13)")));
 
   for (const char* op : {"RNN", "GRU", "LSTM"}) {
     HXRT_RETURN_IF_ERROR(registry.add(
-        def(op, 1, 6, recurrent_converter(op), fmt::format("{}(14); `output_sequence` dropped", op))));
-    HXRT_RETURN_IF_ERROR(registry.add(def(op, 7, kMax, recurrent_converter(op), fmt::format("{}(14)", op))));
+        make_converter(op, 1, 6, recurrent_converter(op), fmt::format("{}(14); `output_sequence` dropped", op))));
+    HXRT_RETURN_IF_ERROR(registry.add(make_converter(op, 7, kMax, recurrent_converter(op), fmt::format("{}(14)", op))));
   }
   HXRT_RETURN_IF_ERROR(
-      registry.add(def("DFT", 17, 19, convert_dft, "DFT(17) with dft_length a constant (needed at plan time)")));
+      registry.add(make_converter("DFT", 17, 19, convert_dft, "DFT(17) with dft_length a constant (needed at plan time)")));
   HXRT_RETURN_IF_ERROR(registry.add(
-      def("STFT", 17, kMax, convert_stft, "STFT(17) with frame_step and frame_length constants (plan time)")));
-  HXRT_RETURN_IF_ERROR(registry.add(def("Det", 11, kMax, [](ConversionContext& ctx) {
+      make_converter("STFT", 17, kMax, convert_stft, "STFT(17) with frame_step and frame_length constants (plan time)")));
+  HXRT_RETURN_IF_ERROR(registry.add(make_converter("Det", 11, kMax, [](ConversionContext& ctx) {
     return ctx.emit("Det", {ctx.input(0)}, {ctx.output(0)});
   }, "Det(11)")));
   HXRT_RETURN_IF_ERROR(registry.add(
-      def("NonMaxSuppression", 10, kMax, convert_nms, "NonMaxSuppression(11) on constants (output length)")));
-  HXRT_RETURN_IF_ERROR(registry.add(def("NegativeLogLikelihoodLoss", 12, kMax,
+      make_converter("NonMaxSuppression", 10, kMax, convert_nms, "NonMaxSuppression(11) on constants (output length)")));
+  HXRT_RETURN_IF_ERROR(registry.add(make_converter("NegativeLogLikelihoodLoss", 12, kMax,
                                         loss_converter("NegativeLogLikelihoodLoss"), "NegativeLogLikelihoodLoss(13)")));
-  HXRT_RETURN_IF_ERROR(registry.add(def("SoftmaxCrossEntropyLoss", 12, kMax, loss_converter("SoftmaxCrossEntropyLoss"),
+  HXRT_RETURN_IF_ERROR(registry.add(make_converter("SoftmaxCrossEntropyLoss", 12, kMax, loss_converter("SoftmaxCrossEntropyLoss"),
                                         "SoftmaxCrossEntropyLoss(13)")));
   HXRT_RETURN_IF_ERROR(
-      registry.add(def("Dropout", 1, 11, convert_dropout_old, "Dropout(13) in inference; an f32 mask Cast before 10")));
-  return registry.add(def("Dropout", 12, kMax, convert_dropout, "Dropout(13)"));
+      registry.add(make_converter("Dropout", 1, 11, convert_dropout_old, "Dropout(13) in inference; an f32 mask Cast before 10")));
+  return registry.add(make_converter("Dropout", 12, kMax, convert_dropout, "Dropout(13)"));
 }
 
 }  // namespace hxrt::formats::onnx

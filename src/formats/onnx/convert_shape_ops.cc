@@ -311,13 +311,11 @@ Status convert_split(ConversionContext& ctx) {
 // Emits `op_type` on the node's inputs and outputs with the listed attributes copied when present.
 ConvertFn same_op(std::string op_type, std::vector<std::string> attr_names) {
   return [op_type, attr_names](ConversionContext& ctx) -> Status {
-    std::vector<std::string> inputs;
-    for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i));
     graph::AttributeMap attrs;
     for (const std::string& name : attr_names) {
       if (const graph::Attribute* a = ctx.attrs().find(name)) attrs.set(name, *a);
     }
-    return ctx.emit(op_type, std::move(inputs), {ctx.output(0)}, std::move(attrs));
+    return ctx.emit(op_type, all_inputs(ctx), {ctx.output(0)}, std::move(attrs));
   };
 }
 

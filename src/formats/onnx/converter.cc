@@ -94,6 +94,36 @@ Status ConversionContext::unsupported(std::string_view message) const {
   return unimplemented("node '{}' ({}, opset {}): {}", node_.name, node_.op_type, node_.opset, message);
 }
 
+std::vector<std::string> all_inputs(const ConversionContext& ctx) {
+  std::vector<std::string> inputs;
+  inputs.reserve(ctx.num_inputs());
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.input(i));
+  return inputs;
+}
+
+std::vector<std::string> all_outputs(const ConversionContext& ctx) {
+  std::vector<std::string> outputs;
+  outputs.reserve(ctx.num_outputs());
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) outputs.push_back(ctx.output(i));
+  return outputs;
+}
+
+graph::AttributeMap attrs_without(const ConversionContext& ctx, std::initializer_list<std::string_view> dropped) {
+  graph::AttributeMap attrs = ctx.attrs();
+  for (std::string_view name : dropped) attrs.erase(name);
+  return attrs;
+}
+
+ConverterDef make_converter(std::string op_type, int since, int end, ConvertFn convert, std::string doc) {
+  ConverterDef def;
+  def.op_type = std::move(op_type);
+  def.since_version = since;
+  def.end_version = end;
+  def.convert = std::move(convert);
+  def.doc = std::move(doc);
+  return def;
+}
+
 std::string ConverterDef::label() const {
   const std::string op = domain.empty() ? op_type : domain + "." + op_type;
   if (end_version == ops::kMaxOpVersion) return fmt::format("{}[{},]", op, since_version);

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <span>
 #include <string>
@@ -105,6 +106,14 @@ class ConversionContext {
   const OnnxNodeView& node_;
 };
 
+// Pieces most converters share.
+// Every ONNX input of the node as an hxrt value name ("" for an omitted one), in order.
+std::vector<std::string> all_inputs(const ConversionContext& ctx);
+// Every ONNX output of the node, in order ("" for an omitted one: the importer gives it an unused value).
+std::vector<std::string> all_outputs(const ConversionContext& ctx);
+// The node's attributes less `dropped` (those the hxrt op does not take).
+graph::AttributeMap attrs_without(const ConversionContext& ctx, std::initializer_list<std::string_view> dropped);
+
 using ConvertFn = std::function<Status(ConversionContext&)>;
 
 struct ConverterDef {
@@ -117,6 +126,9 @@ struct ConverterDef {
   // "Softmax[1,12]": shown by `hxrt inspect` as the converter chosen.
   std::string label() const;
 };
+
+// A converter of the default domain serving opsets [since, end].
+ConverterDef make_converter(std::string op_type, int since, int end, ConvertFn convert, std::string doc);
 
 class ConverterRegistry {
  public:

@@ -7,6 +7,7 @@
 
 #include <fmt/ranges.h>
 
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/registration.h"
 
@@ -83,11 +84,7 @@ void conv2d_nchw(const Conv2dGeometry& g, const float* x, const float* w, const 
     }
   };
   const int64_t tasks = g.n * g.group * col_blocks;
-  if (pool != nullptr && tasks > 1) {
-    pool->parallel_for(tasks, 1, body);
-  } else {
-    body(0, tasks);
-  }
+  run_chunks(pool, tasks, 1, body);
 }
 
 void batchnorm_fold(int64_t channels, const float* scale, const float* b, const float* mean, const float* var,
@@ -113,11 +110,7 @@ void batchnorm_apply(int64_t n, int64_t channels, int64_t inner, const float* x,
   };
   const int64_t planes = n * channels;
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, inner));
-  if (pool != nullptr && planes > grain) {
-    pool->parallel_for(planes, grain, body);
-  } else {
-    body(0, planes);
-  }
+  run_chunks(pool, planes, grain, body);
 }
 
 Result<ops::Tiling> conv_tiling(const ops::ConvParams& params, const ops::TilingQuery& query) {
@@ -216,11 +209,7 @@ void conv_transpose_nd(const ops::ConvTransposeGeometry& g, const float* x, cons
   };
   const int64_t tasks = g.n * g.m;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, cg * in_plane * taps));
-  if (pool != nullptr && tasks > grain) {
-    pool->parallel_for(tasks, grain, body);
-  } else {
-    body(0, tasks);
-  }
+  run_chunks(pool, tasks, grain, body);
 }
 
 Status conv_transpose_compute(const ops::CpuComputeContext& ctx) {

@@ -9,20 +9,15 @@
 #include <vector>
 
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
 using testing::HostTensor;
 using testing::OpCall;
+using testing::random_floats;
 using testing::run_op;
-
-std::vector<float> random_floats(int64_t count, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(count));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 // Tolerance: normalised max error against double; float sums over C·kH·kW <= a few hundred terms.
 constexpr double kTolerance = 1e-5;

@@ -11,25 +11,21 @@
 #include <vector>
 
 #include "hxrt/base/float16.h"
+#include "kernels/testing/infer_node.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
 using testing::HostTensor;
+using testing::infer_node;
+using testing::InferResult;
 using testing::normalized_max_error;
 using testing::OpCall;
+using testing::random_values;
 using testing::run_op;
-
-// Uniform values in [lo, hi) with a random sign when `signed_values`; never zero.
-std::vector<float> random_values(int64_t n, std::mt19937& rng, float lo, float hi, bool signed_values) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng) * (signed_values && sign(rng) ? -1.0f : 1.0f);
-  return v;
-}
 
 double apply(BinaryOp op, double a, double b) {
   switch (op) {
@@ -354,31 +350,9 @@ TEST(ElementwiseTest, SchemaErrorsNameNodeAndField) {
 
 // ---- Symbolic shape inference ----
 
-struct Inferred {
-  Status status;
-  std::string desc;  // the output TensorDesc, "f32[n_tokens, 576]"
-  std::vector<ops::DimCheck> checks;
-};
-
-Inferred infer(const std::string& op_type, const std::vector<graph::TensorDesc>& inputs, graph::AttributeMap attrs = {},
-               const std::string& domain = "") {
-  ops::OpSchemaRegistry registry;
-  EXPECT_TRUE(ops::schemas::register_elementwise(registry).ok());
-  graph::Graph g;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    names.push_back(fmt::format("x{}", i));
-    EXPECT_TRUE(g.add_input(names.back(), inputs[i]).ok());
-  }
-  const std::vector<std::string> outputs = {"y"};
-  auto schema = registry.find(op_type, domain, 0);
-  EXPECT_TRUE(schema.ok());
-  auto node = g.add_node("n", op_type, names, outputs, std::move(attrs), domain, (*schema)->since_version);
-  EXPECT_TRUE(node.ok());
-  Inferred out;
-  out.status = registry.infer_node(g, *node, &out.checks);
-  if (out.status.ok()) out.desc = g.value(g.node(*node).outputs[0]).desc.to_string();
-  return out;
+InferResult infer(const std::string& op_type, const std::vector<graph::TensorDesc>& inputs,
+                  graph::AttributeMap attrs = {}, const std::string& domain = "") {
+  return infer_node(op_type, domain, testing::graph_inputs(inputs), std::move(attrs));
 }
 
 graph::Dim sym(const char* name) {
@@ -388,21 +362,21 @@ graph::Dim sym(const char* name) {
 TEST(ElementwiseTest, SymbolicBroadcastInference) {
   const graph::TensorDesc x{DType::kF32, {sym("n_tokens"), 576}};
   // Bias over the last axis keeps the symbolic dim.
-  Inferred bias = infer("Add", {x, {DType::kF32, {576}}});
+  InferResult bias = infer("Add", {x, {DType::kF32, {576}}});
   ASSERT_TRUE(bias.status.ok()) << bias.status.to_string();
   EXPECT_EQ(bias.desc, "f32[n_tokens, 576]");
   EXPECT_TRUE(bias.checks.empty());
   // A [1, 1] operand stretches to the symbolic dim.
-  Inferred scalar = infer("Div", {{DType::kF32, {1, 1}}, x});
+  InferResult scalar = infer("Div", {{DType::kF32, {1, 1}}, x});
   ASSERT_TRUE(scalar.status.ok());
   EXPECT_EQ(scalar.desc, "f32[n_tokens, 576]");
   // Two different symbols must match at run time: one recorded check.
-  Inferred two = infer("Mul", {x, {DType::kF32, {sym("m"), 576}}});
+  InferResult two = infer("Mul", {x, {DType::kF32, {sym("m"), 576}}});
   ASSERT_TRUE(two.status.ok());
   EXPECT_EQ(two.desc, "f32[n_tokens, 576]");
   ASSERT_EQ(two.checks.size(), 1u);
   // A symbolic dim against a static one takes the static dim and records a check.
-  Inferred fixed = infer("Sub", {x, {DType::kF32, {5, 1}}});
+  InferResult fixed = infer("Sub", {x, {DType::kF32, {5, 1}}});
   ASSERT_TRUE(fixed.status.ok());
   EXPECT_EQ(fixed.desc, "f32[5, 576]");
   EXPECT_EQ(fixed.checks.size(), 1u);

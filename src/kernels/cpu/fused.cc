@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/normalization.h"
 #include "kernels/cpu/registration.h"
@@ -28,19 +29,6 @@ void bias_activation(float* c, int64_t rows, int64_t n, const float* bias, Activ
     }
   }
 }
-
-namespace {
-
-template <typename Body>
-void run_chunks(ThreadPool* pool, int64_t count, int64_t grain, Body&& body) {
-  if (pool != nullptr && count > grain) {
-    pool->parallel_for(count, grain, body);
-  } else if (count > 0) {
-    body(0, count);
-  }
-}
-
-}  // namespace
 
 void rmsnorm_mul(const float* x, const float* weight, int64_t rows, int64_t d, float epsilon, float* y,
                  ThreadPool* pool) {

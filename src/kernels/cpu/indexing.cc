@@ -20,36 +20,14 @@
 #include "hxrt/ops/params/indexing.h"
 #include "hxrt/ops/params/tensor_ops.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/registration.h"
 
 namespace hxrt::kernels::cpu {
 
 namespace {
 
-// Bytes per parallel chunk of a copy (as the tensor-movement kernels).
-constexpr int64_t kCopyGrainBytes = 256 * 1024;
-
 const std::vector<DType> kIndexTypes = {DType::kI32, DType::kI64};
-
-Result<int64_t> element_size(DType dtype, std::string_view op) {
-  const size_t bytes = ops::element_bytes(dtype);
-  if (bytes == 0) return invalid_argument("{}: block-quantized dtype {} is not supported", op, dtype);
-  return static_cast<int64_t>(bytes);
-}
-
-// The values of an i32 or i64 tensor.
-Result<std::vector<int64_t>> read_indices(const ops::TensorRef& t, std::string_view op, std::string_view name) {
-  std::vector<int64_t> values(static_cast<size_t>(t.num_elements()));
-  if (t.dtype == DType::kI64) {
-    if (!values.empty()) std::memcpy(values.data(), t.data<const int64_t>(), values.size() * sizeof(int64_t));
-  } else if (t.dtype == DType::kI32) {
-    const auto* p = t.data<const int32_t>();
-    for (size_t i = 0; i < values.size(); ++i) values[i] = p[i];
-  } else {
-    return invalid_argument("{}: input '{}' must be i32 or i64, got {}", op, name, t.dtype);
-  }
-  return values;
-}
 
 // Index `v` into an axis of `dim` elements; negative counts from the end.
 Result<int64_t> resolve_index(int64_t v, int64_t dim, std::string_view op, int64_t position) {
@@ -64,11 +42,6 @@ Result<int64_t> resolve_index(int64_t v, int64_t dim, std::string_view op, int64
 Status expect_shape(const ops::TensorRef& t, const Shape& expected, std::string_view op, std::string_view what) {
   if (t.shape == expected) return ok_status();
   return internal_error("{}: {} is {}, expected {}", op, what, t.shape, expected);
-}
-
-int64_t chunk_units(const ops::CpuComputeContext& ctx, int64_t unit_bytes) {
-  return std::max<int64_t>(
-      1, tiling_grain(ctx.tiling(), "grain_bytes", kCopyGrainBytes) / std::max<int64_t>(unit_bytes, 1));
 }
 
 // Element offsets of the row-major walk over `shape`, read through `strides` (element strides per dim of shape,
@@ -113,7 +86,7 @@ class StridedWalk {
 // in data's strides, with the axis coordinate replaced by the resolved index.
 Result<std::vector<int64_t>> element_offsets(const Shape& data, const ops::TensorRef& indices, int axis,
                                              std::string_view op) {
-  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> idx, read_indices(indices, op, "indices"));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> idx, read_int_values(indices, op, "indices"));
   for (int d = 0; d < data.rank(); ++d) {
     if (d != axis && indices.shape.dims()[static_cast<size_t>(d)] > data.dims()[static_cast<size_t>(d)]) {
       return invalid_argument("{}: indices {} exceed data {} on axis {}", op, indices.shape, data, d);
@@ -137,7 +110,7 @@ Status compute_gather_elements(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& y = ctx.output(0);
   HXRT_ASSIGN_OR_RETURN(const int axis,
                         ops::normalize_axis(ctx.params<ops::AxisParams>().axis, data.shape.rank(), "GatherElements"));
-  HXRT_ASSIGN_OR_RETURN(const int64_t eb, element_size(data.dtype, "GatherElements"));
+  HXRT_ASSIGN_OR_RETURN(const int64_t eb, plain_element_bytes(data.dtype, "GatherElements"));
   if (indices.shape.rank() != data.shape.rank()) {
     return invalid_argument("GatherElements: indices {} and data {} differ in rank", indices.shape, data.shape);
   }
@@ -146,7 +119,7 @@ Status compute_gather_elements(const ops::CpuComputeContext& ctx) {
                         element_offsets(data.shape, indices, axis, "GatherElements"));
   const auto* src = data.data<const std::byte>();
   auto* dst = y.data<std::byte>();
-  ctx.pool().parallel_for(static_cast<int64_t>(offsets.size()), chunk_units(ctx, eb), [&](int64_t begin, int64_t end) {
+  ctx.pool().parallel_for(static_cast<int64_t>(offsets.size()), copy_units_per_chunk(ctx.tiling(), eb), [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       std::memcpy(dst + k * eb, src + offsets[static_cast<size_t>(k)] * eb, static_cast<size_t>(eb));
     }
@@ -243,7 +216,7 @@ Status compute_scatter_elements(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& y = ctx.output(0);
   const auto& params = ctx.params<ops::ScatterParams>();
   HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(params.axis, data.shape.rank(), "ScatterElements"));
-  HXRT_ASSIGN_OR_RETURN(const int64_t eb, element_size(data.dtype, "ScatterElements"));
+  HXRT_ASSIGN_OR_RETURN(const int64_t eb, plain_element_bytes(data.dtype, "ScatterElements"));
   if (indices.shape.rank() != data.shape.rank() || !(indices.shape == updates.shape)) {
     return invalid_argument("ScatterElements: indices {} and updates {} must match, with the rank of data {}",
                             indices.shape, updates.shape, data.shape);
@@ -275,7 +248,7 @@ Result<std::vector<int64_t>> tuple_offsets(const Shape& data, const ops::TensorR
       return invalid_argument("{}: batch dim {} differs between data {} and indices {}", op, d, data, indices.shape);
     }
   }
-  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> idx, read_indices(indices, op, "indices"));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> idx, read_int_values(indices, op, "indices"));
   const auto strides = data.strides();
   const int64_t batches = ops::dims_product(data, 0, bd);
   const int64_t batch_stride = ops::dims_product(data, bd, r);
@@ -300,7 +273,7 @@ Status compute_gather_nd(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& indices = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
   const int64_t b = ctx.params<ops::GatherNDParams>().batch_dims;
-  HXRT_ASSIGN_OR_RETURN(const int64_t eb, element_size(data.dtype, "GatherND"));
+  HXRT_ASSIGN_OR_RETURN(const int64_t eb, plain_element_bytes(data.dtype, "GatherND"));
   HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, tuple_offsets(data.shape, indices, b, "GatherND"));
   const int64_t m = indices.shape.dims()[static_cast<size_t>(indices.shape.rank() - 1)];
   const int64_t slice = ops::dims_product(data.shape, static_cast<int>(b + m), data.shape.rank());
@@ -310,7 +283,7 @@ Status compute_gather_nd(const ops::CpuComputeContext& ctx) {
   const auto* src = data.data<const std::byte>();
   auto* dst = y.data<std::byte>();
   const int64_t slice_bytes = slice * eb;
-  ctx.pool().parallel_for(static_cast<int64_t>(offsets.size()), chunk_units(ctx, slice_bytes),
+  ctx.pool().parallel_for(static_cast<int64_t>(offsets.size()), copy_units_per_chunk(ctx.tiling(), slice_bytes),
                           [&](int64_t begin, int64_t end) {
                             for (int64_t t = begin; t < end; ++t) {
                               std::memcpy(dst + t * slice_bytes, src + offsets[static_cast<size_t>(t)] * eb,
@@ -325,7 +298,7 @@ Status compute_scatter_nd(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& indices = ctx.input(1);
   const ops::TensorRef& updates = ctx.input(2);
   const ops::TensorRef& y = ctx.output(0);
-  HXRT_ASSIGN_OR_RETURN(const int64_t eb, element_size(data.dtype, "ScatterND"));
+  HXRT_ASSIGN_OR_RETURN(const int64_t eb, plain_element_bytes(data.dtype, "ScatterND"));
   HXRT_RETURN_IF_ERROR(expect_shape(y, data.shape, "ScatterND", "the output"));
   HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, tuple_offsets(data.shape, indices, 0, "ScatterND"));
   const int64_t m = indices.shape.dims()[static_cast<size_t>(indices.shape.rank() - 1)];
@@ -346,7 +319,7 @@ Status compute_compress(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& condition = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
   const auto& params = ctx.params<ops::CompressParams>();
-  HXRT_ASSIGN_OR_RETURN(const int64_t eb, element_size(x.dtype, "Compress"));
+  HXRT_ASSIGN_OR_RETURN(const int64_t eb, plain_element_bytes(x.dtype, "Compress"));
   int axis = 0;
   int64_t outer = 1;
   int64_t length = x.num_elements();
@@ -369,7 +342,7 @@ Status compute_compress(const ops::CpuComputeContext& ctx) {
   const auto* src = x.data<const std::byte>();
   auto* dst = y.data<std::byte>();
   const int64_t row_bytes = inner * eb;
-  ctx.pool().parallel_for(outer * count, chunk_units(ctx, row_bytes), [&](int64_t begin, int64_t end) {
+  ctx.pool().parallel_for(outer * count, copy_units_per_chunk(ctx.tiling(), row_bytes), [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t o = u / count;
       const int64_t s = (*selected)[static_cast<size_t>(u % count)];
@@ -384,7 +357,7 @@ Status compute_compress(const ops::CpuComputeContext& ctx) {
 Status compute_nonzero(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
-  HXRT_RETURN_IF_ERROR(element_size(x.dtype, "NonZero").status());
+  HXRT_RETURN_IF_ERROR(plain_element_bytes(x.dtype, "NonZero").status());
   const std::vector<int64_t> positions = ops::nonzero_positions(x.dtype, x.data<const std::byte>(), x.num_elements());
   const auto count = static_cast<int64_t>(positions.size());
   const int rank = x.shape.rank();
@@ -409,7 +382,7 @@ Status compute_nonzero(const ops::CpuComputeContext& ctx) {
 Status compute_unique(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const auto& params = ctx.params<ops::UniqueParams>();
-  HXRT_ASSIGN_OR_RETURN(const int64_t eb, element_size(x.dtype, "Unique"));
+  HXRT_ASSIGN_OR_RETURN(const int64_t eb, plain_element_bytes(x.dtype, "Unique"));
   int64_t outer = 1;
   int64_t count = x.num_elements();
   int64_t inner = 1;
@@ -457,12 +430,12 @@ Status compute_reverse_sequence(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& lens_ref = ctx.input(1);
   const ops::TensorRef& y = ctx.output(0);
   const auto& params = ctx.params<ops::ReverseSequenceParams>();
-  HXRT_ASSIGN_OR_RETURN(const int64_t eb, element_size(x.dtype, "ReverseSequence"));
+  HXRT_ASSIGN_OR_RETURN(const int64_t eb, plain_element_bytes(x.dtype, "ReverseSequence"));
   HXRT_RETURN_IF_ERROR(expect_shape(y, x.shape, "ReverseSequence", "the output"));
   if (x.shape.rank() < 2) return invalid_argument("ReverseSequence: input {} must have rank >= 2", x.shape);
   const int64_t batches = x.shape.dims()[static_cast<size_t>(params.batch_axis)];
   const int64_t steps = x.shape.dims()[static_cast<size_t>(params.time_axis)];
-  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> lens, read_indices(lens_ref, "ReverseSequence", "sequence_lens"));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> lens, read_int_values(lens_ref, "ReverseSequence", "sequence_lens"));
   if (static_cast<int64_t>(lens.size()) != batches) {
     return invalid_argument("ReverseSequence: sequence_lens has {} values for a batch of {}", lens.size(), batches);
   }
@@ -479,7 +452,7 @@ Status compute_reverse_sequence(const ops::CpuComputeContext& ctx) {
   };
   const auto* src = x.data<const std::byte>();
   auto* dst = y.data<std::byte>();
-  ctx.pool().parallel_for(batches * steps, chunk_units(ctx, row_bytes), [&](int64_t begin, int64_t end) {
+  ctx.pool().parallel_for(batches * steps, copy_units_per_chunk(ctx.tiling(), row_bytes), [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t batch = u / steps;
       const int64_t t = u % steps;
@@ -492,17 +465,6 @@ Status compute_reverse_sequence(const ops::CpuComputeContext& ctx) {
 }
 
 // ---- Registration ----------------------------------------------------------------------------------------------
-
-ops::TilingFn copy_tiling() {
-  return [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
-    int64_t bytes = 0;
-    if (!q.outputs.empty()) {
-      const size_t eb = std::max<size_t>(1, ops::element_bytes(q.outputs[0].dtype));
-      bytes = q.outputs[0].num_elements() * static_cast<int64_t>(eb);
-    }
-    return chunk_tiling("grain_bytes", kCopyGrainBytes, bytes);
-  };
-}
 
 ops::KernelDef indexing_def(std::string op_type, int since_version, std::string description,
                             std::vector<std::vector<DType>> input_dtypes, ops::ParseAttrsFn parse_attrs,

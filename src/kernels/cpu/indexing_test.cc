@@ -14,33 +14,17 @@
 
 #include "hxrt/ops/params/indexing.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
+using testing::dims_of;
 using testing::HostTensor;
 using testing::OpCall;
+using testing::ravel;
 using testing::run_op;
-
-std::vector<int64_t> dims_of(const Shape& s) {
-  return {s.dims().begin(), s.dims().end()};
-}
-
-// Row-major index → multi-index, and back.
-std::vector<int64_t> unravel(int64_t i, const Shape& s) {
-  std::vector<int64_t> idx(static_cast<size_t>(s.rank()));
-  for (int d = s.rank() - 1; d >= 0; --d) {
-    idx[static_cast<size_t>(d)] = i % s.dims()[static_cast<size_t>(d)];
-    i /= s.dims()[static_cast<size_t>(d)];
-  }
-  return idx;
-}
-
-int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
-  int64_t i = 0;
-  for (int d = 0; d < s.rank(); ++d) i = i * s.dims()[static_cast<size_t>(d)] + idx[static_cast<size_t>(d)];
-  return i;
-}
+using testing::unravel;
 
 HostTensor bools(Shape shape, const std::vector<int>& values) {
   std::vector<std::byte> bytes;

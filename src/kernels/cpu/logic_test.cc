@@ -10,24 +10,22 @@
 
 #include <fmt/format.h>
 
+#include "kernels/testing/infer_node.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
 using testing::HostTensor;
+using testing::infer_node;
+using testing::InferResult;
 using testing::normalized_max_error;
 using testing::OpCall;
+using testing::random_bools;
+using testing::random_values;
 using testing::run_op;
-
-std::vector<float> random_values(int64_t n, std::mt19937& rng, float lo, float hi, bool signed_values) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng) * (signed_values && sign(rng) ? -1.0f : 1.0f);
-  return v;
-}
 
 // Nonzero integers in [-range, range].
 std::vector<int64_t> random_ints(int64_t n, std::mt19937& rng, int64_t range) {
@@ -36,12 +34,6 @@ std::vector<int64_t> random_ints(int64_t n, std::mt19937& rng, int64_t range) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   for (int64_t& x : v) x = dist(rng) * (sign(rng) ? -1 : 1);
   return v;
-}
-
-HostTensor bools(const Shape& shape, std::mt19937& rng) {
-  std::vector<std::byte> b(static_cast<size_t>(shape.num_elements()));
-  for (std::byte& x : b) x = static_cast<std::byte>(rng() % 2);
-  return HostTensor::raw(DType::kBool, shape, b);
 }
 
 // The element of an operand of shape `in` that output element `i` of shape `out` reads under numpy broadcasting.
@@ -339,8 +331,8 @@ TEST(LogicTest, LogicalOpsBroadcast) {
                                {"Equal", [](double a, double b) { return a == b ? 1.0 : 0.0; }}};
   for (const Op& op : ops) {
     for (const BroadcastCase& c : broadcast_cases()) {
-      const HostTensor a = bools(c.a, rng);
-      const HostTensor b = bools(c.b, rng);
+      const HostTensor a = random_bools(c.a, rng);
+      const HostTensor b = random_bools(c.b, rng);
       OpCall call{.op_type = op.name};
       call.inputs = {a, b};
       auto r = run_op(call);
@@ -411,7 +403,7 @@ TEST(LogicTest, WhereBroadcastsAllThree) {
                                    {{1}, {7, 3}, {3}, {7, 3}},
                                    {{6, 1, 1}, {1, 50, 1}, {1, 1, 40}, {6, 50, 40}}};
   for (const Case& c : cases) {
-    const HostTensor cond = bools(c.cond, rng);
+    const HostTensor cond = random_bools(c.cond, rng);
     const auto x = random_values(c.x.num_elements(), rng, 0.1f, 2.0f, true);
     const auto y = random_ints(c.y.num_elements(), rng, 100);
     OpCall call{.op_type = "Where"};
@@ -474,36 +466,10 @@ TEST(LogicTest, ClipWithOptionalBounds) {
   EXPECT_NE(rb.status().to_string().find("'min'"), std::string::npos) << rb.status().to_string();
 }
 
-
 // ---- Symbolic shape inference ----
 
-struct Inferred {
-  Status status;
-  std::string desc;  // the output TensorDesc, "bool[n, 5]"
-  size_t checks = 0;
-};
-
-Inferred infer(const std::string& op_type, const std::vector<graph::TensorDesc>& inputs) {
-  ops::OpSchemaRegistry registry;
-  EXPECT_TRUE(ops::schemas::register_logic(registry).ok());
-  EXPECT_TRUE(ops::schemas::register_math(registry).ok());
-  graph::Graph g;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    names.push_back(fmt::format("x{}", i));
-    EXPECT_TRUE(g.add_input(names.back(), inputs[i]).ok());
-  }
-  auto schema = registry.find(op_type, "", 0);
-  EXPECT_TRUE(schema.ok()) << op_type;
-  const std::vector<std::string> outputs = {"y"};
-  auto node = g.add_node("n", op_type, names, outputs, {}, "", (*schema)->since_version);
-  EXPECT_TRUE(node.ok());
-  Inferred out;
-  std::vector<ops::DimCheck> checks;
-  out.status = registry.infer_node(g, *node, &checks);
-  out.checks = checks.size();
-  if (out.status.ok()) out.desc = g.value(g.node(*node).outputs[0]).desc.to_string();
-  return out;
+InferResult infer(const std::string& op_type, const std::vector<graph::TensorDesc>& inputs) {
+  return infer_node(op_type, "", testing::graph_inputs(inputs));
 }
 
 TEST(LogicTest, SymbolicInference) {
@@ -516,10 +482,10 @@ TEST(LogicTest, SymbolicInference) {
   EXPECT_EQ(infer("IsNaN", {x}).desc, "bool[n, 5]");
   EXPECT_EQ(infer("Clip", {x}).desc, "f32[n, 5]");
   // PRelu's slope along a symbolic dim of X: equal at run time (one check); a slope widening X fails now.
-  Inferred prelu = infer("PRelu", {x, {DType::kF32, {graph::Dim::symbol("m"), 1}}});
+  InferResult prelu = infer("PRelu", {x, {DType::kF32, {graph::Dim::symbol("m"), 1}}});
   ASSERT_TRUE(prelu.status.ok()) << prelu.status.to_string();
   EXPECT_EQ(prelu.desc, "f32[n, 5]");
-  EXPECT_EQ(prelu.checks, 1u);
+  EXPECT_EQ(prelu.checks.size(), 1u);
   EXPECT_FALSE(infer("PRelu", {x, {DType::kF32, {2, n, 5}}}).status.ok());
   EXPECT_FALSE(infer("And", {{DType::kBool, {3}}, {DType::kBool, {4}}}).status.ok());
 }

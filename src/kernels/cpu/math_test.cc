@@ -11,6 +11,7 @@
 
 #include "hxrt/ops/params/math.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
@@ -19,16 +20,8 @@ using ops::UnaryMathOp;
 using testing::HostTensor;
 using testing::normalized_max_error;
 using testing::OpCall;
+using testing::random_values;
 using testing::run_op;
-
-// Uniform values in [lo, hi), negated with probability 1/2 when `signed_values`; never zero.
-std::vector<float> random_values(int64_t n, std::mt19937& rng, float lo, float hi, bool signed_values) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng) * (signed_values && sign(rng) ? -1.0f : 1.0f);
-  return v;
-}
 
 struct Domain {
   float lo;

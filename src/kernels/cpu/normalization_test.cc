@@ -8,25 +8,21 @@
 #include <string>
 #include <vector>
 
+#include "kernels/testing/infer_node.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
 using testing::HostTensor;
+using testing::infer_node;
+using testing::InferResult;
 using testing::normalized_max_error;
 using testing::OpCall;
+using testing::random_values;
 using testing::run_op;
-
-// Values in ±[0.05, scale): never zero.
-std::vector<float> random_values(int64_t n, std::mt19937& rng, float scale = 3.0f) {
-  std::uniform_real_distribution<float> dist(0.05f, scale);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = sign(rng) ? -dist(rng) : dist(rng);
-  return v;
-}
 
 int64_t product(const Shape& s, int begin, int end) {
   int64_t p = 1;
@@ -60,7 +56,7 @@ TEST(NormalizationTest, SoftmaxEveryAxisAgainstReference) {
   std::mt19937 rng(1);
   for (const Shape& shape : {Shape{1}, Shape{17}, Shape{3, 129}, Shape{2, 5, 7}, Shape{3, 300, 2}, Shape{2, 3, 257}}) {
     for (int axis = -shape.rank(); axis < shape.rank(); ++axis) {
-      auto x = random_values(shape.num_elements(), rng, 8.0f);
+      auto x = random_values(shape.num_elements(), rng, 0.05f, 8.0f);
       x[0] = 80.0f;  // exp(80) overflows float without the max subtraction
       OpCall call{.op_type = "Softmax"};
       call.attrs.set("axis", int64_t{axis});
@@ -73,7 +69,7 @@ TEST(NormalizationTest, SoftmaxEveryAxisAgainstReference) {
     }
   }
   // Default axis = -1.
-  const auto x = random_values(2 * 9, rng);
+  const auto x = random_values(2 * 9, rng, 0.05f, 3.0f);
   OpCall call{.op_type = "Softmax"};
   call.inputs = {HostTensor::f32(Shape{2, 9}, x)};
   auto result = run_op(call);
@@ -126,9 +122,9 @@ TEST(NormalizationTest, LayerNormAxesBiasAndEpsilon) {
     const int64_t n = product(c.shape, axis, c.shape.rank());
     std::vector<int64_t> norm_dims(c.shape.dims().begin() + axis, c.shape.dims().end());
     const Shape norm_shape = Shape::make(norm_dims).value();
-    const auto x = random_values(c.shape.num_elements(), rng);
-    const auto scale = random_values(n, rng, 2.0f);
-    const auto bias = random_values(n, rng, 1.0f);
+    const auto x = random_values(c.shape.num_elements(), rng, 0.05f, 3.0f);
+    const auto scale = random_values(n, rng, 0.05f, 2.0f);
+    const auto bias = random_values(n, rng, 0.05f, 1.0f);
     OpCall call{.op_type = "LayerNormalization"};
     call.attrs.set("axis", int64_t{c.axis});
     if (c.eps != 1e-5) call.attrs.set("epsilon", c.eps);
@@ -170,7 +166,7 @@ TEST(NormalizationTest, RmsNormAgainstReference) {
   std::mt19937 rng(5);
   for (const Shape& shape : {Shape{1}, Shape{17}, Shape{3, 129}, Shape{2, 3, 576}, Shape{5, 4097}}) {
     for (double eps : {1e-5, 1e-6, 0.1}) {
-      const auto x = random_values(shape.num_elements(), rng);
+      const auto x = random_values(shape.num_elements(), rng, 0.05f, 3.0f);
       OpCall call{.op_type = "RMSNorm", .domain = "hxrt"};
       call.attrs.set("epsilon", eps);
       call.inputs = {HostTensor::f32(shape, x)};
@@ -186,8 +182,8 @@ TEST(NormalizationTest, RmsNormAgainstReference) {
 TEST(NormalizationTest, RmsNormRowFunctionsForFusedKernels) {
   std::mt19937 rng(6);
   const int64_t n = 1000;
-  const auto x = random_values(n, rng);
-  const auto w = random_values(n, rng, 2.0f);
+  const auto x = random_values(n, rng, 0.05f, 3.0f);
+  const auto w = random_values(n, rng, 0.05f, 2.0f);
   std::vector<float> y(n), yw(n);
   rms_norm_row(x.data(), y.data(), n, 1e-5f);
   rms_norm_mul_row(x.data(), w.data(), yw.data(), n, 1e-5f);
@@ -246,7 +242,7 @@ TEST(NormalizationTest, RopeModesPositionsAndRotaryDims) {
     std::uniform_int_distribution<int64_t> p(0, 4000);
     for (int64_t& v : pos) v = p(rng);
     pos[0] = 3;
-    const auto x = random_values(c.shape.num_elements(), rng, 2.0f);
+    const auto x = random_values(c.shape.num_elements(), rng, 0.05f, 2.0f);
     OpCall call{.op_type = "RoPE", .domain = "hxrt"};
     call.attrs.set("mode", c.mode);
     call.attrs.set("theta", c.theta);
@@ -309,32 +305,9 @@ TEST(NormalizationTest, RopeRejectsBadInputs) {
 
 // ---- Symbolic shape inference ----
 
-struct Inferred {
-  Status status;
-  std::string desc;
-  std::vector<ops::DimCheck> checks;
-};
-
-Inferred infer(const std::string& op_type, const std::string& domain, const std::vector<graph::TensorDesc>& inputs,
-               graph::AttributeMap attrs = {}) {
-  ops::OpSchemaRegistry registry;
-  EXPECT_TRUE(ops::schemas::register_normalization(registry).ok());
-  EXPECT_TRUE(ops::schemas::register_reduce(registry).ok());
-  graph::Graph g;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    names.push_back(fmt::format("x{}", i));
-    EXPECT_TRUE(g.add_input(names.back(), inputs[i]).ok());
-  }
-  const std::vector<std::string> outputs = {"y"};
-  auto schema = registry.find(op_type, domain, 0);
-  EXPECT_TRUE(schema.ok());
-  auto node = g.add_node("n", op_type, names, outputs, std::move(attrs), domain, (*schema)->since_version);
-  EXPECT_TRUE(node.ok());
-  Inferred out;
-  out.status = registry.infer_node(g, *node, &out.checks);
-  if (out.status.ok()) out.desc = g.value(g.node(*node).outputs[0]).desc.to_string();
-  return out;
+InferResult infer(const std::string& op_type, const std::string& domain, const std::vector<graph::TensorDesc>& inputs,
+                  graph::AttributeMap attrs = {}) {
+  return infer_node(op_type, domain, testing::graph_inputs(inputs), std::move(attrs));
 }
 
 TEST(NormalizationTest, SymbolicInference) {
@@ -342,18 +315,18 @@ TEST(NormalizationTest, SymbolicInference) {
   const graph::TensorDesc x{DType::kF32, {n, 576}};
   EXPECT_EQ(infer("Softmax", "", {x}).desc, "f32[n_tokens, 576]");
   EXPECT_EQ(infer("RMSNorm", "hxrt", {x}).desc, "f32[n_tokens, 576]");
-  Inferred ln = infer("LayerNormalization", "", {x, {DType::kF32, {576}}, {DType::kF32, {576}}});
+  InferResult ln = infer("LayerNormalization", "", {x, {DType::kF32, {576}}, {DType::kF32, {576}}});
   ASSERT_TRUE(ln.status.ok()) << ln.status.to_string();
   EXPECT_EQ(ln.desc, "f32[n_tokens, 576]");
   EXPECT_FALSE(infer("LayerNormalization", "", {x, {DType::kF32, {575}}}).status.ok());
 
   const graph::TensorDesc q{DType::kF32, {n, 9, 64}};
-  Inferred rope = infer("RoPE", "hxrt", {q, {DType::kI32, {n}}});
+  InferResult rope = infer("RoPE", "hxrt", {q, {DType::kI32, {n}}});
   ASSERT_TRUE(rope.status.ok()) << rope.status.to_string();
   EXPECT_EQ(rope.desc, "f32[n_tokens, 9, 64]");
   EXPECT_TRUE(rope.checks.empty());
   // A positions length that is another symbol is checked at bind time.
-  Inferred other = infer("RoPE", "hxrt", {q, {DType::kI64, {graph::Dim::symbol("m")}}});
+  InferResult other = infer("RoPE", "hxrt", {q, {DType::kI64, {graph::Dim::symbol("m")}}});
   ASSERT_TRUE(other.status.ok());
   EXPECT_EQ(other.checks.size(), 1u);
   // Wrong dtype of positions is caught by the schema.
@@ -376,7 +349,7 @@ TEST(NormalizationTest, LogSoftmaxAndHardmaxEveryAxis) {
   std::mt19937 rng(11);
   for (const Shape& shape : {Shape{1}, Shape{3, 4, 5}, Shape{2, 129}, Shape{1, 3}}) {
     for (int axis = -shape.rank(); axis < shape.rank(); ++axis) {
-      auto x = random_values(shape.num_elements(), rng, 8.0f);
+      auto x = random_values(shape.num_elements(), rng, 0.05f, 8.0f);
       x[0] = 1000.0f;  // exp overflows without the max subtraction
       const int a = axis < 0 ? axis + shape.rank() : axis;
       const std::vector<double> soft = reference_softmax(x, shape, a);
@@ -436,7 +409,7 @@ TEST(NormalizationTest, LrnAgainstReference) {
   std::mt19937 rng(12);
   for (const int64_t size : {1, 2, 3, 5}) {
     const Shape shape{2, 5, 3, 2};
-    const auto x = random_values(shape.num_elements(), rng);
+    const auto x = random_values(shape.num_elements(), rng, 0.05f, 3.0f);
     const double alpha = 2e-2, beta = 0.6, bias = 1.5;
     OpCall call{.op_type = "LRN"};
     call.attrs.set("size", int64_t{size});
@@ -488,7 +461,7 @@ TEST(NormalizationTest, MeanVarianceNormalizationOverAxes) {
     std::vector<int64_t> axes;  // empty: the default [0, 2, 3]
   };
   for (const Case& c : {Case{{3, 3, 3, 1}, {}}, Case{{2, 5, 4}, {1}}, Case{{2, 5, 4}, {-1, 0}}, Case{{7}, {0}}}) {
-    const auto x = random_values(c.shape.num_elements(), rng);
+    const auto x = random_values(c.shape.num_elements(), rng, 0.05f, 3.0f);
     OpCall call{.op_type = "MeanVarianceNormalization"};
     if (!c.axes.empty()) call.attrs.set("axes", c.axes);
     call.inputs = {HostTensor::f32(c.shape, x)};
@@ -531,9 +504,9 @@ TEST(NormalizationTest, InstanceNormalizationAgainstReference) {
   for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{1, 2, 1, 3}, Shape{3, 1, 7}}) {
     const int64_t channels = shape.dims()[1];
     const int64_t n = product(shape, 2, shape.rank());
-    const auto x = random_values(shape.num_elements(), rng);
-    const auto scale = random_values(channels, rng, 2.0f);
-    const auto bias = random_values(channels, rng, 1.0f);
+    const auto x = random_values(shape.num_elements(), rng, 0.05f, 3.0f);
+    const auto scale = random_values(channels, rng, 0.05f, 2.0f);
+    const auto bias = random_values(channels, rng, 0.05f, 1.0f);
     const double eps = 1e-2;
     OpCall call{.op_type = "InstanceNormalization"};
     call.attrs.set("epsilon", eps);
@@ -572,8 +545,8 @@ TEST(NormalizationTest, InstanceNormalizationRejectsNegativeEpsilon) {
 TEST(NormalizationTest, LayerNormMeanAndInvStdDevOutputs) {
   std::mt19937 rng(17);
   const Shape shape{2, 3, 5};
-  const auto x = random_values(shape.num_elements(), rng);
-  const auto scale = random_values(15, rng, 2.0f);
+  const auto x = random_values(shape.num_elements(), rng, 0.05f, 3.0f);
+  const auto scale = random_values(15, rng, 0.05f, 2.0f);
   OpCall call{.op_type = "LayerNormalization", .num_outputs = 3};
   call.attrs.set("axis", int64_t{1});
   call.attrs.set("epsilon", 0.1);

@@ -13,21 +13,12 @@
 
 #include <fmt/ranges.h>
 
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/registration.h"
 
 namespace hxrt::kernels::cpu {
 
 namespace {
-
-// Runs body(begin, end) over [0, n) on the pool in chunks of `grain`, or inline when small.
-template <typename Body>
-void split(ThreadPool* pool, int64_t n, int64_t grain, Body&& body) {
-  if (pool != nullptr && n > grain) {
-    pool->parallel_for(n, grain, body);
-  } else if (n > 0) {
-    body(0, n);
-  }
-}
 
 // Elements of work per parallel chunk.
 constexpr int64_t kGrainElements = 16384;
@@ -107,7 +98,7 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
       }
     }
   };
-  split(pool, g.planes, grain_for(out_plane * window), body);
+  run_chunks(pool, g.planes, grain_for(out_plane * window), body);
 }
 
 template void pool_nd<float>(const ops::PoolGeometry&, bool, bool, int64_t, const float*, float*, int64_t*,
@@ -256,7 +247,7 @@ void resize_nd(const Shape& in, const Shape& out, std::span<const ResizeAxis> ax
       }
     }
   };
-  split(pool, out.num_elements(), grain_for(taps_per_output * rank), body);
+  run_chunks(pool, out.num_elements(), grain_for(taps_per_output * rank), body);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -344,7 +335,7 @@ Status compute_global_pool(const ops::CpuComputeContext& ctx, bool max) {
   const int64_t inner = ops::dims_product(x.shape, 2, x.shape.rank());
   const float* xp = x.data<float>();
   float* yp = ctx.output(0).data<float>();
-  split(&ctx.pool(), planes, grain_for(inner), [&](int64_t begin, int64_t end) {
+  run_chunks(&ctx.pool(), planes, grain_for(inner), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const float* row = xp + p * inner;
       if (max) {
@@ -508,7 +499,7 @@ Status compute_grid_sample(const ops::CpuComputeContext& ctx) {
   const float* xp = x.data<float>();
   const float* gp = grid.data<float>();
   float* yp = ctx.output(0).data<float>();
-  split(&ctx.pool(), n * c, grain_for(oh * ow * 16), [&](int64_t begin, int64_t end) {
+  run_chunks(&ctx.pool(), n * c, grain_for(oh * ow * 16), [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t b = plane / c;
       const float* img = xp + plane * h * w;
@@ -587,7 +578,7 @@ Status compute_roi_align(const ops::CpuComputeContext& ctx) {
   const float* rp = rois.data<float>();
   float* yp = ctx.output(0).data<float>();
   const int64_t bins = p.output_height * p.output_width;
-  split(&ctx.pool(), r_count * c, grain_for(bins * 16), [&](int64_t begin, int64_t end) {
+  run_chunks(&ctx.pool(), r_count * c, grain_for(bins * 16), [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t r = task / c;
       const int64_t ch = task % c;

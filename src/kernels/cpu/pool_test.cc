@@ -12,32 +12,24 @@
 #include <string>
 #include <vector>
 
+#include "kernels/testing/infer_node.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
+using testing::dims_of;
 using testing::HostTensor;
+using testing::infer_node;
+using testing::InferResult;
 using testing::OpCall;
 using testing::run_op;
+using testing::unravel;
 
 // Tolerance: normalised max error against double references.
 constexpr double kTolerance = 1e-5;
-
-std::vector<int64_t> dims_of(const Shape& s) {
-  return {s.dims().begin(), s.dims().end()};
-}
-
-// Row-major index → multi-index.
-std::vector<int64_t> unravel(int64_t i, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size());
-  for (size_t d = dims.size(); d-- > 0;) {
-    idx[d] = i % dims[d];
-    i /= dims[d];
-  }
-  return idx;
-}
 
 int64_t product(const std::vector<int64_t>& dims) {
   return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
@@ -711,32 +703,11 @@ TEST(RoiAlignOpTest, AverageOfBilinearSamplesAgainstReference) {
 // as the last input, after `omitted` empty optional inputs.
 std::string infer(const std::string& op_type, const std::vector<graph::TensorDesc>& inputs, graph::AttributeMap attrs,
                   const std::optional<HostTensor>& constant = std::nullopt, int omitted = 0) {
-  ops::OpSchemaRegistry registry;
-  EXPECT_TRUE(ops::schemas::register_pool(registry).ok());
-  EXPECT_TRUE(ops::schemas::register_conv(registry).ok());
-  graph::Graph g;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    names.push_back("x" + std::to_string(i));
-    EXPECT_TRUE(g.add_input(names.back(), inputs[i]).ok());
-  }
-  for (int i = 0; i < omitted; ++i) names.emplace_back();
-  if (constant) {
-    names.emplace_back("c");
-    const auto* bytes = constant->bytes.data();
-    EXPECT_TRUE(g.add_initializer("c", {constant->dtype, graph::SymShape::from(constant->shape)},
-                                  graph::WeightData::copy_of({bytes, constant->bytes.size()}))
-                    .ok());
-  }
-  auto schema = registry.find(op_type, "", 0);
-  EXPECT_TRUE(schema.ok());
-  const std::vector<std::string> outputs = {"y"};
-  auto node = g.add_node("n", op_type, names, outputs, std::move(attrs), "", (*schema)->since_version);
-  EXPECT_TRUE(node.ok());
-  std::vector<ops::DimCheck> checks;
-  const Status status = registry.infer_node(g, *node, &checks);
-  if (!status.ok()) return status.to_string();
-  return g.value(g.node(*node).outputs[0]).desc.to_string();
+  std::vector<testing::InferInput> node_inputs = testing::graph_inputs(inputs);
+  for (int i = 0; i < omitted; ++i) node_inputs.push_back({.omitted = true});
+  if (constant) node_inputs.push_back({.constant = *constant});
+  const InferResult result = infer_node(op_type, "", node_inputs, std::move(attrs));
+  return result.status.ok() ? result.desc : result.status.to_string();
 }
 
 TEST(PoolSchemaTest, SymbolicDimsFollowTheOutputFormulas) {

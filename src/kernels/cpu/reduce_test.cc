@@ -15,6 +15,7 @@
 
 #include "hxrt/ops/params/reduce.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
@@ -22,16 +23,8 @@ namespace {
 using testing::HostTensor;
 using testing::normalized_max_error;
 using testing::OpCall;
+using testing::random_values;
 using testing::run_op;
-
-// Values in ±[lo, hi): never zero; only positive when `positive`.
-std::vector<float> random_values(int64_t n, std::mt19937& rng, float lo, float hi, bool positive = false) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = !positive && sign(rng) ? -dist(rng) : dist(rng);
-  return v;
-}
 
 // The output flat index of input flat index `i` when the dims in `reduced` collapse.
 int64_t output_index(const Shape& shape, const std::vector<bool>& reduced, int64_t i) {
@@ -149,7 +142,7 @@ TEST(ReduceTest, EveryKindAgainstReference) {
         const bool positive = kind == ops::ReduceKind::kLogSum;
         const auto x = kind == ops::ReduceKind::kProd
                            ? random_values(c.shape.num_elements(), rng, 0.6f, 1.4f)
-                           : random_values(c.shape.num_elements(), rng, 0.05f, 3.0f, positive);
+                           : random_values(c.shape.num_elements(), rng, 0.05f, 3.0f, !positive);
         auto result = run_op(reduce_call(kind, HostTensor::f32(c.shape, x), c.axes, keepdims));
         const std::string what = fmt::format("{} {} axes [{}] keepdims {}", ops::reduce_op_type(kind), c.shape,
                                              fmt::join(c.axes, ","), keepdims);

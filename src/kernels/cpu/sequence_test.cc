@@ -14,24 +14,15 @@
 #include "hxrt/graph/graph.h"
 #include "hxrt/ops/op_schema.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
 using testing::HostTensor;
 using testing::OpCall;
+using testing::random_floats;
 using testing::run_op;
-
-std::vector<float> random_values(int64_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) {
-    do {
-      x = dist(rng);
-    } while (x == 0.0f);
-  }
-  return v;
-}
 
 void expect_close(const std::vector<float>& actual, const std::vector<double>& expected, double tolerance,
                   const std::string& what) {
@@ -150,18 +141,18 @@ void run_recurrent_case(const RecurrentCase& c, std::mt19937& rng) {
   const int64_t rows = gates * c.hidden;
   const Shape x_shape = c.layout == 1 ? Shape{c.batch, c.seq, c.input} : Shape{c.seq, c.batch, c.input};
   const Shape state_shape = c.layout == 1 ? Shape{c.batch, dirs, c.hidden} : Shape{dirs, c.batch, c.hidden};
-  const auto x = random_values(x_shape.num_elements(), rng);
-  const auto w = random_values(dirs * rows * c.input, rng, -0.7f, 0.7f);
-  const auto r = random_values(dirs * rows * c.hidden, rng, -0.7f, 0.7f);
-  const auto b = c.bias ? random_values(dirs * 2 * rows, rng) : std::vector<float>();
+  const auto x = random_floats(x_shape.num_elements(), rng);
+  const auto w = random_floats(dirs * rows * c.input, rng, -0.7f, 0.7f);
+  const auto r = random_floats(dirs * rows * c.hidden, rng, -0.7f, 0.7f);
+  const auto b = c.bias ? random_floats(dirs * 2 * rows, rng) : std::vector<float>();
   std::vector<int64_t> lens;
   if (c.lengths) {
     for (int64_t i = 0; i < c.batch; ++i) lens.push_back(std::max<int64_t>(1, c.seq - i));
   }
-  const auto h0 = c.initial ? random_values(state_shape.num_elements(), rng) : std::vector<float>();
+  const auto h0 = c.initial ? random_floats(state_shape.num_elements(), rng) : std::vector<float>();
   const bool lstm = c.op == "LSTM";
-  const auto c0 = c.initial && lstm ? random_values(state_shape.num_elements(), rng) : std::vector<float>();
-  const auto p = c.peepholes ? random_values(dirs * 3 * c.hidden, rng) : std::vector<float>();
+  const auto c0 = c.initial && lstm ? random_floats(state_shape.num_elements(), rng) : std::vector<float>();
+  const auto p = c.peepholes ? random_floats(dirs * 3 * c.hidden, rng) : std::vector<float>();
 
   OpCall call{.op_type = c.op};
   call.attrs.set("hidden_size", c.hidden);
@@ -291,7 +282,7 @@ TEST(SequenceTest, DftAgainstReference) {
   };
   std::mt19937 rng(11);
   for (const Case& c : cases) {
-    const auto x = random_values(c.shape.num_elements(), rng);
+    const auto x = random_floats(c.shape.num_elements(), rng);
     OpCall call{.op_type = "DFT"};
     call.attrs.set("axis", c.axis);
     call.attrs.set("inverse", int64_t{c.inverse});
@@ -353,8 +344,8 @@ TEST(SequenceTest, StftAgainstReference) {
   for (const Case& c : std::vector<Case>{{1, 128, 1, 8, 16, true, true},
                                          {2, 37, 1, 5, 9, false, true},
                                          {1, 20, 2, 3, 6, true, false}}) {
-    const auto x = random_values(c.batch * c.length * c.comps, rng);
-    const auto win = random_values(c.frame, rng, 0.1f, 1.0f);
+    const auto x = random_floats(c.batch * c.length * c.comps, rng);
+    const auto win = random_floats(c.frame, rng, 0.1f, 1.0f);
     OpCall call{.op_type = "STFT"};
     call.attrs.set("onesided", int64_t{c.onesided});
     call.inputs = {HostTensor::f32(Shape{c.batch, c.length, c.comps}, x), HostTensor::i64(Shape{}, {c.step})};
@@ -405,7 +396,7 @@ double det_reference(const std::vector<double>& a, int64_t m) {  // Laplace expa
 TEST(SequenceTest, DetAgainstReference) {
   std::mt19937 rng(3);
   for (const Shape& shape : std::vector<Shape>{{2, 2}, {3, 2, 2}, {2, 3, 5, 5}, {1, 1}, {4, 3, 3}}) {
-    const auto x = random_values(shape.num_elements(), rng);
+    const auto x = random_floats(shape.num_elements(), rng);
     OpCall call{.op_type = "Det"};
     call.inputs = {HostTensor::f32(shape, x)};
     auto result = run_op(call);
@@ -503,8 +494,8 @@ TEST(SequenceTest, LossesAgainstReference) {
       std::vector<int64_t> target_dims = {n};
       for (int d = 2; d < c.input.rank(); ++d) target_dims.push_back(c.input.dim(d));
       const Shape target_shape = *Shape::make(target_dims);
-      const auto x = random_values(c.input.num_elements(), rng, -2.0f, 2.0f);
-      const auto w = random_values(classes, rng, 0.2f, 1.5f);
+      const auto x = random_floats(c.input.num_elements(), rng, -2.0f, 2.0f);
+      const auto w = random_floats(classes, rng, 0.2f, 1.5f);
       std::uniform_int_distribution<int64_t> pick(0, classes - 1);
       std::vector<int64_t> target(static_cast<size_t>(n * rest));
       for (size_t i = 0; i < target.size(); ++i) {
@@ -575,7 +566,7 @@ TEST(SequenceTest, LossesRejectBadReductionAndTargets) {
 TEST(SequenceTest, DropoutIsTheIdentityInInference) {
   std::mt19937 rng(2);
   const Shape shape{3, 4, 5};
-  const auto x = random_values(shape.num_elements(), rng);
+  const auto x = random_floats(shape.num_elements(), rng);
   OpCall call{.op_type = "Dropout"};
   call.attrs.set("seed", int64_t{0});
   call.inputs = {HostTensor::f32(shape, x), HostTensor::f32(Shape{}, {0.3f}), bool_scalar(false)};

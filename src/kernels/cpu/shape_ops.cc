@@ -17,6 +17,7 @@
 
 #include "hxrt/ops/params/shape_ops.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/registration.h"
 #include "kernels/cpu/tensor_ops.h"
 
@@ -24,35 +25,8 @@ namespace hxrt::kernels::cpu {
 
 namespace {
 
-// Bytes per chunk of a copy (as the tensor-op kernels).
-constexpr int64_t kCopyGrainBytes = 256 * 1024;
-
-Result<size_t> plain_bytes(DType dtype, std::string_view op) {
-  const size_t bytes = element_bytes(dtype);
-  if (bytes == 0) return invalid_argument("{}: block-quantized dtype {} is not supported", op, dtype);
-  return bytes;
-}
-
-int64_t units_per_chunk(const ops::Tiling& tiling, int64_t unit_bytes) {
-  return std::max<int64_t>(1, tiling_grain(tiling, "grain_bytes", kCopyGrainBytes) / std::max<int64_t>(unit_bytes, 1));
-}
-
 std::vector<int64_t> dims_of(const Shape& shape) {
   return {shape.dims().begin(), shape.dims().end()};
-}
-
-// The values of an i64 or i32 tensor (pads, k).
-Result<std::vector<int64_t>> read_ints(const ops::TensorRef& t, std::string_view op, std::string_view name) {
-  std::vector<int64_t> values(static_cast<size_t>(t.num_elements()));
-  if (t.dtype == DType::kI64) {
-    if (!values.empty()) std::memcpy(values.data(), t.data<const int64_t>(), values.size() * sizeof(int64_t));
-  } else if (t.dtype == DType::kI32) {
-    const auto* p = t.data<const int32_t>();
-    for (size_t i = 0; i < values.size(); ++i) values[i] = p[i];
-  } else {
-    return invalid_argument("{}: input '{}' must be i32 or i64, got {}", op, name, t.dtype);
-  }
-  return values;
 }
 
 // Element i of an f32, i32 or i64 tensor as T (float indices truncate toward zero).
@@ -94,7 +68,7 @@ Status run_plan(const ops::CpuComputeContext& ctx, const StridedCopy& plan, size
   if (plan.rows() == 0 || plan.cols() == 0) return ok_status();
   const auto* src = ctx.input(0).data<const std::byte>();
   auto* dst = ctx.output(0).data<std::byte>();
-  ctx.pool().parallel_for(plan.rows(), units_per_chunk(ctx.tiling(), plan.cols() * static_cast<int64_t>(eb)),
+  ctx.pool().parallel_for(plan.rows(), copy_units_per_chunk(ctx.tiling(), plan.cols() * static_cast<int64_t>(eb)),
                           [&](int64_t begin, int64_t end) { plan.run(src, dst, begin, end); });
   return ok_status();
 }
@@ -118,7 +92,7 @@ Result<StridedCopy> view_plan(std::span<const std::pair<int64_t, int64_t>> view,
 Status compute_expand(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
-  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_bytes(x.dtype, "Expand"));
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(x.dtype, "Expand"));
   const int rank = y.shape.rank();
   const int offset = rank - x.shape.rank();
   if (offset < 0) return invalid_argument("Expand: output {} has a lower rank than the input {}", y.shape, x.shape);
@@ -142,7 +116,7 @@ Status compute_expand(const ops::CpuComputeContext& ctx) {
 Status compute_tile(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
-  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_bytes(x.dtype, "Tile"));
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(x.dtype, "Tile"));
   if (y.shape.rank() != x.shape.rank()) return invalid_argument("Tile: output {} vs input {}", y.shape, x.shape);
   const auto x_strides = x.shape.strides();
   std::vector<std::pair<int64_t, int64_t>> view;
@@ -188,8 +162,8 @@ Status compute_pad(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
   const ops::PadMode mode = ctx.params<ops::PadParams>().mode;
-  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_bytes(x.dtype, "Pad"));
-  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> pads, read_ints(ctx.input(1), "Pad", "pads"));
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(x.dtype, "Pad"));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> pads, read_int_values(ctx.input(1), "Pad", "pads"));
   const int rank = x.shape.rank();
   if (pads.size() != static_cast<size_t>(2 * rank) || y.shape.rank() != rank) {
     return invalid_argument("Pad: pads [{}] do not fit the input {} and output {}", fmt::join(pads, ", "), x.shape,
@@ -230,7 +204,7 @@ Status compute_pad(const ops::CpuComputeContext& ctx) {
   const int64_t rows = y.num_elements() / cols;
   const auto x_strides = x.shape.strides();
   const auto row_bytes = cols * static_cast<int64_t>(eb);
-  ctx.pool().parallel_for(rows, units_per_chunk(ctx.tiling(), row_bytes), [&](int64_t begin, int64_t end) {
+  ctx.pool().parallel_for(rows, copy_units_per_chunk(ctx.tiling(), row_bytes), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       // Source row of output row r, or none when an outer index reads the constant value.
       int64_t rest = r;
@@ -261,7 +235,7 @@ Status compute_split(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const int rank = x.shape.rank();
   HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(ctx.params<ops::AxisParams>().axis, rank, "Split"));
-  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_bytes(x.dtype, "Split"));
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(x.dtype, "Split"));
   const size_t n_outputs = ctx.launch().outputs.size();
   const int64_t outer = ops::dims_product(x.shape, 0, axis);
   const int64_t inner = ops::dims_product(x.shape, axis + 1, rank) * static_cast<int64_t>(eb);  // bytes
@@ -284,7 +258,7 @@ Status compute_split(const ops::CpuComputeContext& ctx) {
   if (outer == 0 || inner == 0 || dim == 0) return ok_status();
   const auto* src = x.data<const std::byte>();
   const auto units = outer * static_cast<int64_t>(n_outputs);  // (outer row, output) pairs
-  ctx.pool().parallel_for(units, units_per_chunk(ctx.tiling(), dim * inner / static_cast<int64_t>(n_outputs) + 1),
+  ctx.pool().parallel_for(units, copy_units_per_chunk(ctx.tiling(), dim * inner / static_cast<int64_t>(n_outputs) + 1),
                           [&](int64_t begin, int64_t end) {
                             for (int64_t u = begin; u < end; ++u) {
                               const int64_t o = u / static_cast<int64_t>(n_outputs);
@@ -304,7 +278,7 @@ Status compute_block(const ops::CpuComputeContext& ctx, bool depth_to_space) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
   const std::string_view op = depth_to_space ? "DepthToSpace" : "SpaceToDepth";
-  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_bytes(x.dtype, op));
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(x.dtype, op));
   const auto& params = ctx.params<ops::BlockParams>();
   const std::vector<int64_t> x_dims = dims_of(x.shape);
   HXRT_ASSIGN_OR_RETURN(const ops::BlockView v, depth_to_space ? ops::depth_to_space_view(x_dims, params)
@@ -322,11 +296,11 @@ Status compute_block(const ops::CpuComputeContext& ctx, bool depth_to_space) {
 Status compute_trilu(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& x = ctx.input(0);
   const ops::TensorRef& y = ctx.output(0);
-  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_bytes(x.dtype, "Trilu"));
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(x.dtype, "Trilu"));
   const bool upper = ctx.params<ops::TriluParams>().upper;
   int64_t k = 0;
   if (ctx.has_input(1)) {
-    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> ks, read_ints(ctx.input(1), "Trilu", "k"));
+    HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> ks, read_int_values(ctx.input(1), "Trilu", "k"));
     if (ks.size() != 1) return invalid_argument("Trilu: input 'k' must hold one value, holds {}", ks.size());
     k = ks[0];
   }
@@ -339,7 +313,7 @@ Status compute_trilu(const ops::CpuComputeContext& ctx) {
   auto* dst = y.data<std::byte>();
   const auto e = static_cast<int64_t>(eb);
   const int64_t rows = y.num_elements() / m;
-  ctx.pool().parallel_for(rows, units_per_chunk(ctx.tiling(), m * e), [&](int64_t begin, int64_t end) {
+  ctx.pool().parallel_for(rows, copy_units_per_chunk(ctx.tiling(), m * e), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t i = r % n;
       // Kept columns [lo, hi): j - i >= k (upper) or j - i <= k (lower).
@@ -403,7 +377,7 @@ Status compute_constant_of_shape(const ops::CpuComputeContext& ctx) {
   }
   const size_t eb = value.data.size();
   auto* dst = y.data<std::byte>();
-  ctx.pool().parallel_for(y.num_elements(), units_per_chunk(ctx.tiling(), static_cast<int64_t>(eb)),
+  ctx.pool().parallel_for(y.num_elements(), copy_units_per_chunk(ctx.tiling(), static_cast<int64_t>(eb)),
                           [&](int64_t begin, int64_t end) {
                             fill(dst + begin * static_cast<int64_t>(eb), value.data.data(), eb, end - begin);
                           });
@@ -424,7 +398,7 @@ Status compute_onehot(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& indices = ctx.input(0);
   const ops::TensorRef& values = ctx.input(2);
   const ops::TensorRef& y = ctx.output(0);
-  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_bytes(y.dtype, "OneHot"));
+  HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(y.dtype, "OneHot"));
   const int rank = y.shape.rank();
   HXRT_ASSIGN_OR_RETURN(const int axis, ops::normalize_axis(ctx.params<ops::AxisParams>().axis, rank, "OneHot"));
   if (values.num_elements() != 2 || values.dtype != y.dtype || indices.shape.rank() + 1 != rank) {
@@ -442,7 +416,7 @@ Status compute_onehot(const ops::CpuComputeContext& ctx) {
   auto* dst = y.data<std::byte>();
   const auto e = static_cast<int64_t>(eb);
   // Output [outer, depth, inner]; unit o fills one [depth, inner] slab.
-  ctx.pool().parallel_for(outer, units_per_chunk(ctx.tiling(), depth * inner * e), [&](int64_t begin, int64_t end) {
+  ctx.pool().parallel_for(outer, copy_units_per_chunk(ctx.tiling(), depth * inner * e), [&](int64_t begin, int64_t end) {
     for (int64_t o = begin; o < end; ++o) {
       std::byte* slab = dst + o * depth * inner * e;
       fill(slab, off, eb, depth * inner);
@@ -478,7 +452,8 @@ Status compute_size(const ops::CpuComputeContext& ctx) {
 
 // ---- Registration ----
 
-ops::TilingFn copy_tiling() {
+// Chunks of the bytes of all outputs together (Split writes several; copy_tiling counts output 0 alone).
+ops::TilingFn all_outputs_copy_tiling() {
   return [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
     int64_t bytes = 0;
     for (const ops::TensorRef& out : q.outputs) {
@@ -496,7 +471,7 @@ ops::KernelDef shape_def(std::string op_type, int since_version, std::string des
   def.since_version = since_version;
   def.name = def.op_type;
   def.description = std::move(description);
-  def.tiling = copy_tiling();
+  def.tiling = all_outputs_copy_tiling();
   def.parse_attrs = [parse](const graph::Graph&, const graph::Node& node) -> Result<std::unique_ptr<ops::KernelParams>> {
     return ops::boxed(parse(node));
   };

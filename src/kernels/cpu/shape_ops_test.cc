@@ -16,49 +16,29 @@
 #include "hxrt/graph/attribute.h"
 #include "hxrt/ops/params/shape_ops.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
+using testing::dims_of;
 using testing::HostTensor;
 using testing::OpCall;
+using testing::random_bools;
+using testing::ravel;
 using testing::run_op;
+using testing::unravel;
 
 using Index = std::vector<int64_t>;
-
-std::vector<int64_t> dims_of(const Shape& s) {
-  return {s.dims().begin(), s.dims().end()};
-}
-
-Index unravel(int64_t i, const Shape& s) {
-  Index idx(static_cast<size_t>(s.rank()));
-  for (int d = s.rank() - 1; d >= 0; --d) {
-    idx[static_cast<size_t>(d)] = i % s.dims()[static_cast<size_t>(d)];
-    i /= s.dims()[static_cast<size_t>(d)];
-  }
-  return idx;
-}
-
-int64_t ravel(const Index& idx, const Shape& s) {
-  int64_t i = 0;
-  for (int d = 0; d < s.rank(); ++d) i = i * s.dims()[static_cast<size_t>(d)] + idx[static_cast<size_t>(d)];
-  return i;
-}
 
 HostTensor ints(const std::vector<int64_t>& values) {
   return HostTensor::i64(Shape{static_cast<int64_t>(values.size())}, values);
 }
 
-HostTensor bools(const Shape& shape, std::mt19937& rng) {
-  std::vector<std::byte> bytes(static_cast<size_t>(shape.num_elements()));
-  for (std::byte& b : bytes) b = static_cast<std::byte>(rng() % 2);
-  return HostTensor::raw(DType::kBool, shape, bytes);
-}
-
 // Random data of `dtype` (f32 in [-1, 1) and never 0, i64 in [-1000, 1000] without 0, bool).
 HostTensor random_tensor(DType dtype, const Shape& shape, std::mt19937& rng) {
   if (dtype == DType::kF32) return HostTensor::random_f32(shape, rng);
-  if (dtype == DType::kBool) return bools(shape, rng);
+  if (dtype == DType::kBool) return random_bools(shape, rng);
   std::vector<int64_t> v(static_cast<size_t>(shape.num_elements()));
   std::uniform_int_distribution<int64_t> pick(1, 1000);
   for (int64_t& x : v) x = (rng() % 2 ? 1 : -1) * pick(rng);

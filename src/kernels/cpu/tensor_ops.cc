@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/registration.h"
 
 namespace hxrt::kernels::cpu {
@@ -187,33 +188,6 @@ void concat_rows(const std::byte* src, size_t src_row_bytes, std::byte* dst, siz
 
 namespace {
 
-// Bytes per chunk of a copy: large enough to amortise scheduling, small enough to spread a few MiB over the cores.
-constexpr int64_t kCopyGrainBytes = 256 * 1024;
-
-Result<size_t> plain_element_bytes(DType dtype, std::string_view op) {
-  const size_t bytes = element_bytes(dtype);
-  if (bytes == 0) return invalid_argument("{}: block-quantized dtype {} is not supported", op, dtype);
-  return bytes;
-}
-
-int64_t units_per_chunk(const ops::Tiling& tiling, int64_t unit_bytes) {
-  return std::max<int64_t>(1, tiling_grain(tiling, "grain_bytes", kCopyGrainBytes) / std::max<int64_t>(unit_bytes, 1));
-}
-
-// Reads an i32 or i64 tensor (Slice's starts/ends/axes/steps).
-Result<std::vector<int64_t>> read_ints(const ops::TensorRef& t, std::string_view name) {
-  std::vector<int64_t> values(static_cast<size_t>(t.num_elements()));
-  if (t.dtype == DType::kI64) {
-    std::memcpy(values.data(), t.data<const int64_t>(), values.size() * sizeof(int64_t));
-  } else if (t.dtype == DType::kI32) {
-    const auto* p = t.data<const int32_t>();
-    for (size_t i = 0; i < values.size(); ++i) values[i] = p[i];
-  } else {
-    return invalid_argument("Slice: input '{}' must be i32 or i64, got {}", name, t.dtype);
-  }
-  return values;
-}
-
 Status compute_gather(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& data = ctx.input(0);
   const ops::TensorRef& indices = ctx.input(1);
@@ -234,7 +208,7 @@ Status compute_gather(const ops::CpuComputeContext& ctx) {
   if (y.num_elements() == 0) return ok_status();
   const auto* src = data.data<const std::byte>();
   auto* dst = y.data<std::byte>();
-  ctx.pool().parallel_for(outer * n_indices, units_per_chunk(ctx.tiling(), static_cast<int64_t>(row_bytes)),
+  ctx.pool().parallel_for(outer * n_indices, copy_units_per_chunk(ctx.tiling(), static_cast<int64_t>(row_bytes)),
                           [&](int64_t begin, int64_t end) {
                             gather_rows(src, resolved.data(), n_indices, axis_dim, row_bytes, dst, begin, end);
                           });
@@ -263,7 +237,7 @@ Status run_strided_copy(const ops::CpuComputeContext& ctx, const StridedCopy& pl
   const auto* src = ctx.input(0).data<const std::byte>();
   auto* dst = ctx.output(0).data<std::byte>();
   if (plan.rows() == 0 || plan.cols() == 0) return ok_status();
-  ctx.pool().parallel_for(plan.rows(), units_per_chunk(ctx.tiling(), plan.cols() * static_cast<int64_t>(eb)),
+  ctx.pool().parallel_for(plan.rows(), copy_units_per_chunk(ctx.tiling(), plan.cols() * static_cast<int64_t>(eb)),
                           [&](int64_t begin, int64_t end) { plan.run(src, dst, begin, end); });
   return ok_status();
 }
@@ -313,7 +287,7 @@ Status compute_concat(const ops::CpuComputeContext& ctx) {
   auto* dst = y.data<std::byte>();
   const int64_t units = outer * static_cast<int64_t>(n_inputs);  // (outer, input) pairs
   const int64_t unit_bytes = static_cast<int64_t>(dst_row / n_inputs);
-  ctx.pool().parallel_for(units, units_per_chunk(ctx.tiling(), unit_bytes), [&](int64_t begin, int64_t end) {
+  ctx.pool().parallel_for(units, copy_units_per_chunk(ctx.tiling(), unit_bytes), [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t o = u / static_cast<int64_t>(n_inputs);
       const auto i = static_cast<size_t>(u % static_cast<int64_t>(n_inputs));
@@ -333,17 +307,17 @@ Status compute_slice(const ops::CpuComputeContext& ctx) {
   const ops::TensorRef& y = ctx.output(0);
   const int rank = x.shape.rank();
   HXRT_ASSIGN_OR_RETURN(const size_t eb, plain_element_bytes(x.dtype, "Slice"));
-  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> starts, read_ints(ctx.input(1), "starts"));
-  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> ends, read_ints(ctx.input(2), "ends"));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> starts, read_int_values(ctx.input(1), "Slice", "starts"));
+  HXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> ends, read_int_values(ctx.input(2), "Slice", "ends"));
   std::vector<int64_t> axes;
   if (ctx.has_input(3)) {
-    HXRT_ASSIGN_OR_RETURN(axes, read_ints(ctx.input(3), "axes"));
+    HXRT_ASSIGN_OR_RETURN(axes, read_int_values(ctx.input(3), "Slice", "axes"));
   } else {
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
   std::vector<int64_t> steps(starts.size(), 1);
   if (ctx.has_input(4)) {
-    HXRT_ASSIGN_OR_RETURN(steps, read_ints(ctx.input(4), "steps"));
+    HXRT_ASSIGN_OR_RETURN(steps, read_int_values(ctx.input(4), "Slice", "steps"));
   }
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
     return invalid_argument("Slice: starts, ends, axes and steps have {}, {}, {} and {} values", starts.size(),
@@ -368,17 +342,6 @@ Status compute_slice(const ops::CpuComputeContext& ctx) {
     }
   }
   return run_strided_copy(ctx, slice_plan(x.shape, std::span<const SliceAxis>(plan_axes.data(), rank), eb), eb);
-}
-
-ops::TilingFn copy_tiling() {
-  return [](const ops::TilingQuery& q) -> Result<ops::Tiling> {
-    int64_t bytes = 0;
-    if (!q.outputs.empty()) {
-      const size_t eb = std::max<size_t>(1, element_bytes(q.outputs[0].dtype));
-      bytes = q.outputs[0].num_elements() * static_cast<int64_t>(eb);
-    }
-    return chunk_tiling("grain_bytes", kCopyGrainBytes, bytes);
-  };
 }
 
 ops::KernelDef copy_def(std::string op_type, int since_version, std::string description) {

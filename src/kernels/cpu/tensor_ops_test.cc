@@ -9,15 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "kernels/testing/infer_node.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 #include "ops/schemas/schemas.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
 
+using testing::dims_of;
 using testing::HostTensor;
+using testing::infer_node;
+using testing::InferResult;
 using testing::OpCall;
+using testing::ravel;
 using testing::run_op;
+using testing::unravel;
 
 // Distinct, non-zero values: every misplaced element shows.
 std::vector<float> distinct_values(int64_t n) {
@@ -30,26 +37,6 @@ std::vector<int64_t> distinct_ints(int64_t n) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i) * 7 + 1;
   return v;
-}
-
-std::vector<int64_t> dims_of(const Shape& s) {
-  return {s.dims().begin(), s.dims().end()};
-}
-
-// Row-major index → multi-index.
-std::vector<int64_t> unravel(int64_t i, const Shape& s) {
-  std::vector<int64_t> idx(static_cast<size_t>(s.rank()));
-  for (int d = s.rank() - 1; d >= 0; --d) {
-    idx[d] = i % s.dims()[d];
-    i /= s.dims()[d];
-  }
-  return idx;
-}
-
-int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
-  int64_t i = 0;
-  for (int d = 0; d < s.rank(); ++d) i = i * s.dims()[d] + idx[d];
-  return i;
 }
 
 // ---- Gather ----
@@ -408,43 +395,22 @@ TEST(TensorOpsTest, StridedCopyMergesContiguousDims) {
 
 // ---- Symbolic shape inference ----
 
-struct Inferred {
-  Status status;
-  std::string desc;
-  std::vector<ops::DimCheck> checks;
-};
-
 struct Input {
   graph::TensorDesc desc;
   std::vector<int64_t> constant;  // non-empty: an i64 initializer with these values
 };
 
-Inferred infer(const std::string& op_type, const std::vector<Input>& inputs, graph::AttributeMap attrs = {}) {
-  ops::OpSchemaRegistry registry;
-  EXPECT_TRUE(ops::schemas::register_tensor_ops(registry).ok());
-  graph::Graph g;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    names.push_back(fmt::format("x{}", i));
-    if (inputs[i].constant.empty()) {
-      EXPECT_TRUE(g.add_input(names.back(), inputs[i].desc).ok());
+InferResult infer(const std::string& op_type, const std::vector<Input>& inputs, graph::AttributeMap attrs = {}) {
+  std::vector<testing::InferInput> node_inputs;
+  for (const Input& input : inputs) {
+    if (input.constant.empty()) {
+      node_inputs.push_back({.desc = input.desc});
     } else {
-      const auto& v = inputs[i].constant;
-      std::vector<std::byte> bytes(v.size() * sizeof(int64_t));
-      std::memcpy(bytes.data(), v.data(), bytes.size());
-      const graph::TensorDesc desc{DType::kI64, {static_cast<int64_t>(v.size())}};
-      EXPECT_TRUE(g.add_initializer(names.back(), desc, graph::WeightData::copy_of(bytes)).ok());
+      const Shape shape{static_cast<int64_t>(input.constant.size())};
+      node_inputs.push_back({.constant = HostTensor::i64(shape, input.constant)});
     }
   }
-  const std::vector<std::string> outputs = {"y"};
-  auto schema = registry.find(op_type, "", 0);
-  EXPECT_TRUE(schema.ok());
-  auto node = g.add_node("n", op_type, names, outputs, std::move(attrs), "", (*schema)->since_version);
-  EXPECT_TRUE(node.ok());
-  Inferred out;
-  out.status = registry.infer_node(g, *node, &out.checks);
-  if (out.status.ok()) out.desc = g.value(g.node(*node).outputs[0]).desc.to_string();
-  return out;
+  return infer_node(op_type, "", node_inputs, std::move(attrs));
 }
 
 Input constant(std::vector<int64_t> v) {
@@ -454,24 +420,24 @@ Input constant(std::vector<int64_t> v) {
 TEST(TensorOpsTest, SymbolicReshapeInference) {
   const graph::Dim n = graph::Dim::symbol("n_tokens");
   const Input x{{DType::kF32, {n, 576}}, {}};
-  Inferred copy_dim = infer("Reshape", {x, constant({0, 9, 64})});
+  InferResult copy_dim = infer("Reshape", {x, constant({0, 9, 64})});
   ASSERT_TRUE(copy_dim.status.ok()) << copy_dim.status.to_string();
   EXPECT_EQ(copy_dim.desc, "f32[n_tokens, 9, 64]");
   EXPECT_TRUE(copy_dim.checks.empty());
-  Inferred minus_one = infer("Reshape", {x, constant({-1, 9, 64})});
+  InferResult minus_one = infer("Reshape", {x, constant({-1, 9, 64})});
   ASSERT_TRUE(minus_one.status.ok()) << minus_one.status.to_string();
   EXPECT_EQ(minus_one.desc, "f32[n_tokens, 9, 64]");
-  Inferred merge = infer("Reshape", {{{DType::kF32, {n, 9, 64}}, {}}, constant({0, -1})});
+  InferResult merge = infer("Reshape", {{{DType::kF32, {n, 9, 64}}, {}}, constant({0, -1})});
   ASSERT_TRUE(merge.status.ok());
   EXPECT_EQ(merge.desc, "f32[n_tokens, 576]");
-  Inferred flat = infer("Reshape", {x, constant({-1})});
+  InferResult flat = infer("Reshape", {x, constant({-1})});
   ASSERT_TRUE(flat.status.ok());
   EXPECT_EQ(flat.desc, "f32[" + (n * graph::Dim(576)).to_string() + "]");
-  Inferred half = infer("Reshape", {x, constant({0, 2, -1})});
+  InferResult half = infer("Reshape", {x, constant({0, 2, -1})});
   ASSERT_TRUE(half.status.ok());
   EXPECT_EQ(half.desc, "f32[n_tokens, 2, 288]");
   // A static target for a symbolic input is a bind-time check.
-  Inferred fixed = infer("Reshape", {x, constant({4, 144})});
+  InferResult fixed = infer("Reshape", {x, constant({4, 144})});
   ASSERT_TRUE(fixed.status.ok());
   EXPECT_EQ(fixed.desc, "f32[4, 144]");
   EXPECT_EQ(fixed.checks.size(), 1u);
@@ -488,19 +454,19 @@ TEST(TensorOpsTest, SymbolicTransposeConcatGatherSliceInference) {
 
   graph::AttributeMap axis0;
   axis0.set("axis", int64_t{0});
-  Inferred kv = infer("Concat", {{{DType::kF32, {past, 8, 64}}, {}}, {{DType::kF32, {n, 8, 64}}, {}}}, axis0);
+  InferResult kv = infer("Concat", {{{DType::kF32, {past, 8, 64}}, {}}, {{DType::kF32, {n, 8, 64}}, {}}}, axis0);
   ASSERT_TRUE(kv.status.ok()) << kv.status.to_string();
   EXPECT_EQ(kv.desc, "f32[" + (past + n).to_string() + ", 8, 64]");
   graph::AttributeMap axis1;
   axis1.set("axis", int64_t{1});
-  Inferred sym = infer("Concat", {{{DType::kF32, {n, 8}}, {}}, {{DType::kF32, {past, 8}}, {}}}, axis1);
+  InferResult sym = infer("Concat", {{{DType::kF32, {n, 8}}, {}}, {{DType::kF32, {past, 8}}, {}}}, axis1);
   ASSERT_TRUE(sym.status.ok());
   EXPECT_EQ(sym.desc, "f32[n_tokens, 16]");
   EXPECT_EQ(sym.checks.size(), 1u);  // n_tokens == past at bind time
   EXPECT_FALSE(infer("Concat", {{{DType::kF32, {n, 8}}, {}}, {{DType::kF32, {n, 8, 1}}, {}}}, axis0).status.ok());
 
   // Embedding lookup: [vocab, 576] gathered by ids [n_tokens].
-  Inferred embed = infer("Gather", {{{DType::kF32, {32000, 576}}, {}}, {{DType::kI32, {n}}, {}}});
+  InferResult embed = infer("Gather", {{{DType::kF32, {32000, 576}}, {}}, {{DType::kI32, {n}}, {}}});
   ASSERT_TRUE(embed.status.ok()) << embed.status.to_string();
   EXPECT_EQ(embed.desc, "f32[n_tokens, 576]");
   EXPECT_FALSE(infer("Gather", {{{DType::kF32, {10, 4}}, {}}, {{DType::kF32, {n}}, {}}}).status.ok());  // float ids
@@ -509,13 +475,13 @@ TEST(TensorOpsTest, SymbolicTransposeConcatGatherSliceInference) {
   // Slice of the last token of a symbolic axis, and from a start to the end.
   const Input logits{{DType::kF32, {n, 1000}}, {}};
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  Inferred last = infer("Slice", {logits, constant({-1}), constant({kMax}), constant({0})});
+  InferResult last = infer("Slice", {logits, constant({-1}), constant({kMax}), constant({0})});
   ASSERT_TRUE(last.status.ok()) << last.status.to_string();
   EXPECT_EQ(last.desc, "f32[1, 1000]");
-  Inferred tail = infer("Slice", {logits, constant({2}), constant({kMax}), constant({0})});
+  InferResult tail = infer("Slice", {logits, constant({2}), constant({kMax}), constant({0})});
   ASSERT_TRUE(tail.status.ok());
   EXPECT_EQ(tail.desc, "f32[" + (n - graph::Dim(2)).to_string() + ", 1000]");
-  Inferred both = infer("Slice", {logits, constant({0, 10}), constant({4, -10}), constant({0, 1}), constant({1, 3})});
+  InferResult both = infer("Slice", {logits, constant({0, 10}), constant({4, -10}), constant({0, 1}), constant({1, 3})});
   ASSERT_TRUE(both.status.ok());
   EXPECT_EQ(both.desc, "f32[4, 327]");
   // Unsupported on a symbolic axis: a negative step, and a negative start with a finite end.

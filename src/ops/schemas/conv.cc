@@ -16,11 +16,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& float_types() {
-  static const std::vector<DType> types = {DType::kF32};
-  return types;
-}
-
 // One spatial output dim: floor((in + pads - effective kernel) / stride) + 1, or ceil(in / stride) for SAME.
 Result<graph::Dim> spatial_dim(InferenceContext& ctx, const graph::Dim& in, int64_t pad_sum, int64_t effective_kernel,
                                int64_t stride, bool same, int axis) {

@@ -15,12 +15,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-// "T is the float type variable: f32 unless a line says otherwise" (docs/ops.md).
-const std::vector<DType>& float_types() {
-  static const std::vector<DType> types = {DType::kF32};
-  return types;
-}
-
 // Add Sub Mul Div also take integers (f32 kernels, and i32/i64 kernels that wrap on overflow).
 const std::vector<DType>& arithmetic_types() {
   static const std::vector<DType> types = {DType::kF32, DType::kI32, DType::kI64};

@@ -21,11 +21,6 @@ namespace {
 
 constexpr std::string_view kFusedDomain = "hxrt.fused";
 
-const std::vector<DType>& float_types() {
-  static const std::vector<DType> types = {DType::kF32};
-  return types;
-}
-
 // Fails unless `p` is [length].
 Status require_vector(InferenceContext& ctx, size_t input, std::string_view name, const graph::Dim& length,
                       std::string_view what) {

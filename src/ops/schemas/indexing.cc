@@ -23,24 +23,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& data_types() {
-  static const std::vector<DType> types = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8,
-                                           DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
-  return types;
-}
-
-const std::vector<DType>& index_types() {
-  static const std::vector<DType> types = {DType::kI32, DType::kI64};
-  return types;
-}
-
-Result<int> axis_value(InferenceContext& ctx, int64_t axis, int rank, std::string_view what) {
-  if (axis < -rank || axis >= rank) {
-    return ctx.error(fmt::format("{} = {} is out of range for rank {}", what, axis, rank));
-  }
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
 // Input `i` as a constant (Note [Data-dependent output shapes]): its static shape and its bytes.
 struct ConstantInput {
   Shape shape;
@@ -262,7 +244,7 @@ Status register_indexing(OpSchemaRegistry& registry) {
   gather_elements.inputs = {{.name = "data"}, {.name = "indices", .type_var = "Tind"}};
   gather_elements.outputs = {{.name = "output"}};
   gather_elements.attrs = {{.name = "axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)}};
-  gather_elements.type_constraints = {{"T", data_types()}, {"Tind", index_types()}};
+  gather_elements.type_constraints = {{"T", plain_types()}, {"Tind", index_types()}};
   gather_elements.infer = infer_gather_elements;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(gather_elements)));
 
@@ -271,7 +253,7 @@ Status register_indexing(OpSchemaRegistry& registry) {
   gather_nd.inputs = {{.name = "data"}, {.name = "indices", .type_var = "Tind"}};
   gather_nd.outputs = {{.name = "output"}};
   gather_nd.attrs = {{.name = "batch_dims", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)}};
-  gather_nd.type_constraints = {{"T", data_types()}, {"Tind", index_types()}};
+  gather_nd.type_constraints = {{"T", plain_types()}, {"Tind", index_types()}};
   gather_nd.infer = infer_gather_nd;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(gather_nd)));
 
@@ -283,7 +265,7 @@ Status register_indexing(OpSchemaRegistry& registry) {
   scatter_elements.attrs = {
       {.name = "axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)},
       {.name = "reduction", .type = graph::AttrType::kString, .default_value = reduction_default()}};
-  scatter_elements.type_constraints = {{"T", data_types()}, {"Tind", index_types()}};
+  scatter_elements.type_constraints = {{"T", plain_types()}, {"Tind", index_types()}};
   scatter_elements.infer = infer_scatter_elements;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(scatter_elements)));
 
@@ -292,7 +274,7 @@ Status register_indexing(OpSchemaRegistry& registry) {
   scatter_nd.inputs = {{.name = "data"}, {.name = "indices", .type_var = "Tind"}, {.name = "updates"}};
   scatter_nd.outputs = {{.name = "output"}};
   scatter_nd.attrs = {{.name = "reduction", .type = graph::AttrType::kString, .default_value = reduction_default()}};
-  scatter_nd.type_constraints = {{"T", data_types()}, {"Tind", index_types()}};
+  scatter_nd.type_constraints = {{"T", plain_types()}, {"Tind", index_types()}};
   scatter_nd.infer = infer_scatter_nd;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(scatter_nd)));
 
@@ -301,14 +283,14 @@ Status register_indexing(OpSchemaRegistry& registry) {
   compress.inputs = {{.name = "input"}, {.name = "condition", .type_var = "T1"}};
   compress.outputs = {{.name = "output"}};
   compress.attrs = {{.name = "axis", .type = graph::AttrType::kInt}};
-  compress.type_constraints = {{"T", data_types()}, {"T1", {DType::kBool}}};
+  compress.type_constraints = {{"T", plain_types()}, {"T1", {DType::kBool}}};
   compress.infer = infer_compress;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(compress)));
 
   OpSchema nonzero = make_schema("NonZero", 13, "indices of the non-zero elements, i64 [rank, count], row-major order");
   nonzero.inputs = {{.name = "X"}};
   nonzero.outputs = {{.name = "Y", .type_var = "I"}};
-  nonzero.type_constraints = {{"T", data_types()}, {"I", {DType::kI64}}};
+  nonzero.type_constraints = {{"T", plain_types()}, {"I", {DType::kI64}}};
   nonzero.infer = infer_nonzero;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(nonzero)));
 
@@ -321,7 +303,7 @@ Status register_indexing(OpSchemaRegistry& registry) {
                     {.name = "counts", .type_var = "I"}};
   unique.attrs = {{.name = "axis", .type = graph::AttrType::kInt},
                   {.name = "sorted", .type = graph::AttrType::kInt, .default_value = graph::Attribute(1)}};
-  unique.type_constraints = {{"T", data_types()}, {"I", {DType::kI64}}};
+  unique.type_constraints = {{"T", plain_types()}, {"I", {DType::kI64}}};
   unique.infer = infer_unique;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(unique)));
 
@@ -331,7 +313,7 @@ Status register_indexing(OpSchemaRegistry& registry) {
   reverse_sequence.outputs = {{.name = "Y"}};
   reverse_sequence.attrs = {{.name = "batch_axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(1)},
                             {.name = "time_axis", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)}};
-  reverse_sequence.type_constraints = {{"T", data_types()}, {"I", {DType::kI64}}};
+  reverse_sequence.type_constraints = {{"T", plain_types()}, {"I", {DType::kI64}}};
   reverse_sequence.infer = infer_reverse_sequence;
   HXRT_RETURN_IF_ERROR(registry.add(std::move(reverse_sequence)));
   return ok_status();

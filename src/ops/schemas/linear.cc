@@ -13,11 +13,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& float_types() {
-  static const std::vector<DType> types = {DType::kF32};
-  return types;
-}
-
 // The W layouts MatMulQ reads (GGUF row layout, K contiguous).
 const std::vector<DType>& matmulq_weight_types() {
   static const std::vector<DType> types = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};

@@ -17,11 +17,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& float_types() {
-  static const std::vector<DType> types = {DType::kF32};
-  return types;
-}
-
 // Resolves attribute `name` (an axis) against `rank`; the error names the attribute.
 Result<int> axis_attr(InferenceContext& ctx, std::string_view name, int64_t fallback, int rank) {
   Result<int64_t> axis = ctx.attrs().get_int(name, fallback);

@@ -17,11 +17,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& float_types() {
-  static const std::vector<DType> types = {DType::kF32};
-  return types;
-}
-
 const std::vector<DType>& i64_type() {
   static const std::vector<DType> types = {DType::kI64};
   return types;
@@ -30,10 +25,7 @@ const std::vector<DType>& i64_type() {
 // The values of constant input `i` (f32 or an integer type; rank 1) as doubles, or as int64 with `ints`; the
 // errors name the input. An input with no elements reads as empty.
 Result<std::vector<double>> constant_values(InferenceContext& ctx, size_t i, std::string_view name) {
-  const graph::WeightData* weight = ctx.constant_input(i);
-  if (weight == nullptr) {
-    return ctx.error(fmt::format("input '{}' must be a constant (an initializer) for shape inference", name));
-  }
+  HXRT_ASSIGN_OR_RETURN(const graph::WeightData* weight, require_constant(ctx, i, name));
   const graph::TensorDesc& desc = ctx.input(i);
   if (!desc.shape.is_static() || desc.shape.rank() > 1) {
     return ctx.error(fmt::format("input '{}' {} must be a static 1-D tensor", name, desc.to_string()));

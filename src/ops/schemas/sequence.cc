@@ -20,23 +20,10 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& float_types() {
-  static const std::vector<DType> types = {DType::kF32};
-  return types;
-}
-
-const std::vector<DType>& index_types() {
-  static const std::vector<DType> types = {DType::kI32, DType::kI64};
-  return types;
-}
-
 // The weight of constant input `i`, checked to hold its desc's static element count; the error names the input.
 Result<const graph::WeightData*> constant_weight(InferenceContext& ctx, size_t i, std::string_view name,
                                                  int64_t* elements) {
-  const graph::WeightData* weight = ctx.constant_input(i);
-  if (weight == nullptr) {
-    return ctx.error(fmt::format("input '{}' must be a constant (an initializer) for shape inference", name));
-  }
+  HXRT_ASSIGN_OR_RETURN(const graph::WeightData* weight, require_constant(ctx, i, name));
   const graph::TensorDesc& desc = ctx.input(i);
   int64_t count = 1;
   for (const graph::Dim& dim : desc.shape.dims()) {
@@ -59,17 +46,7 @@ Result<std::vector<int64_t>> constant_ints(InferenceContext& ctx, size_t i, std:
   if (dtype != DType::kI64 && dtype != DType::kI32) {
     return ctx.error(fmt::format("input '{}' must be i32 or i64, got {}", name, dtype));
   }
-  std::vector<int64_t> values(static_cast<size_t>(count));
-  for (size_t k = 0; k < values.size(); ++k) {
-    if (dtype == DType::kI64) {
-      std::memcpy(&values[k], weight->data + k * 8, 8);
-    } else {
-      int32_t v;
-      std::memcpy(&v, weight->data + k * 4, 4);
-      values[k] = v;
-    }
-  }
-  return values;
+  return weight_ints(*weight, dtype, static_cast<size_t>(count));
 }
 
 // The values of constant f32 input `i`.

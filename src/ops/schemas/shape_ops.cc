@@ -24,12 +24,6 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
-const std::vector<DType>& plain_types() {
-  static const std::vector<DType> types = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8,
-                                           DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
-  return types;
-}
-
 const std::vector<DType>& number_types() {
   static const std::vector<DType> types = {DType::kF32, DType::kI32, DType::kI64};
   return types;
@@ -57,10 +51,7 @@ T weight_element(const graph::WeightData& weight, DType dtype, size_t k) {
 Result<std::pair<const graph::WeightData*, size_t>> constant_weight(InferenceContext& ctx, size_t i,
                                                                     std::string_view name,
                                                                     std::initializer_list<DType> dtypes) {
-  const graph::WeightData* weight = ctx.constant_input(i);
-  if (weight == nullptr) {
-    return ctx.error(fmt::format("input '{}' must be a constant (an initializer) for shape inference", name));
-  }
+  HXRT_ASSIGN_OR_RETURN(const graph::WeightData* weight, require_constant(ctx, i, name));
   const graph::TensorDesc& desc = ctx.input(i);
   if (std::find(dtypes.begin(), dtypes.end(), desc.dtype) == dtypes.end()) {
     return ctx.error(fmt::format("input '{}' has the unsupported dtype {}", name, desc.dtype));
@@ -89,13 +80,6 @@ Result<T> constant_scalar(InferenceContext& ctx, size_t i, std::string_view name
   HXRT_ASSIGN_OR_RETURN(const auto weight, constant_weight(ctx, i, name, {DType::kF32, DType::kI64, DType::kI32}));
   if (weight.second != 1) return ctx.error(fmt::format("input '{}' must hold one value", name));
   return weight_element<T>(*weight.first, ctx.input(i).dtype, 0);
-}
-
-Result<int> axis_value(InferenceContext& ctx, int64_t axis, int rank, std::string_view what) {
-  if (axis < -rank || axis >= rank) {
-    return ctx.error(fmt::format("{} = {} is out of range for rank {}", what, axis, rank));
-  }
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
 // dim + delta for a possibly negative delta.

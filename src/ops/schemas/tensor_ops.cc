@@ -37,12 +37,6 @@ namespace {
 // "end >= this" on a symbolic axis means "to the end" (exporters write INT32_MAX or INT64_MAX).
 constexpr int64_t kSliceToEnd = 2147483647;
 
-const std::vector<DType>& plain_types() {
-  static const std::vector<DType> types = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8,
-                                           DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
-  return types;
-}
-
 const std::vector<DType>& all_types() {
   static const std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kI8,
                                            DType::kI32,  DType::kI64,  DType::kU8,   DType::kBool,
@@ -50,24 +44,9 @@ const std::vector<DType>& all_types() {
   return types;
 }
 
-const std::vector<DType>& index_types() {
-  static const std::vector<DType> types = {DType::kI32, DType::kI64};
-  return types;
-}
-
-Result<int> axis_value(InferenceContext& ctx, int64_t axis, int rank, std::string_view what) {
-  if (axis < -rank || axis >= rank) {
-    return ctx.error(fmt::format("{} = {} is out of range for rank {}", what, axis, rank));
-  }
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
 // The values of constant input `i` (i32 or i64, rank 1); the error names the input.
 Result<std::vector<int64_t>> constant_ints(InferenceContext& ctx, size_t i, std::string_view name) {
-  const graph::WeightData* weight = ctx.constant_input(i);
-  if (weight == nullptr) {
-    return ctx.error(fmt::format("input '{}' must be a constant (an initializer) for shape inference", name));
-  }
+  HXRT_ASSIGN_OR_RETURN(const graph::WeightData* weight, require_constant(ctx, i, name));
   const graph::TensorDesc& desc = ctx.input(i);
   if (desc.shape.rank() != 1) {
     return ctx.error(fmt::format("input '{}' {} must have rank 1", name, desc.to_string()));
@@ -78,17 +57,7 @@ Result<std::vector<int64_t>> constant_ints(InferenceContext& ctx, size_t i, std:
   if (!length.is_static() || weight->size != static_cast<uint64_t>(length.value()) * element) {
     return ctx.error(fmt::format("input '{}' {} holds {} bytes", name, desc.to_string(), weight->size));
   }
-  std::vector<int64_t> values(static_cast<size_t>(length.value()));
-  for (size_t k = 0; k < values.size(); ++k) {
-    if (element == 8) {
-      std::memcpy(&values[k], weight->data + k * 8, 8);
-    } else {
-      int32_t v;
-      std::memcpy(&v, weight->data + k * 4, 4);
-      values[k] = v;
-    }
-  }
-  return values;
+  return weight_ints(*weight, desc.dtype, static_cast<size_t>(length.value()));
 }
 
 graph::Dim product(const std::vector<graph::Dim>& dims) {
