@@ -135,12 +135,7 @@ Status register_logic(OpSchemaRegistry& registry) {
 
   OpSchema mod = binary_schema("Mod", 13, numeric_types(), infer_mod,
                                "C = A mod B: the divisor's sign (fmod=0, integers) or the dividend's (fmod=1)");
-  // Built member by member: GCC 12 with ASan warns (maybe-uninitialized) on this braced AttrSpec list.
-  AttrSpec fmod;
-  fmod.name = "fmod";
-  fmod.type = graph::AttrType::kInt;
-  fmod.default_value = graph::Attribute(int64_t{0});
-  mod.attrs.push_back(std::move(fmod));
+  mod.attrs = {{.name = "fmod", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)}};
   HXRT_RETURN_IF_ERROR(registry.add(std::move(mod)));
 
   OpSchema prelu = binary_schema("PRelu", 16, numeric_types(), infer_prelu,
