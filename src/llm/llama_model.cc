@@ -211,8 +211,8 @@ Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const Llam
       HXRT_ASSIGN_OR_RETURN(std::string wq, b.weight(w + "attn_q.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string wk, b.weight(w + "attn_k.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string wv, b.weight(w + "attn_v.weight"));
-      HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> qkv,
-                            b.projections(n + "qkv", {n + "q", n + "k", n + "v"}, h, {wq, wk, wv}, options.group_projections));
+      HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> qkv, b.projections(n + "qkv", {n + "q", n + "k", n + "v"}, h,
+                                                                              {wq, wk, wv}, options.group_projections));
       const std::string& q = qkv[0];
       const std::string& k = qkv[1];
       const std::string& v = qkv[2];
@@ -236,8 +236,9 @@ Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const Llam
       HXRT_ASSIGN_OR_RETURN(std::string wg, b.weight(w + "ffn_gate.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string wu, b.weight(w + "ffn_up.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string wd, b.weight(w + "ffn_down.weight"));
-      HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> gate_up,
-                            b.projections(n + "gate_up", {n + "gate", n + "up"}, h2, {wg, wu}, options.group_projections));
+      HXRT_ASSIGN_OR_RETURN(
+          const std::vector<std::string> gate_up,
+          b.projections(n + "gate_up", {n + "gate", n + "up"}, h2, {wg, wu}, options.group_projections));
       const std::string& gate = gate_up[0];
       const std::string& up = gate_up[1];
       HXRT_ASSIGN_OR_RETURN(std::string act, b.hxrt(n + "gate.silu", "Silu", {gate}));

@@ -448,8 +448,9 @@ Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const vo
   return quant_matmul_group(w_type, a, m, k, std::span<const QuantMatMulOutput>(&output, 1), tiles, isa, pool);
 }
 
-Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k, std::span<const QuantMatMulOutput> outputs,
-                          QuantMatMulTiles tiles, QuantIsa isa, ThreadPool* pool) {
+Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
+                          std::span<const QuantMatMulOutput> outputs, QuantMatMulTiles tiles, QuantIsa isa,
+                          ThreadPool* pool) {
   if (!matmulq_weight_supported(w_type)) {
     return invalid_argument("MatMulQ: weight type {} is not supported (q8_0, q4_0, q4_1, f16, f32)", w_type);
   }

@@ -26,7 +26,7 @@
 namespace hxrt::kernels::cpu {
 
 inline constexpr int64_t kQuantBlock = 32;  // values per block of every quantized type
-inline constexpr int kMaxGroupWeights = 4;   // weights (and outputs) of one MatMulQGroup
+inline constexpr int kMaxGroupWeights = 4;  // weights (and outputs) of one MatMulQGroup
 
 // GGUF/ggml block layouts (f16 fields as raw bits).
 struct BlockQ8_0 {
@@ -89,8 +89,9 @@ struct QuantMatMulOutput {
 // quantized once and every output's tiles share one parallel loop, so the group costs one pass over the pool
 // instead of one per weight. Each element is computed exactly as quant_matmul computes it (Note [Batch invariance]:
 // it depends on row i of A and row j of W only), so the outputs are bit-identical to separate calls.
-Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k, std::span<const QuantMatMulOutput> outputs,
-                          QuantMatMulTiles tiles = {}, QuantIsa isa = quant_best_isa(), ThreadPool* pool = nullptr);
+Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
+                          std::span<const QuantMatMulOutput> outputs, QuantMatMulTiles tiles = {},
+                          QuantIsa isa = quant_best_isa(), ThreadPool* pool = nullptr);
 
 // Registers the "MatMulQ" and "MatMulQGroup" kernels (domain hxrt); called by register_linear.
 Status register_quant_matmul(ops::KernelRegistry& registry);

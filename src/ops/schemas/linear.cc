@@ -113,7 +113,8 @@ Status infer_matmulq_group(InferenceContext& ctx) {
   if (a.shape.rank() < 1) return ctx.error(fmt::format("input 'A' {} must have rank >= 1", a.shape.to_string()));
   const size_t n_weights = ctx.num_inputs() - 1;
   if (ctx.num_outputs() != n_weights) {
-    return ctx.error(fmt::format("has {} weights but {} outputs (one output per weight)", n_weights, ctx.num_outputs()));
+    return ctx.error(
+        fmt::format("has {} weights but {} outputs (one output per weight)", n_weights, ctx.num_outputs()));
   }
   for (size_t o = 0; o < n_weights; ++o) {
     const graph::TensorDesc& w = ctx.input(o + 1);
