@@ -89,6 +89,11 @@ Status Engine::init() {
                             "given, add them to that bundle");
   }
   DecoderGraphOptions graph_options{.kv_dtype = options_.kv_dtype, .block_size = options_.block_size};
+  // Grouped projections where the device has a kernel for them (a capability query, not a list of devices).
+  for (const ops::KernelDef* def : registries_->kernels.kernels_for("MatMulQGroup", "hxrt")) {
+    graph_options.group_projections = graph_options.group_projections || def->device == session_.device().info().kind;
+  }
+  graph_options.group_projections = graph_options.group_projections && options_.fuse;
   HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_llama_graph(file_, config_, graph_options));
   runtime::PlanOptions plan_options;
   plan_options.max_streams = options_.max_streams;

@@ -74,6 +74,29 @@ class Builder {
     return node(name, op, std::move(inputs), std::move(attrs), "hxrt", 1);
   }
 
+  // Y_o = A · W_oᵀ for each weight: one MatMulQGroup node `group_name` when `grouped` and the weights share a dtype,
+  // else one MatMulQ per weight; the outputs are named `names` either way.
+  Result<std::vector<std::string>> projections(const std::string& group_name, const std::vector<std::string>& names,
+                                               const std::string& a, const std::vector<std::string>& weights,
+                                               bool grouped) {
+    bool one_dtype = true;
+    for (const std::string& w : weights) {
+      HXRT_ASSIGN_OR_RETURN(const graph::ValueId id, graph_.find_value(w));
+      HXRT_ASSIGN_OR_RETURN(const graph::ValueId first, graph_.find_value(weights.front()));
+      one_dtype = one_dtype && graph_.value(id).desc.dtype == graph_.value(first).desc.dtype;
+    }
+    if (grouped && one_dtype) {
+      std::vector<std::string> inputs = {a};
+      inputs.insert(inputs.end(), weights.begin(), weights.end());
+      HXRT_RETURN_IF_ERROR(graph_.add_node(group_name, "MatMulQGroup", inputs, names, {}, "hxrt", 1).status());
+      return names;
+    }
+    for (size_t o = 0; o < weights.size(); ++o) {
+      HXRT_RETURN_IF_ERROR(hxrt(names[o], "MatMulQ", {a, weights[o]}).status());
+    }
+    return names;
+  }
+
   // RMSNorm(x) · weight (the fusion pass turns the pair into RMSNormMul).
   Result<std::string> rms_norm(const std::string& name, const std::string& x, const std::string& weight_name, float eps) {
     graph::AttributeMap attrs;
@@ -188,9 +211,11 @@ Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const Llam
       HXRT_ASSIGN_OR_RETURN(std::string wq, b.weight(w + "attn_q.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string wk, b.weight(w + "attn_k.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string wv, b.weight(w + "attn_v.weight"));
-      HXRT_ASSIGN_OR_RETURN(std::string q, b.hxrt(n + "q", "MatMulQ", {h, wq}));
-      HXRT_ASSIGN_OR_RETURN(std::string k, b.hxrt(n + "k", "MatMulQ", {h, wk}));
-      HXRT_ASSIGN_OR_RETURN(std::string v, b.hxrt(n + "v", "MatMulQ", {h, wv}));
+      HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> qkv, b.projections(n + "qkv", {n + "q", n + "k", n + "v"}, h,
+                                                                              {wq, wk, wv}, options.group_projections));
+      const std::string& q = qkv[0];
+      const std::string& k = qkv[1];
+      const std::string& v = qkv[2];
       HXRT_ASSIGN_OR_RETURN(std::string q3, b.node(n + "q.heads", "Reshape", {q, q_shape}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string k3, b.node(n + "k.heads", "Reshape", {k, kv_shape}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string v3, b.node(n + "v.heads", "Reshape", {v, kv_shape}, {}, "", 14));
@@ -211,8 +236,11 @@ Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const Llam
       HXRT_ASSIGN_OR_RETURN(std::string wg, b.weight(w + "ffn_gate.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string wu, b.weight(w + "ffn_up.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string wd, b.weight(w + "ffn_down.weight"));
-      HXRT_ASSIGN_OR_RETURN(std::string gate, b.hxrt(n + "gate", "MatMulQ", {h2, wg}));
-      HXRT_ASSIGN_OR_RETURN(std::string up, b.hxrt(n + "up", "MatMulQ", {h2, wu}));
+      HXRT_ASSIGN_OR_RETURN(
+          const std::vector<std::string> gate_up,
+          b.projections(n + "gate_up", {n + "gate", n + "up"}, h2, {wg, wu}, options.group_projections));
+      const std::string& gate = gate_up[0];
+      const std::string& up = gate_up[1];
       HXRT_ASSIGN_OR_RETURN(std::string act, b.hxrt(n + "gate.silu", "Silu", {gate}));
       HXRT_ASSIGN_OR_RETURN(std::string gated, b.node(n + "swiglu", "Mul", {act, up}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string down, b.hxrt(n + "down", "MatMulQ", {gated, wd}));

@@ -371,6 +371,53 @@ std::vector<Case> matmul_q_cases(std::mt19937& rng) {
   return cases;
 }
 
+// MatMulQGroup: one activation, 2 to 4 weights of one dtype, one output per weight (each as MatMulQ without bias).
+std::vector<Case> matmul_q_group_cases(std::mt19937& rng) {
+  std::vector<Case> cases;
+  const DType kWeights[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
+  const std::pair<Dims, std::vector<int64_t>> shapes[] = {
+      {{1, 64}, {64, 16, 16}}, {{7, 96}, {13, 5}}, {{2, 3, 64}, {31, 8, 8, 4}}};
+  for (DType wtype : kWeights) {
+    for (const auto& [x, widths] : shapes) {
+      const int64_t k = x.back();
+      std::vector<std::optional<Operand>> inputs = {in(random(rng, DType::kF32, x))};
+      for (int64_t n : widths) {
+        inputs.push_back(constant(dtype_info(wtype).is_quantized ? quantized(rng, wtype, n, k)
+                                                                 : random(rng, wtype, {n, k}, -0.2, 0.2)));
+      }
+      Case c = make(std::move(inputs), dtype_info(wtype).is_quantized ? kQuantNmse : float_tolerance(wtype));
+      c.num_outputs = widths.size();
+      c.reference = [](const Case& self) {
+        const differential::RefTensor a = differential::ref_from_host(self.inputs[0]->value);
+        const int64_t depth = a.dims.back();
+        const int64_t rows = a.num_elements() / depth;
+        std::vector<differential::RefTensor> outs;
+        for (size_t o = 1; o < self.inputs.size(); ++o) {
+          const differential::RefTensor w = differential::ref_from_host(self.inputs[o]->value);
+          const int64_t n = w.dims[0];
+          differential::RefTensor y;
+          y.dtype = DType::kF32;
+          y.dims = a.dims;
+          y.dims.back() = n;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = 0.0;
+              for (int64_t p = 0; p < depth; ++p) {
+                sum += a.data[static_cast<size_t>(r * depth + p)] * w.data[static_cast<size_t>(j * depth + p)];
+              }
+              y.data.push_back(sum);
+            }
+          }
+          outs.push_back(std::move(y));
+        }
+        return outs;
+      };
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
 std::vector<Case> gather_rows_cases(std::mt19937& rng) {
   std::vector<Case> cases;
   const DType kTables[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1};
@@ -608,6 +655,7 @@ const std::map<std::pair<std::string, std::string>, Generator>& generators() {
     (*g)[{"MatMul", ""}] = matmul_cases;
     (*g)[{"Gemm", ""}] = gemm_cases;
     (*g)[{"MatMulQ", "hxrt"}] = matmul_q_cases;
+    (*g)[{"MatMulQGroup", "hxrt"}] = matmul_q_group_cases;
     (*g)[{"GatherRows", "hxrt"}] = gather_rows_cases;
     (*g)[{"PagedAttention", "hxrt"}] = paged_attention_cases;
     (*g)[{"Conv", ""}] = [](std::mt19937& rng) { return conv_cases(rng, false); };

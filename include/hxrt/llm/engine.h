@@ -72,7 +72,7 @@ struct EngineOptions {
   // device has no kernel for, and the op types in fallback_ops; it must outlive the engine. Null: no split.
   runtime::Session* fallback_session = nullptr;
   std::vector<std::string> fallback_ops;
-  bool fuse = true;
+  bool fuse = true;  // the plan's fusion passes, and grouped projections (DecoderGraphOptions::group_projections)
   // After a forward of at least this many tokens (a prefill), the session's pool gives its cached blocks back to
   // the device: the next steps are decodes whose intermediates are a few hundred KiB, so holding the prefill's
   // tens of MiB would only raise the process's resident memory. 0 = never.

@@ -65,6 +65,10 @@ inline constexpr const char* kLogits = "logits";            // f32 (n_outputs, v
 struct DecoderGraphOptions {
   DType kv_dtype = DType::kF16;
   int block_size = 16;
+  // Projections that read the same activation and have one weight dtype (Q, K, V; gate, up) become one MatMulQGroup
+  // node each instead of one MatMulQ per weight: the activation is quantized once and the group runs as one launch.
+  // The values are the same bits either way; the engine sets this when its device has a MatMulQGroup kernel.
+  bool group_projections = false;
 };
 
 Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const LlamaConfig& config,

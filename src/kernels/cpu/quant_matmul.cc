@@ -444,6 +444,13 @@ void run_tasks(ThreadPool* pool, int64_t count, Body&& body) {
 
 Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const void* w, int64_t n, const float* bias,
                     float* y, QuantMatMulTiles tiles, QuantIsa isa, ThreadPool* pool) {
+  const QuantMatMulOutput output{.w = w, .n = n, .bias = bias, .y = y};
+  return quant_matmul_group(w_type, a, m, k, std::span<const QuantMatMulOutput>(&output, 1), tiles, isa, pool);
+}
+
+Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
+                          std::span<const QuantMatMulOutput> outputs, QuantMatMulTiles tiles, QuantIsa isa,
+                          ThreadPool* pool) {
   if (!matmulq_weight_supported(w_type)) {
     return invalid_argument("MatMulQ: weight type {} is not supported (q8_0, q4_0, q4_1, f16, f32)", w_type);
   }
@@ -452,13 +459,16 @@ Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const vo
     return invalid_argument("MatMulQ: K={} is not a multiple of {} for a {} weight", k, kQuantBlock, w_type);
   }
   if (!quant_isa_supported(isa)) return invalid_argument("MatMulQ: ISA {} is not supported here", quant_isa_name(isa));
-  if (m == 0 || n == 0) return ok_status();
+  if (m == 0 || outputs.empty()) return ok_status();
   HXRT_ASSIGN_OR_RETURN(const uint64_t w_row_bytes, storage_bytes(w_type, static_cast<uint64_t>(k)));
-  const auto* wb = static_cast<const std::byte*>(w);
   const int64_t tile_m = std::max<int64_t>(1, tiles.tile_m);
   const int64_t tile_n = std::max<int64_t>(1, tiles.tile_n);
   const int64_t m_tiles = (m + tile_m - 1) / tile_m;
-  const int64_t n_tiles = (n + tile_n - 1) / tile_n;
+  // The outputs' tasks in one range: output o owns tasks [first_task[o], first_task[o + 1]), m_tiles × its n-tiles.
+  std::vector<int64_t> first_task(outputs.size() + 1, 0);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    first_task[o + 1] = first_task[o] + m_tiles * ((outputs[o].n + tile_n - 1) / tile_n);
+  }
 
   std::vector<BlockQ8A> aq;  // (m, k / 32) quantized activations
   const int64_t nb = k / kQuantBlock;
@@ -474,12 +484,21 @@ Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const vo
       }
     });
   }
-  run_tasks(pool, m_tiles * n_tiles, [&](int64_t begin, int64_t end) {
+  run_tasks(pool, first_task.back(), [&](int64_t begin, int64_t end) {
+    size_t o = 0;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t i0 = (task / n_tiles) * tile_m;
-      const int64_t j0 = (task % n_tiles) * tile_n;
+      while (task >= first_task[o + 1]) ++o;
+      const QuantMatMulOutput& out = outputs[o];
+      const int64_t n = out.n;
+      const int64_t n_tiles = (n + tile_n - 1) / tile_n;
+      const int64_t local = task - first_task[o];
+      const int64_t i0 = (local / n_tiles) * tile_m;
+      const int64_t j0 = (local % n_tiles) * tile_n;
       const int64_t i1 = std::min(m, i0 + tile_m);
       const int64_t j1 = std::min(n, j0 + tile_n);
+      const auto* wb = static_cast<const std::byte*>(out.w);
+      const float* bias = out.bias;
+      float* y = out.y;
       if (vnni512) {
         vnni512::tile(w_type, act.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
                       w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
@@ -582,6 +601,57 @@ Status quant_compute(const ops::CpuComputeContext& ctx) {
                       quant_best_isa(), &ctx.pool());
 }
 
+// MatMulQGroup: A [..., K] and W_o [N_o, K] (one dtype) → Y_o [..., N_o], one output per weight.
+Result<ops::Tiling> group_tiling(const ops::TilingQuery& query) {
+  if (query.inputs.size() < 2) return invalid_argument("MatMulQGroup tiling needs A and at least one W");
+  QuantGeometry total;
+  for (size_t i = 1; i < query.inputs.size(); ++i) {
+    HXRT_ASSIGN_OR_RETURN(const QuantGeometry g, quant_geometry(query.inputs[0].shape, query.inputs[i].shape));
+    total.m = g.m;
+    total.n += g.n;
+  }
+  const int64_t units = query.device != nullptr && query.device->compute_units > 0 ? query.device->compute_units : 1;
+  const QuantMatMulTiles tiles = choose_tiles(total.m, total.n, units);
+  ops::Tiling tiling;
+  tiling.values = {{"tile_m", tiles.tile_m}, {"tile_n", tiles.tile_n}};
+  tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (total.n + tiles.tile_n - 1) / tiles.tile_n)),
+                        static_cast<uint32_t>(std::max<int64_t>(1, (total.m + tiles.tile_m - 1) / tiles.tile_m)), 1};
+  return tiling;
+}
+
+Status group_compute(const ops::CpuComputeContext& ctx) {
+  const size_t n_weights = ctx.num_inputs() - 1;
+  if (ctx.num_inputs() < 2 || ctx.launch().outputs.size() != n_weights) {
+    return invalid_argument("MatMulQGroup needs A, one W per output ({} inputs, {} outputs)", ctx.num_inputs(),
+                            ctx.launch().outputs.size());
+  }
+  const ops::TensorRef& a = ctx.input(0);
+  if (a.dtype != DType::kF32) return invalid_argument("MatMulQGroup: A must be f32, got {}", a.dtype);
+  const DType w_type = ctx.input(1).dtype;
+  std::vector<QuantMatMulOutput> outputs(n_weights);
+  QuantGeometry g;
+  for (size_t o = 0; o < n_weights; ++o) {
+    const ops::TensorRef& w = ctx.input(o + 1);
+    const ops::TensorRef& y = ctx.output(o);
+    if (w.dtype != w_type) return invalid_argument("MatMulQGroup: W {} is {}, W 0 is {}", o, w.dtype, w_type);
+    if (y.dtype != DType::kF32) return invalid_argument("MatMulQGroup: Y {} must be f32, got {}", o, y.dtype);
+    HXRT_ASSIGN_OR_RETURN(g, quant_geometry(a.shape, w.shape));
+    if (y.num_elements() != g.m * g.n) {
+      return invalid_argument("MatMulQGroup: output {} {} does not hold {} x {}", o, y.shape, g.m, g.n);
+    }
+    HXRT_ASSIGN_OR_RETURN(const uint64_t w_bytes, storage_bytes(w.dtype, static_cast<uint64_t>(g.n * g.k)));
+    if (w.view.size < w_bytes) {
+      return invalid_argument("MatMulQGroup: W {} {} {} needs {} bytes, buffer holds {}", o, w.dtype, w.shape, w_bytes,
+                              w.view.size);
+    }
+    outputs[o] = {.w = w.data(), .n = g.n, .bias = nullptr, .y = y.data<float>()};
+  }
+  QuantMatMulTiles tiles;
+  tiles.tile_m = ctx.tiling().get("tile_m", 32);
+  tiles.tile_n = ctx.tiling().get("tile_n", 64);
+  return quant_matmul_group(w_type, a.data<float>(), g.m, g.k, outputs, tiles, quant_best_isa(), &ctx.pool());
+}
+
 }  // namespace
 
 Status register_quant_matmul(ops::KernelRegistry& registry) {
@@ -598,7 +668,22 @@ Status register_quant_matmul(ops::KernelRegistry& registry) {
                                 quant_isa_name(quant_best_isa()));
   def.tiling = quant_tiling;
   def.launch = ops::cpu_launch("MatMulQ", quant_compute);
-  return registry.add(std::move(def));
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(def)));
+
+  ops::KernelDef group;
+  group.op_type = "MatMulQGroup";
+  group.domain = "hxrt";
+  group.device = hal::DeviceKind::kCpu;
+  const std::vector<DType> weight_types = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
+  group.input_dtypes = {{DType::kF32}};
+  for (int i = 0; i < kMaxGroupWeights; ++i) group.input_dtypes.push_back(weight_types);
+  group.name = "MatMulQGroup";
+  group.priority = 10;
+  group.description = fmt::format("MatMulQ of several weights on one quantized activation, one parallel loop ({})",
+                                  quant_isa_name(quant_best_isa()));
+  group.tiling = group_tiling;
+  group.launch = ops::cpu_launch("MatMulQGroup", group_compute);
+  return registry.add(std::move(group));
 }
 
 }  // namespace hxrt::kernels::cpu

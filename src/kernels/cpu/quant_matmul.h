@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "hxrt/base/dtype.h"
@@ -25,6 +26,7 @@
 namespace hxrt::kernels::cpu {
 
 inline constexpr int64_t kQuantBlock = 32;  // values per block of every quantized type
+inline constexpr int kMaxGroupWeights = 4;  // weights (and outputs) of one MatMulQGroup
 
 // GGUF/ggml block layouts (f16 fields as raw bits).
 struct BlockQ8_0 {
@@ -75,7 +77,23 @@ Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const vo
                     float* y, QuantMatMulTiles tiles = {}, QuantIsa isa = quant_best_isa(),
                     ThreadPool* pool = nullptr);
 
-// Registers the "MatMulQ" kernel (domain hxrt); called by register_linear.
+// One weight of a group sharing an activation: Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]); bias may be null.
+struct QuantMatMulOutput {
+  const void* w = nullptr;
+  int64_t n = 0;
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+
+// quant_matmul for several weights of one type and K on the same A (a layer's Q, K and V; gate and up): A is
+// quantized once and every output's tiles share one parallel loop, so the group costs one pass over the pool
+// instead of one per weight. Each element is computed exactly as quant_matmul computes it (Note [Batch invariance]:
+// it depends on row i of A and row j of W only), so the outputs are bit-identical to separate calls.
+Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
+                          std::span<const QuantMatMulOutput> outputs, QuantMatMulTiles tiles = {},
+                          QuantIsa isa = quant_best_isa(), ThreadPool* pool = nullptr);
+
+// Registers the "MatMulQ" and "MatMulQGroup" kernels (domain hxrt); called by register_linear.
 Status register_quant_matmul(ops::KernelRegistry& registry);
 
 }  // namespace hxrt::kernels::cpu

@@ -268,6 +268,48 @@ TEST(QuantMatMulTest, RowsAreBatchInvariantBitForBit) {
   }
 }
 
+// A group's outputs are the bits of separate quant_matmul calls, for every type, ISA, tiling and batch size, with N
+// of each weight not a multiple of the tiles (Q, K, V of a layer: three weights, two of them narrower).
+TEST(QuantMatMulTest, GroupGivesTheBitsOfSeparateCalls) {
+  std::mt19937 rng(17);
+  ThreadPool pool(2);
+  const int64_t k = 96;
+  const int64_t widths[] = {45, 13, 13};
+  for (DType type : kWeightTypes) {
+    std::vector<std::vector<std::byte>> ws;
+    std::vector<std::vector<float>> biases;
+    for (int64_t n : widths) {
+      ws.push_back(random_weights(type, n, k, rng));
+      biases.push_back(random_floats(n, rng));
+    }
+    for (int64_t m : {int64_t{1}, int64_t{5}, int64_t{37}}) {
+      const std::vector<float> a = random_floats(m * k, rng);
+      for (QuantIsa isa : supported_isas()) {
+        for (QuantMatMulTiles tiles : {QuantMatMulTiles{32, 64}, QuantMatMulTiles{4, 7}, QuantMatMulTiles{1, 16}}) {
+          SCOPED_TRACE(fmt::format("{} {} m={} tiles {}x{}", dtype_name(type), quant_isa_name(isa), m, tiles.tile_m,
+                                   tiles.tile_n));
+          std::vector<std::vector<float>> separate(3);
+          std::vector<std::vector<float>> grouped(3);
+          std::vector<QuantMatMulOutput> outputs;
+          for (size_t o = 0; o < 3; ++o) {
+            const int64_t n = widths[o];
+            const float* bias = o == 1 ? biases[o].data() : nullptr;
+            separate[o].assign(static_cast<size_t>(m * n), 0.0f);
+            grouped[o].assign(static_cast<size_t>(m * n), std::nanf(""));  // poisoned: unwritten elements fail
+            ASSERT_TRUE(quant_matmul(type, a.data(), m, k, ws[o].data(), n, bias, separate[o].data(), tiles, isa).ok());
+            outputs.push_back({.w = ws[o].data(), .n = n, .bias = bias, .y = grouped[o].data()});
+          }
+          ASSERT_TRUE(quant_matmul_group(type, a.data(), m, k, outputs, tiles, isa, &pool).ok());
+          for (size_t o = 0; o < 3; ++o) {
+            EXPECT_EQ(std::memcmp(separate[o].data(), grouped[o].data(), separate[o].size() * sizeof(float)), 0)
+                << "output " << o;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The same, at every K tail of the VNNI steps and with N not a multiple of the micro-kernels' W rows: each row of an
 // M=5 batch (under several tilings, threaded) equals that row computed alone.
 TEST(QuantMatMulTest, RowAloneEqualsRowInABatchOfFiveAtEveryKTail) {
@@ -397,6 +439,53 @@ TEST(QuantMatMulOpTest, DecodeRowEqualsPrefillRowBitForBit) {
     const std::vector<float> row = one->outputs[0].to_f32();
     EXPECT_EQ(std::memcmp(row.data(), all.data() + i * 130, 130 * sizeof(float)), 0) << "row " << i;
   }
+}
+
+// MatMulQGroup through the op path: each output equals MatMulQ's on its weight, bit for bit; leading dims kept.
+TEST(QuantMatMulOpTest, GroupOutputsEqualMatMulQBitForBit) {
+  std::mt19937 rng(23);
+  const Shape a_shape{3, 2, 128};
+  const std::vector<float> a = random_floats(a_shape.num_elements(), rng);
+  const int64_t widths[] = {64, 24, 24};
+  OpCall group;
+  group.op_type = "MatMulQGroup";
+  group.domain = "hxrt";
+  group.inputs.push_back(HostTensor::f32(a_shape, a));
+  std::vector<std::vector<float>> expected;
+  for (size_t o = 0; o < 3; ++o) {
+    const std::vector<std::byte> w = random_weights(DType::kQ4_1, widths[o], 128, rng);
+    group.inputs.push_back(HostTensor::raw(DType::kQ4_1, Shape{widths[o], 128}, w));
+    group.constant_inputs.push_back(o + 1);
+    OpCall single;
+    single.op_type = "MatMulQ";
+    single.domain = "hxrt";
+    single.inputs = {HostTensor::f32(a_shape, a), HostTensor::raw(DType::kQ4_1, Shape{widths[o], 128}, w)};
+    single.constant_inputs = {1};
+    auto one = run_op(single);
+    ASSERT_TRUE(one.ok()) << one.status().to_string();
+    expected.push_back(one->outputs[0].to_f32());
+  }
+  group.num_outputs = 3;
+  auto result = run_op(group);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->kernel, "MatMulQGroup");
+  ASSERT_EQ(result->outputs.size(), 3u);
+  for (size_t o = 0; o < 3; ++o) {
+    EXPECT_EQ(result->outputs[o].shape, (Shape{3, 2, widths[o]}));
+    const std::vector<float> got = result->outputs[o].to_f32();
+    ASSERT_EQ(got.size(), expected[o].size());
+    EXPECT_EQ(std::memcmp(got.data(), expected[o].data(), got.size() * sizeof(float)), 0) << "output " << o;
+  }
+
+  // Weights of different dtypes, or fewer outputs than weights, are refused by the schema.
+  OpCall mixed = group;
+  mixed.inputs[2] = HostTensor::raw(DType::kQ8_0, Shape{24, 128}, random_weights(DType::kQ8_0, 24, 128, rng));
+  auto mixed_result = run_op(mixed);
+  EXPECT_FALSE(mixed_result.ok());
+  OpCall short_outputs = group;
+  short_outputs.num_outputs = 2;
+  auto short_result = run_op(short_outputs);
+  EXPECT_FALSE(short_result.ok());
 }
 
 TEST(QuantMatMulOpTest, SchemaRejectsMismatchedKAndWrongActivationType) {

@@ -13,6 +13,8 @@ namespace hxrt::ops::schemas {
 
 namespace {
 
+constexpr int kMatMulQGroupMaxWeights = 4;  // as kernels::cpu::kMaxGroupWeights
+
 // The W layouts MatMulQ reads (GGUF row layout, K contiguous).
 const std::vector<DType>& matmulq_weight_types() {
   static const std::vector<DType> types = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
@@ -100,6 +102,36 @@ Status infer_matmulq(InferenceContext& ctx) {
   return ok_status();
 }
 
+// Y_o [..., N_o] = A [..., K] · W_o [N_o, K]ᵀ for each weight W_o (all of one dtype), one output apiece.
+Status infer_matmulq_group(InferenceContext& ctx) {
+  const graph::TensorDesc& a = ctx.input(0);
+  if (a.shape.rank() < 1) return ctx.error(fmt::format("input 'A' {} must have rank >= 1", a.shape.to_string()));
+  const size_t n_weights = ctx.num_inputs() - 1;
+  if (ctx.num_outputs() != n_weights) {
+    return ctx.error(
+        fmt::format("has {} weights but {} outputs (one output per weight)", n_weights, ctx.num_outputs()));
+  }
+  for (size_t o = 0; o < n_weights; ++o) {
+    const graph::TensorDesc& w = ctx.input(o + 1);
+    if (w.shape.rank() != 2) {
+      return ctx.error(fmt::format("weight {} {} must be [N, K] (GGUF row layout)", o, w.shape.to_string()));
+    }
+    HXRT_RETURN_IF_ERROR(ctx.require_equal(a.shape.dim(-1), w.shape.dim(1),
+                                           fmt::format("K of 'A' {} and weight {} {} (MatMulQGroup '{}')",
+                                                       a.shape.to_string(), o, w.shape.to_string(), ctx.node().name)));
+    const DTypeInfo& info = dtype_info(w.dtype);
+    const graph::Dim& w_k = w.shape.dim(1);
+    if (info.is_quantized && w_k.is_static() && w_k.value() % info.block_elements != 0) {
+      return ctx.error(fmt::format("weight {} is {} with K={}, not a multiple of its block of {}", o, w.dtype,
+                                   w_k.value(), info.block_elements));
+    }
+    std::vector<graph::Dim> out = a.shape.dims();
+    out.back() = w.shape.dim(0);
+    ctx.set_output(o, graph::TensorDesc{DType::kF32, graph::SymShape(std::move(out))});
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status register_linear(OpSchemaRegistry& registry) {
@@ -136,7 +168,19 @@ Status register_linear(OpSchemaRegistry& registry) {
   matmulq.type_constraints = {{"T", float_types()}, {"TW", matmulq_weight_types()}};
   matmulq.infer = infer_matmulq;
   matmulq.doc = "Y [..., N] = A [..., K] · W [N, K]ᵀ (+ bias [N]); W in q8_0/q4_0/q4_1/f16/f32 GGUF row layout";
-  return registry.add(std::move(matmulq));
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(matmulq)));
+
+  // A layer's projections that read the same activation (Q, K, V; gate, up): one launch, A quantized once.
+  OpSchema group;
+  group.op_type = "MatMulQGroup";
+  group.domain = "hxrt";
+  group.since_version = 1;
+  group.inputs = {{"A"}, {.name = "W", .type_var = "TW", .variadic = true}};
+  for (int o = 0; o < kMatMulQGroupMaxWeights; ++o) group.outputs.push_back({fmt::format("Y{}", o)});
+  group.type_constraints = {{"T", float_types()}, {"TW", matmulq_weight_types()}};
+  group.infer = infer_matmulq_group;
+  group.doc = "Y_o [..., N_o] = A [..., K] · W_o [N_o, K]ᵀ for 1 to 4 weights of one dtype (as MatMulQ each)";
+  return registry.add(std::move(group));
 }
 
 }  // namespace hxrt::ops::schemas
