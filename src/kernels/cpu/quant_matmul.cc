@@ -556,16 +556,21 @@ QuantMatMulTiles choose_tiles(int64_t m, int64_t n, int64_t units) {
   return tiles;
 }
 
+// Tiles for an [m, n] output on `device`, as MatMulQ and MatMulQGroup launch them.
+ops::Tiling tiling_for(int64_t m, int64_t n, const hal::DeviceInfo* device) {
+  const int64_t units = device != nullptr && device->compute_units > 0 ? device->compute_units : 1;
+  const QuantMatMulTiles tiles = choose_tiles(m, n, units);
+  ops::Tiling tiling;
+  tiling.values = {{"tile_m", tiles.tile_m}, {"tile_n", tiles.tile_n}};
+  tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (n + tiles.tile_n - 1) / tiles.tile_n)),
+                        static_cast<uint32_t>(std::max<int64_t>(1, (m + tiles.tile_m - 1) / tiles.tile_m)), 1};
+  return tiling;
+}
+
 Result<ops::Tiling> quant_tiling(const ops::TilingQuery& query) {
   if (query.inputs.size() < 2) return invalid_argument("MatMulQ tiling needs A and W");
   HXRT_ASSIGN_OR_RETURN(const QuantGeometry g, quant_geometry(query.inputs[0].shape, query.inputs[1].shape));
-  const int64_t units = query.device != nullptr && query.device->compute_units > 0 ? query.device->compute_units : 1;
-  const QuantMatMulTiles tiles = choose_tiles(g.m, g.n, units);
-  ops::Tiling tiling;
-  tiling.values = {{"tile_m", tiles.tile_m}, {"tile_n", tiles.tile_n}};
-  tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (g.n + tiles.tile_n - 1) / tiles.tile_n)),
-                        static_cast<uint32_t>(std::max<int64_t>(1, (g.m + tiles.tile_m - 1) / tiles.tile_m)), 1};
-  return tiling;
+  return tiling_for(g.m, g.n, query.device);
 }
 
 Status quant_compute(const ops::CpuComputeContext& ctx) {
@@ -610,13 +615,7 @@ Result<ops::Tiling> group_tiling(const ops::TilingQuery& query) {
     total.m = g.m;
     total.n += g.n;
   }
-  const int64_t units = query.device != nullptr && query.device->compute_units > 0 ? query.device->compute_units : 1;
-  const QuantMatMulTiles tiles = choose_tiles(total.m, total.n, units);
-  ops::Tiling tiling;
-  tiling.values = {{"tile_m", tiles.tile_m}, {"tile_n", tiles.tile_n}};
-  tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (total.n + tiles.tile_n - 1) / tiles.tile_n)),
-                        static_cast<uint32_t>(std::max<int64_t>(1, (total.m + tiles.tile_m - 1) / tiles.tile_m)), 1};
-  return tiling;
+  return tiling_for(total.m, total.n, query.device);
 }
 
 Status group_compute(const ops::CpuComputeContext& ctx) {
