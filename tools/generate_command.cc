@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct GenerateFlags {
   int prompt_tokens = 0;     // > 0: repeat/cut the tokenized prompt to exactly this many tokens (benchmarks)
   bool json = false;         // a JSON stats line on stdout (bench/ scripts parse it)
   std::string profile;       // --profile: Chrome trace of every forward, summary on stderr (docs/profiling.md)
+  // --trace-steps: the engine's steps (host phases and forwards, Note [Step traces]) as a Chrome trace, or as the
+  // HTML timeline when the path ends in .html
+  std::string trace_steps;
+  std::shared_ptr<runtime::Profiler> step_trace;
 };
 
 Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
@@ -51,6 +56,7 @@ Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
   options.device = flags.device;
   options.threads = flags.threads;
   options.engine.kv_budget_tokens = flags.kv_tokens;
+  options.engine.step_trace = flags.step_trace.get();
   return llm::Llm::load(options);
 }
 
@@ -120,8 +126,12 @@ Status run_parallel(llm::Llm& loaded, const GenerateFlags& flags, const std::vec
   return ok_status();
 }
 
-Status run_generate(const GenerateFlags& flags) {
+Status run_generate(GenerateFlags& flags) {
   if (flags.prompt.empty()) return invalid_argument("--prompt is empty");
+  if (!flags.trace_steps.empty()) {
+    flags.step_trace = std::make_shared<runtime::Profiler>("hxrt generate: engine steps");
+    flags.step_trace->set_enabled(true);
+  }
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> loaded, load(flags));
   std::string prompt = flags.prompt;
   if (flags.chat) {
@@ -159,6 +169,12 @@ Status run_generate(const GenerateFlags& flags) {
   print_stats(loaded->engine(), flags, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!flags.profile.empty())
     HXRT_RETURN_IF_ERROR(report_profile(loaded->session().profiler(), flags.profile, 15, stderr));
+  if (flags.step_trace != nullptr) {
+    const bool html = flags.trace_steps.ends_with(".html");
+    HXRT_RETURN_IF_ERROR(html ? flags.step_trace->write_timeline_html(flags.trace_steps)
+                              : flags.step_trace->write_chrome_trace(flags.trace_steps));
+    fmt::print(stderr, "engine steps ({} spans) written to {}\n", flags.step_trace->records().size(), flags.trace_steps);
+  }
   return ok_status();
 }
 
@@ -217,6 +233,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", flags->json, "print a JSON line of statistics on stdout");
   cmd->add_option("--profile", flags->profile, "profile every forward: write a Chrome trace here, summary to stderr");
+  cmd->add_option("--trace-steps", flags->trace_steps,
+                  "write the engine's steps (host phases beside forwards) as a Chrome trace, or an HTML timeline "
+                  "(.html)");
   cmd->add_option("--prompt-tokens", flags->prompt_tokens, "repeat or cut the prompt to exactly N tokens (benchmarks)")
       ->check(CLI::NonNegativeNumber);
   add_generation_options(cmd, flags.get());

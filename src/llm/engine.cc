@@ -1,12 +1,15 @@
 #include "hxrt/llm/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -29,6 +32,13 @@ std::string_view finish_reason_name(FinishReason reason) {
 
 namespace {
 
+constexpr std::string_view kHostLane = "engine (host)";
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // log softmax(row)[target], in double precision.
 double log_softmax_at(std::span<const float> row, int32_t target) {
   const float max_logit = *std::max_element(row.begin(), row.end());
@@ -47,6 +57,12 @@ struct Engine::Sequence {
   int32_t computed = 0;         // leading tokens whose K/V is in the cache
   uint64_t admission = 0;       // order of the last admission (preemption takes the newest)
   RequestResult result;
+  // Note [Pipelined decode steps]: result.tokens[0 .. delivered) went through on_token; `ending` is the reason the
+  // sequence finishes once they all have (EOS, stop token or length, known when the last one was sampled; a callback
+  // asking to stop sets it at delivery); `in_flight` while a forward that includes it runs.
+  size_t delivered = 0;
+  std::optional<FinishReason> ending;
+  bool in_flight = false;
 
   explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - computed; }
@@ -177,6 +193,10 @@ Status Engine::cancel(RequestId id) {
   if (auto it = std::find_if(running_.begin(), running_.end(), has_id); it != running_.end()) seq = it->get();
   if (auto it = std::find_if(waiting_.begin(), waiting_.end(), has_id); it != waiting_.end()) seq = it->get();
   if (seq == nullptr) return not_found("cancel: request {} is not waiting or running", id);
+  if (seq->in_flight) {  // a callback cancelling a sequence of the forward in flight: it finishes after the forward
+    seq->ending = FinishReason::kCancelled;
+    return ok_status();
+  }
   finish(*seq, FinishReason::kCancelled);
   return ok_status();
 }
@@ -225,7 +245,7 @@ bool Engine::reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEn
     // Exhausted: preempt the newest running sequence other than this one.
     Sequence* victim = nullptr;
     for (const auto& s : running_) {
-      if (s.get() != &seq && (victim == nullptr || s->admission > victim->admission)) victim = s.get();
+      if (s.get() != &seq && !s->ending && (victim == nullptr || s->admission > victim->admission)) victim = s.get();
     }
     if (victim == nullptr || victim->admission < seq.admission) {
       if (running_.size() == 1) {
@@ -242,11 +262,55 @@ bool Engine::reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEn
   }
 }
 
+// Note [Pipelined decode steps]
+// A step samples its sequences' next tokens as soon as its forward returns, since the next forward needs them, but
+// hands them to on_token (detokenising, streaming, stop strings: the host's share of a token) only in the next step,
+// after that step's forward has been enqueued: on a device that runs the forward on its own threads or hardware (a
+// captured decode step is one command of the stream, Note [Captured decode steps]), the host work of step t runs
+// while the device works on step t + 1. Sampling stays between the two forwards (step t + 1 reads its tokens).
+// What the reasons for finishing become:
+//   - EOS, a stop token and max_new_tokens are known at sampling: the sequence is `ending` and is not scheduled
+//     again; it finishes once its last token is delivered, at the next step (with nothing else to run, that step
+//     only delivers);
+//   - a callback returning false (or cancel() from inside a callback) is known at delivery, when the sequence may
+//     already be in the forward in flight: that forward's work for it is dropped (its sampled token too) and it
+//     finishes when the forward returns. The request stops one forward later than it asked, and nothing else
+//     changes: its tokens are those of an undelayed run.
+// Tokens and logits are the same as without the pipeline; a step's forward that runs synchronously (prefill, runs
+// that cannot be captured) delivers before it instead, so callbacks are never a forward late.
+void Engine::deliver() {
+  std::vector<RequestId> ids;
+  for (const auto& s : running_) ids.push_back(s->id);
+  for (const auto& s : waiting_) ids.push_back(s->id);  // preempted with a token still to deliver
+  for (const RequestId id : ids) {
+    // A callback may cancel other requests: look each sequence up again.
+    const auto has_id = [&](const auto& s) { return s->id == id; };
+    Sequence* seq = nullptr;
+    if (auto it = std::find_if(running_.begin(), running_.end(), has_id); it != running_.end()) seq = it->get();
+    if (auto it = std::find_if(waiting_.begin(), waiting_.end(), has_id); it != waiting_.end()) seq = it->get();
+    if (seq == nullptr) continue;
+    while (seq->delivered < seq->result.tokens.size() && seq->ending != FinishReason::kCallback &&
+           seq->ending != FinishReason::kCancelled) {
+      const int32_t token = seq->result.tokens[seq->delivered++];
+      if (seq->request.on_token && !seq->request.on_token(seq->id, token)) {
+        // EOS and stop tokens name the reason even when the callback also asks to stop (as when undelayed).
+        if (seq->ending != FinishReason::kEos && seq->ending != FinishReason::kStopToken) {
+          seq->ending = FinishReason::kCallback;
+        }
+        seq->result.tokens.resize(seq->delivered);
+      }
+    }
+    if (seq->ending && !seq->in_flight && seq->delivered == seq->result.tokens.size()) finish(*seq, *seq->ending);
+  }
+}
+
 Status Engine::schedule(std::vector<BatchEntry>& batch) {
   int budget = options_.max_batch_tokens;
   // Running sequences first (oldest first): decodes take one token, prefills a chunk.
   std::vector<Sequence*> order;
-  for (const auto& s : running_) order.push_back(s.get());
+  for (const auto& s : running_) {
+    if (!s->ending) order.push_back(s.get());  // finishing once its last tokens are delivered
+  }
   std::sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) { return a->admission < b->admission; });
   for (Sequence* seq : order) {
     if (budget == 0) break;
@@ -290,12 +354,46 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
   return ok_status();
 }
 
+// Note [Step traces]
+// With EngineOptions::step_trace set, a step records its phases as spans of one profiler run: on the lane
+// "engine (host)" scheduling (with the inputs' assembly), delivery to the callbacks and sampling, at host times;
+// on the lane of the plan's stream the forward, at the times the stream reached and left it (host callbacks
+// enqueued around a replay; the host's times around a synchronous run). The session's profiler would record every
+// launch, but it turns capture off; this one leaves the steps as they run unprofiled, so its trace (Perfetto, or
+// the HTML timeline) shows what Note [Pipelined decode steps] does: step t's delivery beside step t + 1's forward.
+void Engine::trace_span(std::string_view lane, std::string_view name, int64_t begin_ns, int64_t end_ns) {
+  if (options_.step_trace == nullptr) return;
+  runtime::LaunchRecord record;
+  record.graph = executor_->plan().graph().name();
+  record.node_name = fmt::format("{} (step {})", name, stats_.steps);
+  record.op_type = std::string(name);
+  record.kernel = std::string(name);
+  record.stream = std::string(lane);
+  record.enqueue_begin_ns = begin_ns;
+  record.enqueue_end_ns = begin_ns;
+  record.device_begin_ns = begin_ns;
+  record.device_end_ns = end_ns;
+  step_spans_.launches.push_back(std::move(record));
+}
+
 Status Engine::step(hal::Duration timeout) {
   const hal::Deadline deadline = hal::Deadline::after(timeout);
+  const int64_t step_begin = now_ns();
+  const auto flush_trace = [&] {
+    if (options_.step_trace == nullptr || step_spans_.launches.empty()) return;
+    step_spans_.host_thread = std::this_thread::get_id();
+    options_.step_trace->add_run(std::exchange(step_spans_, {}));
+  };
   expire_deadlines();
   std::vector<BatchEntry> batch;
   HXRT_RETURN_IF_ERROR(schedule(batch));
-  if (batch.empty()) return ok_status();
+  if (batch.empty()) {
+    const int64_t begin = now_ns();
+    deliver();
+    trace_span(kHostLane, "deliver", begin, now_ns());
+    flush_trace();
+    return ok_status();
+  }
   const auto start = std::chrono::steady_clock::now();
 
   // Inputs: one row per token; block tables padded with -1 (never read: PagedAttention reads blocks of
@@ -337,8 +435,13 @@ Status Engine::step(hal::Duration timeout) {
   inputs.emplace(decoder::kBlockTables,
                  HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)}, tables));
   inputs.emplace(decoder::kLogitRows, HostTensor::i32(Shape{static_cast<int64_t>(logit_rows.size())}, logit_rows));
+  for (const BatchEntry& e : batch) e.seq->in_flight = true;
+  trace_span(kHostLane, "schedule", step_begin, now_ns());
   Result<runtime::TensorMap> outputs = forward(inputs, decode_only, deadline.remaining());
+  const int64_t sample_begin = now_ns();
+  for (const BatchEntry& e : batch) e.seq->in_flight = false;
   if (!outputs.ok()) {
+    flush_trace();
     Status status = std::move(outputs).take_status().with_context(
         fmt::format("engine step {} ({} sequences, {} tokens)", stats_.steps, batch.size(), n_tokens));
     for (const BatchEntry& e : batch) finish(*e.seq, FinishReason::kError, status);
@@ -356,6 +459,10 @@ Status Engine::step(hal::Duration timeout) {
   };
   for (size_t i = 0; i < batch.size(); ++i) {
     Sequence& seq = *batch[i].seq;
+    if (seq.ending) {  // asked to stop while its forward ran (Note [Pipelined decode steps]): that work is dropped
+      finish(seq, *seq.ending);
+      continue;
+    }
     HXRT_RETURN_IF_ERROR(cache_->commit(seq.id));
     if (seq.request.prompt_logprobs) {
       // Rows first_row .. last_logit_row[i] are the chunk's positions start .. start + count - 1.
@@ -385,15 +492,13 @@ Status Engine::step(hal::Duration timeout) {
                      std::find(options_.eos_tokens.begin(), options_.eos_tokens.end(), token) != options_.eos_tokens.end();
     const bool stop = std::find(seq.request.stop_tokens.begin(), seq.request.stop_tokens.end(), token) !=
                       seq.request.stop_tokens.end();
-    const bool go_on = !seq.request.on_token || seq.request.on_token(seq.id, token);
+    // The callback sees the token at the next step (Note [Pipelined decode steps]).
     if (eos) {
-      finish(seq, FinishReason::kEos);
+      seq.ending = FinishReason::kEos;
     } else if (stop) {
-      finish(seq, FinishReason::kStopToken);
-    } else if (!go_on) {
-      finish(seq, FinishReason::kCallback);
+      seq.ending = FinishReason::kStopToken;
     } else if (static_cast<int>(seq.result.tokens.size()) >= seq.request.max_new_tokens) {
-      finish(seq, FinishReason::kLength);
+      seq.ending = FinishReason::kLength;
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -402,6 +507,8 @@ Status Engine::step(hal::Duration timeout) {
   stats_.decode_tokens += decode;
   stats_.prefill_seconds += seconds * static_cast<double>(prefill) / total;
   stats_.decode_seconds += seconds * static_cast<double>(decode) / total;
+  trace_span(kHostLane, "sample", sample_begin, now_ns());
+  flush_trace();
   ++stats_.steps;
   stats_.max_batch_sequences = std::max(stats_.max_batch_sequences, static_cast<int>(batch.size()));
   stats_.max_batch_tokens = std::max(stats_.max_batch_tokens, static_cast<int>(n_tokens));
@@ -418,11 +525,20 @@ Status Engine::step(hal::Duration timeout) {
 Result<runtime::TensorMap> Engine::forward(const runtime::TensorMap& inputs, bool decode_only, hal::Duration timeout) {
   const bool capturable =
       decode_only && options_.max_captured_steps > 0 && timeout == hal::kInfinite && !session_.profiler().enabled();
-  if (!capturable) {
+  const std::string lane = executor_->stream().name();
+  // A synchronous forward: the callbacks first (they would otherwise wait for it).
+  const auto run_synchronously = [&]() -> Result<runtime::TensorMap> {
+    int64_t begin = now_ns();
+    deliver();
+    trace_span(kHostLane, "deliver", begin, now_ns());
     runtime::RunOptions run_options;
     run_options.timeout = timeout;
-    return executor_->run(inputs, run_options);
-  }
+    begin = now_ns();
+    Result<runtime::TensorMap> outputs = executor_->run(inputs, run_options);
+    trace_span(lane, decode_only ? "decode forward" : "forward", begin, now_ns());
+    return outputs;
+  };
+  if (!capturable) return run_synchronously();
   const std::array<int64_t, 3> bucket = {inputs.at(decoder::kTokens).shape.dim(0),
                                          inputs.at(decoder::kBlockTables).shape.dim(0),
                                          inputs.at(decoder::kBlockTables).shape.dim(1)};
@@ -430,15 +546,33 @@ Result<runtime::TensorMap> Engine::forward(const runtime::TensorMap& inputs, boo
   if (it == captured_.end()) {
     Result<std::unique_ptr<runtime::Executor::Captured>> captured = executor_->capture(inputs);
     if (!captured.ok()) {
-      if (captured.status().code() == StatusCode::kUnimplemented) return executor_->run(inputs, {});
+      if (captured.status().code() == StatusCode::kUnimplemented) return run_synchronously();
+      deliver();
       return std::move(captured).take_status();
     }
     if (static_cast<int>(captured_.size()) >= options_.max_captured_steps) captured_.erase(captured_.begin());
     it = captured_.emplace(bucket, std::move(captured).value()).first;
     ++stats_.captured_steps;
   }
-  Result<runtime::TensorMap> outputs = executor_->replay(*it->second, inputs);
-  if (outputs.ok()) ++stats_.replayed_steps;
+  // Note [Pipelined decode steps]: the previous step's tokens go to their callbacks while this one runs.
+  // The stream stamps when it reaches and leaves the replay (Note [Step traces]).
+  auto stamps = std::make_shared<std::array<std::atomic<int64_t>, 2>>();
+  const auto stamp = [&](int i) {
+    if (options_.step_trace == nullptr) return;
+    executor_->stream().host_callback([stamps, i](const Status&) { (*stamps)[i] = now_ns(); }).ignore();
+  };
+  stamp(0);
+  Result<std::unique_ptr<runtime::Executor::Pending>> pending = executor_->begin_replay(*it->second, inputs);
+  stamp(1);
+  const int64_t deliver_begin = now_ns();
+  deliver();
+  trace_span(kHostLane, "deliver", deliver_begin, now_ns());
+  if (!pending.ok()) return std::move(pending).take_status();
+  Result<runtime::TensorMap> outputs = executor_->finish_replay(**pending);
+  if (outputs.ok()) {
+    ++stats_.replayed_steps;
+    trace_span(lane, "decode step (replay)", (*stamps)[0], (*stamps)[1]);
+  }
   return outputs;
 }
 

@@ -240,6 +240,52 @@ TEST_F(EngineTest, SamplingIsSeededAndStopsAsAsked) {
   EXPECT_EQ(cancelled->tokens.size(), 3u);
 }
 
+// Note [Pipelined decode steps]: callbacks run a step late, while the next forward is in flight; a callback that
+// stops its request, or cancels another, mid-batch leaves every token as an undelayed run would have it.
+TEST_F(EngineTest, CallbacksStoppingRequestsDuringAPipelinedStepKeepEveryOtherTokenExact) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  std::mt19937 rng(13);
+  const int vocab = model->spec().vocab;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(5 + i, vocab, rng));
+  auto solo_engine = engine(*model, EngineOptions{.kv_budget_tokens = 512});
+  ASSERT_NE(solo_engine, nullptr);
+  std::vector<std::vector<int32_t>> solo;
+  for (const auto& p : prompts) solo.push_back(solo_engine->generate(greedy(p, 12)).value().tokens);
+
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 512});
+  ASSERT_NE(e, nullptr);
+  std::vector<RequestId> ids(prompts.size());
+  std::vector<std::vector<int32_t>> seen(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request r = greedy(prompts[i], 12);
+    r.on_token = [&, i](RequestId, int32_t token) {
+      seen[i].push_back(token);
+      if (i == 1 && seen[i].size() == 4) return false;               // stops itself after 4 tokens
+      if (i == 2 && seen[i].size() == 3) e->cancel(ids[3]).ignore();  // cancels request 3 mid-flight
+      return true;
+    };
+    ids[i] = e->submit(std::move(r)).value();
+  }
+  ASSERT_TRUE(e->run_until_idle().ok());
+  EXPECT_GT(e->stats().replayed_steps, 0u) << "decode steps ran as pipelined replays";
+  std::map<RequestId, RequestResult> done;
+  for (RequestResult& r : e->take_finished()) done.emplace(r.id, std::move(r));
+  ASSERT_EQ(done.size(), prompts.size());
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    EXPECT_EQ(done[ids[i]].finish, FinishReason::kLength);
+    EXPECT_EQ(done[ids[i]].tokens, solo[i]);
+    EXPECT_EQ(seen[i], solo[i]) << "every token reached the callback, once, in order";
+  }
+  EXPECT_EQ(done[ids[1]].finish, FinishReason::kCallback);
+  EXPECT_EQ(done[ids[1]].tokens, std::vector<int32_t>(solo[1].begin(), solo[1].begin() + 4));
+  EXPECT_EQ(seen[1], done[ids[1]].tokens);
+  EXPECT_EQ(done[ids[3]].finish, FinishReason::kCancelled);
+  ASSERT_LE(seen[3].size(), done[ids[3]].tokens.size());
+  EXPECT_EQ(done[ids[3]].tokens, std::vector<int32_t>(solo[3].begin(), solo[3].begin() + done[ids[3]].tokens.size()));
+  EXPECT_EQ(e->cache().stats().sequences, 0) << "every request gave its blocks back";
+}
+
 TEST_F(EngineTest, BadRequestsAndModelsAreClearErrors) {
   auto model = TinyLlama::create(TinyLlamaSpec{});
   auto e = engine(*model, EngineOptions{.kv_budget_tokens = 64});

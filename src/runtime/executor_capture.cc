@@ -89,7 +89,18 @@ Result<std::unique_ptr<Executor::Captured>> Executor::capture(const TensorMap& i
   return captured;
 }
 
+Executor::Pending::~Pending() {
+  if (owner_ != nullptr && !finished_ && !owner_->streams_[0]->synchronize().ok()) {
+    owner_->drain_after_failure(RunOptions{});
+  }
+}
+
 Result<TensorMap> Executor::replay(Captured& captured, const TensorMap& inputs) {
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<Pending> pending, begin_replay(captured, inputs));
+  return finish_replay(*pending);
+}
+
+Result<std::unique_ptr<Executor::Pending>> Executor::begin_replay(Captured& captured, const TensorMap& inputs) {
   const graph::Graph& g = plan_->graph();
   if (captured.owner_ != this) return invalid_argument("replay: the capture was made by another executor");
   RunState& state = *captured.state_;
@@ -114,9 +125,6 @@ Result<TensorMap> Executor::replay(Captured& captured, const TensorMap& inputs) 
                               it->second.dtype, it->second.shape, value.desc.dtype, shape);
     }
     ++passed;
-    if (!it->second.bytes.empty()) {
-      HXRT_RETURN_IF_ERROR(stream.copy_from_host(state.views[static_cast<size_t>(id)], it->second.bytes.data()));
-    }
   }
   if (passed != inputs.size())
     return invalid_argument("replay: {} inputs passed, the graph takes {}", inputs.size(), passed);
@@ -124,23 +132,44 @@ Result<TensorMap> Executor::replay(Captured& captured, const TensorMap& inputs) 
     drain_after_failure(RunOptions{});
     return std::move(status).with_context(fmt::format("replaying the captured run of graph '{}'", g.name()));
   };
+  std::unique_ptr<Pending> pending(new Pending());
+  for (graph::ValueId id : g.inputs()) {
+    if (states_.contains(id)) continue;
+    const HostTensor& tensor = inputs.find(g.value(id).name)->second;
+    if (tensor.bytes.empty()) continue;
+    if (Status s = stream.copy_from_host(state.views[static_cast<size_t>(id)], tensor.bytes.data()); !s.ok()) {
+      return failed(std::move(s));
+    }
+  }
   if (Status s = stream.launch_captured(captured.commands_); !s.ok()) return failed(std::move(s));
-  TensorMap outputs;
+  // The outputs' host memory is placed before the copies are enqueued and never moves (node-based map).
   for (graph::ValueId id : g.outputs()) {
     const auto v = static_cast<size_t>(id);
     HostTensor tensor;
     tensor.dtype = g.value(id).desc.dtype;
     tensor.shape = state.shapes[v];
     tensor.bytes.resize(state.views[v].size);
-    if (!tensor.bytes.empty()) {
-      if (Status s = stream.copy_to_host(tensor.bytes.data(), state.views[v]); !s.ok()) return failed(std::move(s));
+    HostTensor& placed = pending->outputs_.emplace(g.value(id).name, std::move(tensor)).first->second;
+    if (!placed.bytes.empty()) {
+      if (Status s = stream.copy_to_host(placed.bytes.data(), state.views[v]); !s.ok()) return failed(std::move(s));
     }
-    outputs.emplace(g.value(id).name, std::move(tensor));
   }
-  if (Status s = stream.synchronize(); !s.ok()) return failed(std::move(s));
+  pending->owner_ = this;
+  pending->captured_ = &captured;
+  return pending;
+}
+
+Result<TensorMap> Executor::finish_replay(Pending& pending) {
+  if (pending.owner_ != this) return invalid_argument("finish_replay: the replay was begun by another executor");
+  if (pending.finished_) return failed_precondition("finish_replay: this replay was already finished");
+  pending.finished_ = true;
+  if (Status s = streams_[0]->synchronize(); !s.ok()) {
+    drain_after_failure(RunOptions{});
+    return std::move(s).with_context(fmt::format("replaying the captured run of graph '{}'", plan_->graph().name()));
+  }
   ++stats_.replays;
-  stats_.launches += captured.launches_;
-  return outputs;
+  stats_.launches += pending.captured_->launches_;
+  return std::move(pending.outputs_);
 }
 
 }  // namespace hxrt::runtime

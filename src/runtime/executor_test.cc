@@ -492,6 +492,40 @@ TEST_F(ExecutorTest, ACapturedRunReplaysWhatRunComputesForNewInputs) {
   }
 }
 
+// Note [Pipelined replays]: begin_replay returns with the work enqueued; the caller's host work runs meanwhile;
+// finish_replay gives what replay() gives.
+TEST_F(ExecutorTest, APipelinedReplayGivesWhatReplayGives) {
+  Result<std::unique_ptr<Executor>> executor = compile(mlp(Dim(3)));
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  Result<std::unique_ptr<Executor::Captured>> captured =
+      (*executor)->capture({{"x", HostTensor::random_f32({3, 8}, rng_)}});
+  ASSERT_TRUE(captured.ok()) << captured.status().to_string();
+  for (int rep = 0; rep < 3; ++rep) {
+    const TensorMap inputs = {{"x", HostTensor::random_f32({3, 8}, rng_)}};
+    Result<std::unique_ptr<Executor::Pending>> pending = (*executor)->begin_replay(**captured, inputs);
+    ASSERT_TRUE(pending.ok()) << pending.status().to_string();
+    const auto expected = mlp_reference(inputs.at("x"));  // host work while the stream runs
+    Result<TensorMap> out = (*executor)->finish_replay(**pending);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    Result<TensorMap> replayed = (*executor)->replay(**captured, inputs);
+    ASSERT_TRUE(replayed.ok()) << replayed.status().to_string();
+    EXPECT_EQ(out->at("y").bytes, replayed->at("y").bytes);
+    expect_close(out->at("y").to_f32(), expected);
+    const Status again = (*executor)->finish_replay(**pending).status();
+    EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << again.to_string();
+  }
+  EXPECT_EQ((*executor)->stats().replays, 6u);
+  {
+    // Dropped unfinished: it waits for its stream, and the executor goes on.
+    Result<std::unique_ptr<Executor::Pending>> dropped =
+        (*executor)->begin_replay(**captured, {{"x", HostTensor::random_f32({3, 8}, rng_)}});
+    ASSERT_TRUE(dropped.ok()) << dropped.status().to_string();
+  }
+  EXPECT_TRUE((*executor)->replay(**captured, {{"x", HostTensor::random_f32({3, 8}, rng_)}}).ok());
+  // Bad inputs fail at begin_replay, with nothing enqueued.
+  EXPECT_EQ((*executor)->begin_replay(**captured, {}).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(ExecutorTest, AFailureInAReplayNamesTheNodeAndTheCaptureStaysUsable) {
   std::unique_ptr<ops::Registries> bundle = registries_with_failing_relu();
   Result<std::unique_ptr<ExecutionPlan>> plan = ExecutionPlan::build(

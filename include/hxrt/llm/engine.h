@@ -10,9 +10,11 @@
 //      the queue, to be prefilled again (its prompt plus what it generated) once blocks free up. A sequence that
 //      cannot fit even alone fails with ResourceExhausted naming the budget; nothing is ever silently truncated;
 //   3. one forward computes the K/V of every token and the logits of each sequence's last token;
-//   4. sequences whose prompt is complete sample their next token, stream it to the callback, and finish on EOS,
-//      a stop token, max_new_tokens or a callback asking to stop; finished sequences release their blocks
-//      (full committed blocks stay cached for prefix hits).
+//   4. sequences whose prompt is complete sample their next token and finish on EOS, a stop token,
+//      max_new_tokens or a callback asking to stop; finished sequences release their blocks (full committed blocks
+//      stay cached for prefix hits). The callback gets a token at the next step, while that step's forward runs
+//      (Note [Pipelined decode steps] in engine.cc): a request's last token reaches it, and the request finishes,
+//      one step() after it was sampled.
 // Every kernel is batch invariant (Note [Batch invariance] in kernels/cpu/quant_matmul.h), so a request's tokens
 // are bit-identical whether it runs alone or with others, prefilled in one chunk or many.
 //
@@ -38,6 +40,7 @@
 #include "hxrt/ops/timing_cache.h"
 #include "hxrt/runtime/kernel_tuner.h"
 #include "hxrt/runtime/executor.h"
+#include "hxrt/runtime/profiler.h"
 #include "hxrt/runtime/session.h"
 
 namespace hxrt::llm {
@@ -80,6 +83,11 @@ struct EngineOptions {
   // Decode steps replay captured runs (Note [Captured decode steps] in engine.cc) instead of launching every node;
   // at most this many shape buckets are captured (0 = never capture).
   int max_captured_steps = 8;
+  // Note [Step traces] in engine.cc: each step adds its phases to this profiler (borrowed; it must outlive the
+  // engine and be enabled): the host's (scheduling, delivery to the callbacks, sampling) on the lane "engine (host)"
+  // and each forward on its stream's lane, so a trace shows the host work of one step beside the device work of the
+  // next. Unlike the session's profiler it leaves decode steps captured. Null: none.
+  runtime::Profiler* step_trace = nullptr;
 };
 
 // kCancelled: Engine::cancel(). kDeadline: the request's deadline passed (its status is DeadlineExceeded; the tokens
@@ -98,7 +106,8 @@ struct Request {
   // forward computes the logits of every prompt row; perplexity, OpenAI's echo + logprobs). With max_new_tokens = 0
   // the request finishes after its prompt without sampling.
   bool prompt_logprobs = false;
-  // Called with each new token; return false to stop the request (FinishReason::kCallback).
+  // Called with each new token, at the step after the one that sampled it; return false to stop the request
+  // (FinishReason::kCallback). It may cancel() requests; it must not step().
   std::function<bool(RequestId, int32_t token)> on_token;
   // The request finishes with FinishReason::kDeadline at the first step that begins after this time, waiting or
   // running (a step is the granularity: one forward is never cut short for one request's deadline).
@@ -182,8 +191,14 @@ class Engine {
   void preempt(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, Status status = Status());
   void expire_deadlines();
+  // Hands the tokens sampled since the last call to on_token and finishes the sequences ending with them
+  // (Note [Pipelined decode steps] in engine.cc).
+  void deliver();
   // The forward of a step: a replay of the step's shape bucket when it is a decode step that can be captured.
+  // Delivers the previous step's tokens meanwhile (or before, when the forward is synchronous).
   Result<runtime::TensorMap> forward(const runtime::TensorMap& inputs, bool decode_only, hal::Duration timeout);
+  // Note [Step traces]: one span of this step on `lane` (host times, ns), when options_.step_trace is set.
+  void trace_span(std::string_view lane, std::string_view name, int64_t begin_ns, int64_t end_ns);
 
   runtime::Session& session_;
   const formats::GgufFile& file_;
@@ -201,6 +216,7 @@ class Engine {
   EngineStats stats_;
   // Captured decode steps by bucket (n_tokens, n_seqs, padded block-table width).
   std::map<std::array<int64_t, 3>, std::unique_ptr<runtime::Executor::Captured>> captured_;
+  runtime::RunProfile step_spans_;  // Note [Step traces]: this step's spans, added to the profiler at its end
 };
 
 }  // namespace hxrt::llm

@@ -126,6 +126,17 @@ class Executor {
   Result<std::unique_ptr<Captured>> capture(const TensorMap& inputs);
   Result<TensorMap> replay(Captured& captured, const TensorMap& inputs);
 
+  // Note [Pipelined replays]
+  // replay() in two halves, so the caller's host work overlaps the device's: begin_replay() checks and enqueues
+  // everything replay() does (input copies, the list, output copies) and returns at once; finish_replay() waits for
+  // the stream and returns the outputs. Between the two the caller may do anything but run, capture or replay on
+  // this executor; `inputs` are copied from the caller's memory when the stream reaches them, so they must stay
+  // unchanged until finish_replay() (the engine keeps them in the step). A failure is reported by whichever half
+  // sees it; a Pending destroyed unfinished waits for its stream first.
+  class Pending;
+  Result<std::unique_ptr<Pending>> begin_replay(Captured& captured, const TensorMap& inputs);
+  Result<TensorMap> finish_replay(Pending& pending);
+
   // Binds graph input `name` to device memory used in place by every later run, for state that lives across runs
   // (the KV cache: ops such as PagedAttention write into it, Note [KV cache state inputs] in ops/schemas/llm.cc).
   // `shape` binds the input's symbols like a passed tensor would. The caller owns the memory and keeps it alive
@@ -133,6 +144,8 @@ class Executor {
   Status bind_state(std::string_view name, DType dtype, Shape shape, hal::BufferView view);
 
   const ExecutionPlan& plan() const { return *plan_; }
+  // The stream of the plan's stream index s (0 <= s < plan().num_streams()); captured runs use stream 0.
+  hal::Stream& stream(int s = 0) const { return *streams_[static_cast<size_t>(s)]; }
   const ExecutorStats& stats() const { return stats_; }
   // The symbol values of the last run.
   const graph::SymbolBindings& last_bindings() const { return bindings_; }
@@ -221,6 +234,22 @@ class Executor {
   // Events recorded before (2i) and after (2i+1) object i in profiled or locating runs; made on first use.
   std::vector<std::unique_ptr<hal::Event>> markers_;
   std::vector<FailureReport> failures_;
+};
+
+// A replay in flight (Note [Pipelined replays]); made by Executor::begin_replay, ended by Executor::finish_replay.
+class Executor::Pending {
+ public:
+  ~Pending();
+  Pending(const Pending&) = delete;
+  Pending& operator=(const Pending&) = delete;
+
+ private:
+  friend class Executor;
+  Pending() = default;
+  Executor* owner_ = nullptr;
+  Captured* captured_ = nullptr;
+  TensorMap outputs_;  // filled by the stream's copies
+  bool finished_ = false;
 };
 
 // A captured run of an executor (Note [Captured runs]); made by Executor::capture, replayed by Executor::replay.
