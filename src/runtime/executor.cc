@@ -410,7 +410,8 @@ Executor::LaunchResult Executor::place_outputs(size_t i, RunState& state, hal::S
     // A copy's host side belongs to the other device's pool and stream (Note [Split runs]).
     Session& owner = session_of(values[v].device);
     hal::Stream& owner_stream = values[v].device == object.device ? stream : owner.default_stream();
-    Result<memory::Allocation> allocated = owner.pool().allocate(std::max<uint64_t>(bytes, 1), owner_stream, tag);
+    memory::CachingAllocator& pool = state.pool != nullptr ? *state.pool : owner.pool();
+    Result<memory::Allocation> allocated = pool.allocate(std::max<uint64_t>(bytes, 1), owner_stream, tag);
     if (!allocated.ok()) return LaunchResult::failed(LaunchStep::kAllocateOutputs, std::move(allocated).take_status());
     state.allocations[v] = *allocated;
     state.views[v] = allocated->view().subview(0, bytes);
@@ -483,6 +484,10 @@ Executor::LaunchResult Executor::enqueue(size_t i, RunState& state, hal::Stream&
 // is stream-ordered: a consumer on another stream than the block's declares its use first, so the block also waits
 // for it. Values that cross devices are held until the run has drained (Note [Split runs]); snapshot and continue
 // runs hold every intermediate until the run ends.
+memory::CachingAllocator& Executor::pool_for(graph::ValueId value, const RunState& state) const {
+  return state.pool != nullptr ? *state.pool : pool_of(value);
+}
+
 Status Executor::release_inputs(size_t i, RunState& state, hal::Stream& stream) {
   const ExecutionObject& object = plan_->objects()[i];
   const std::vector<ValuePlan>& values = plan_->values();
@@ -494,7 +499,7 @@ Status Executor::release_inputs(size_t i, RunState& state, hal::Stream& stream) 
     // The block belongs to the stream that allocated it: the root's producer for a Reshape alias.
     const graph::ValueId owner = values[v].alias_of != graph::kNoValue ? values[v].alias_of : in;
     if (values[static_cast<size_t>(owner)].producer_stream != object.stream) {
-      HXRT_RETURN_IF_ERROR(pool_of(in).record_use(allocation, stream));
+      HXRT_RETURN_IF_ERROR(pool_for(in, state).record_use(allocation, stream));
     }
   }
   if (state.hold_intermediates) return ok_status();
@@ -502,7 +507,7 @@ Status Executor::release_inputs(size_t i, RunState& state, hal::Stream& stream) 
     const auto v = static_cast<size_t>(value);
     memory::Allocation& allocation = state.allocations[v];
     if (!allocation || crosses_devices_[v]) continue;  // arena slice, moved to a Reshape alias, or held
-    HXRT_RETURN_IF_ERROR(pool_of(value).free(allocation));
+    HXRT_RETURN_IF_ERROR(pool_for(value, state).free(allocation));
     allocation = memory::Allocation();
     state.live_bytes -= state.views[v].size;
     if (!state.observers.empty()) notify_pool_event(state, PoolEventKind::kFree, value, pool_tag(value), state.views[v].size);

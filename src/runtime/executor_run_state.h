@@ -42,6 +42,7 @@ struct Executor::RunState {
   size_t launched = 0;                         // objects enqueued, in plan order
   bool markers = false;                        // markers_ are recorded around every launch
   bool hold_intermediates = false;             // snapshot or continue mode: nothing is freed before the run ends
+  memory::CachingAllocator* pool = nullptr;    // a capture's own pool (Note [Capture memory]); null: the sessions'
   bool use_arena = true;                       // false in continue mode (a relaunch needs its inputs intact)
   std::vector<Outcome> outcome;                // per object
   std::optional<NonFiniteOutput> non_finite;   // check_numerics: what the failing launch wrote

@@ -118,10 +118,11 @@ class Executor {
   // Per launch, nothing happens on the host: no binding, placement, tiling lookup, queue operation or release. A
   // failure inside a replay names the node (its position in the list and its kernel), fails that replay only, and
   // leaves the executor and the capture usable. Shapes are fixed per capture (the bucket): other shapes need another
-  // capture. The capture holds its intermediates for its lifetime (nothing is released between launches) and reads
-  // state inputs (bind_state) at the addresses bound when it was made. Unimplemented — use run() — when the plan
-  // cannot be captured: several streams or a heterogeneous split, or profiling on the session (a replay records no
-  // per-launch timestamps). The executor must outlive its captures; one replay or run at a time.
+  // capture. The capture holds its peak of live intermediates, in a pool of its own, for its lifetime (Note [Capture
+  // memory] in executor_capture.cc), and reads state inputs (bind_state) at the addresses bound when it was made.
+  // Unimplemented — use run() — when the plan cannot be captured: several streams or a heterogeneous split, or
+  // profiling on the session (a replay records no per-launch timestamps). The executor must outlive its captures;
+  // one replay or run at a time.
   class Captured;
   Result<std::unique_ptr<Captured>> capture(const TensorMap& inputs);
   Result<TensorMap> replay(Captured& captured, const TensorMap& inputs);
@@ -166,6 +167,8 @@ class Executor {
   // The session of a device index of the plan.
   Session& session_of(int device) const { return *sessions_[static_cast<size_t>(device)]; }
   // The pool a value's bytes come from.
+  // The pool a run's value comes from: the capture's own (Note [Capture memory]) or its device's session's.
+  memory::CachingAllocator& pool_for(graph::ValueId value, const RunState& state) const;
   memory::CachingAllocator& pool_of(graph::ValueId value) const {
     return session_of(plan_->values()[static_cast<size_t>(value)].device).pool();
   }
@@ -269,6 +272,7 @@ class Executor::Captured {
   std::shared_ptr<const hal::CapturedCommands> commands_;
   std::vector<std::unique_ptr<ops::Tiling>> tilings_;  // copies the launches point at (the cache may be cleared)
   std::vector<std::pair<graph::ValueId, hal::BufferView>> state_views_;  // bound state at capture, checked at replay
+  std::unique_ptr<memory::CachingAllocator> pool_;  // Note [Capture memory] (~Captured resets state_ first)
   graph::SymbolBindings bindings_;
   size_t launches_ = 0;
 };
