@@ -1,5 +1,9 @@
 #include "hxrt/llm/engine.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -449,7 +453,14 @@ Status Engine::step(hal::Duration timeout) {
   }
   const std::vector<float> logits = outputs->at(decoder::kLogits).to_f32();  // (batch, vocab)
   if (options_.trim_pool_after_tokens > 0 && n_tokens >= options_.trim_pool_after_tokens) {
+    // Note [Trimming after a prefill]: the pool's cached blocks go back to the device, and the host heap's free
+    // memory (the prefill's host-side tensors, freed to malloc) back to the system: glibc keeps freed heap
+    // memory otherwise, and resident memory would stay at the prefill's peak through all the decode steps after
+    // it (16 sequences of SmolLM2: 221 MiB peak instead of 207).
     session_.pool().release_cached();
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
   }
 
   uint64_t prefill = 0, decode = 0;

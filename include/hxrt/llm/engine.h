@@ -78,7 +78,8 @@ struct EngineOptions {
   bool fuse = true;  // the plan's fusion passes, and grouped projections (DecoderGraphOptions::group_projections)
   // After a forward of at least this many tokens (a prefill), the session's pool gives its cached blocks back to
   // the device: the next steps are decodes whose intermediates are a few hundred KiB, so holding the prefill's
-  // tens of MiB would only raise the process's resident memory. 0 = never.
+  // tens of MiB would only raise the process's resident memory; the host heap is trimmed too (Note [Trimming after
+  // a prefill] in engine.cc). 0 = never.
   int trim_pool_after_tokens = 128;
   // Decode steps replay captured runs (Note [Captured decode steps] in engine.cc) instead of launching every node;
   // at most this many shape buckets are captured (0 = never capture).
