@@ -8,8 +8,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
+#include <span>
 #include <thread>
 
 #include "hxrt/hal/driver.h"
@@ -284,6 +286,30 @@ TEST_F(EngineTest, CallbacksStoppingRequestsDuringAPipelinedStepKeepEveryOtherTo
   ASSERT_LE(seen[3].size(), done[ids[3]].tokens.size());
   EXPECT_EQ(done[ids[3]].tokens, std::vector<int32_t>(solo[3].begin(), solo[3].begin() + done[ids[3]].tokens.size()));
   EXPECT_EQ(e->cache().stats().sequences, 0) << "every request gave its blocks back";
+}
+
+// argmax against the plain loop it replaced: the first index of the largest logit, NaNs never winning.
+TEST(SamplerTest, ArgmaxIsTheFirstIndexOfTheLargestLogit) {
+  const auto reference = [](std::span<const float> x) {
+    int32_t best = 0;
+    for (size_t i = 1; i < x.size(); ++i) {
+      if (x[i] > x[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+    }
+    return best;
+  };
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> level(-3, 3);  // few distinct values: many ties
+  for (size_t n : {size_t{1}, size_t{2}, size_t{15}, size_t{16}, size_t{17}, size_t{33}, size_t{1000}, size_t{49152}}) {
+    for (int rep = 0; rep < 20; ++rep) {
+      std::vector<float> x(n);
+      for (float& v : x) v = static_cast<float>(level(rng));
+      if (rep % 4 == 1) x[rng() % n] = std::numeric_limits<float>::quiet_NaN();
+      if (rep % 4 == 2) x[0] = std::numeric_limits<float>::quiet_NaN();
+      if (rep % 4 == 3) x[rng() % n] = -std::numeric_limits<float>::infinity();
+      ASSERT_EQ(argmax(x), reference(x)) << "n " << n << " rep " << rep;
+    }
+  }
+  EXPECT_EQ(argmax({}), 0);
 }
 
 TEST_F(EngineTest, BadRequestsAndModelsAreClearErrors) {

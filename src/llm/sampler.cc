@@ -29,11 +29,25 @@ std::string SamplingParams::to_string() const {
 }
 
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  // The first index of the largest logit (NaNs never win; index 0 when logits[0] is NaN). Two passes that the
+  // compiler vectorises — the maximum in 16 independent lanes, then the first index holding it — instead of one
+  // compare-and-branch per logit: a decode step's greedy sampling over 49,152 logits was 2% of its time.
+  const size_t n = logits.size();
+  if (n == 0 || std::isnan(logits[0])) return 0;
+  constexpr size_t kLanes = 16;
+  float lane_max[kLanes];
+  for (float& m : lane_max) m = logits[0];
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) lane_max[l] = logits[i + l] > lane_max[l] ? logits[i + l] : lane_max[l];
   }
-  return best;
+  float best = logits[0];
+  for (const float m : lane_max) best = m > best ? m : best;
+  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
+  for (size_t j = 0; j < n; ++j) {
+    if (logits[j] == best) return static_cast<int32_t>(j);
+  }
+  return 0;
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
