@@ -171,8 +171,10 @@ Status run_generate(GenerateFlags& flags) {
     HXRT_RETURN_IF_ERROR(report_profile(loaded->session().profiler(), flags.profile, 15, stderr));
   if (flags.step_trace != nullptr) {
     const bool html = flags.trace_steps.ends_with(".html");
-    HXRT_RETURN_IF_ERROR(html ? flags.step_trace->write_timeline_html(flags.trace_steps)
-                              : flags.step_trace->write_chrome_trace(flags.trace_steps));
+    // Spans only: no host enqueue marks (a span's host time is its box), pool counters or pool events.
+    runtime::TraceOptions options{.enqueue_track = false, .counters = false, .flows = false, .pool_events = false};
+    HXRT_RETURN_IF_ERROR(html ? flags.step_trace->write_timeline_html(flags.trace_steps, options)
+                              : flags.step_trace->write_chrome_trace(flags.trace_steps, options));
     fmt::print(stderr, "engine steps ({} spans) written to {}\n", flags.step_trace->records().size(), flags.trace_steps);
   }
   return ok_status();

@@ -255,7 +255,9 @@ TEST_F(EngineTest, CallbacksStoppingRequestsDuringAPipelinedStepKeepEveryOtherTo
   std::vector<std::vector<int32_t>> solo;
   for (const auto& p : prompts) solo.push_back(solo_engine->generate(greedy(p, 12)).value().tokens);
 
-  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 512});
+  runtime::Profiler steps("steps");
+  steps.set_enabled(true);
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 512, .step_trace = &steps});
   ASSERT_NE(e, nullptr);
   std::vector<RequestId> ids(prompts.size());
   std::vector<std::vector<int32_t>> seen(prompts.size());
@@ -286,6 +288,19 @@ TEST_F(EngineTest, CallbacksStoppingRequestsDuringAPipelinedStepKeepEveryOtherTo
   ASSERT_LE(seen[3].size(), done[ids[3]].tokens.size());
   EXPECT_EQ(done[ids[3]].tokens, std::vector<int32_t>(solo[3].begin(), solo[3].begin() + done[ids[3]].tokens.size()));
   EXPECT_EQ(e->cache().stats().sequences, 0) << "every request gave its blocks back";
+
+  // Note [Step traces]: every step's phases, the replays on the plan's stream with the times the stream ran them.
+  std::map<std::string, uint64_t> spans;
+  for (const runtime::LaunchRecord& r : steps.records()) {
+    ++spans[r.op_type];
+    EXPECT_TRUE(r.has_device_time() && r.device_end_ns >= r.device_begin_ns) << r.node_name;
+    EXPECT_EQ(r.stream, r.op_type == "decode step (replay)" || r.op_type == "forward" ? e->plan().graph().name() + ".s0"
+                                                                                       : "engine (host)")
+        << r.node_name;
+  }
+  EXPECT_EQ(spans["decode step (replay)"], e->stats().replayed_steps);
+  EXPECT_EQ(spans["sample"], e->stats().steps);
+  EXPECT_GE(spans["deliver"], e->stats().steps);
 }
 
 // argmax against the plain loop it replaced: the first index of the largest logit, NaNs never winning.
