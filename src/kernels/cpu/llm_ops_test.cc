@@ -1,6 +1,7 @@
 // GatherRows and PagedAttention against double-precision references.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -147,10 +148,13 @@ struct Scenario {
 
 // Three sequences: a 7-token prefill from position 0, a 1-token decode at position 9, a 2-token chunk at 4..5;
 // the block tables use scattered block ids and the cache holds random history everywhere.
-Scenario mixed_scenario(DType cache_type, std::mt19937& rng, int64_t head_dim = 40) {
+Scenario mixed_scenario(DType cache_type, std::mt19937& rng, int64_t head_dim = 40, int64_t n_heads = 6,
+                        int64_t n_kv = 2) {
   Scenario sc;
   sc.cache_type = cache_type;
   sc.head_dim = head_dim;
+  sc.n_heads = n_heads;
+  sc.n_kv = n_kv;
   sc.tables = {5, 2, -1, -1, -1,   // seq 0: positions 0..6
                7, 0, 11, -1, -1,   // seq 1: positions 0..9
                3, 9, -1, -1, -1};  // seq 2: positions 0..5
@@ -204,10 +208,12 @@ TEST(PagedAttentionTest, ATokensResultDoesNotDependOnTheRestOfTheBatch) {
 }
 
 // Note [Attention fast path]: the f16 fast path computes exactly what the generic loops compute.
+// Note [Attention fast path]: GQA groups of 1, 3 and 10 query heads per kv head (10 runs as 8 + 2).
 TEST(PagedAttentionTest, TheFastPathIsBitIdenticalToTheGenericLoops) {
-  for (int64_t head_dim : {40, 64, 128}) {
-    std::mt19937 rng(static_cast<unsigned>(head_dim));
-    const Scenario sc = mixed_scenario(DType::kF16, rng, head_dim);
+  for (const auto& [head_dim, n_heads, n_kv] : std::vector<std::array<int64_t, 3>>{
+           {40, 6, 2}, {64, 6, 2}, {128, 6, 2}, {64, 2, 2}, {64, 9, 3}, {32, 20, 2}}) {
+    std::mt19937 rng(static_cast<unsigned>(head_dim * 100 + n_heads));
+    const Scenario sc = mixed_scenario(DType::kF16, rng, head_dim, n_heads, n_kv);
     Result<testing::OpResult> fast = run_op(sc.call());
     ASSERT_TRUE(fast.ok()) << fast.status().to_string();
     ::setenv("HXRT_GENERIC_ATTENTION", "1", 1);
@@ -216,7 +222,8 @@ TEST(PagedAttentionTest, TheFastPathIsBitIdenticalToTheGenericLoops) {
     ASSERT_TRUE(generic.ok()) << generic.status().to_string();
     const std::vector<float> a = fast->outputs[0].to_f32(), b = generic->outputs[0].to_f32();
     ASSERT_EQ(a.size(), b.size());
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "head_dim " << head_dim;
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << "head_dim " << head_dim << ", " << n_heads << " heads over " << n_kv;
     EXPECT_LT(normalized_max_error(a, sc.reference()), 2e-6) << "head_dim " << head_dim;
   }
 }
