@@ -76,7 +76,7 @@ def start(side: str, args) -> tuple[subprocess.Popen, str]:
     port = free_port()
     if side == "hxrt":
         cmd = [args.hxrt, "serve", "--model", args.model, "--port", str(port), "--threads", str(args.threads),
-               "--parallel", str(max(args.clients)), "--kv-tokens", str(args.kv_tokens)]
+               "--parallel", str(args.hxrt_parallel or max(args.clients)), "--kv-tokens", str(args.kv_tokens)]
     else:
         cmd = [args.peer_python, "-m", "llama_cpp.server", "--model", args.model, "--host", "127.0.0.1",
                "--port", str(port), "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads),
@@ -155,6 +155,8 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--kv-tokens", type=int, default=8192)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--hxrt-parallel", type=int, default=0,
+                        help="hxrt serve's --parallel (sequences decoded together); 0 = the largest client count")
     parser.add_argument("--json", help="write every measurement here")
     args = parser.parse_args()
 
