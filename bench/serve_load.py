@@ -76,7 +76,9 @@ def start(side: str, args) -> tuple[subprocess.Popen, str]:
     port = free_port()
     if side == "hxrt":
         cmd = [args.hxrt, "serve", "--model", args.model, "--port", str(port), "--threads", str(args.threads),
-               "--parallel", str(args.hxrt_parallel or max(args.clients)), "--kv-tokens", str(args.kv_tokens)]
+               "--kv-tokens", str(args.kv_tokens)]
+        if args.hxrt_parallel > 0:
+            cmd += ["--parallel", str(args.hxrt_parallel)]
     else:
         cmd = [args.peer_python, "-m", "llama_cpp.server", "--model", args.model, "--host", "127.0.0.1",
                "--port", str(port), "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads),
@@ -156,7 +158,7 @@ def main() -> int:
     parser.add_argument("--kv-tokens", type=int, default=8192)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--hxrt-parallel", type=int, default=0,
-                        help="hxrt serve's --parallel (sequences decoded together); 0 = the largest client count")
+                        help="hxrt serve's --parallel (sequences decoded together); 0 = the server's default (4)")
     parser.add_argument("--json", help="write every measurement here")
     args = parser.parse_args()
 
