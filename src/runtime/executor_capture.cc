@@ -147,9 +147,10 @@ Result<std::unique_ptr<Executor::Pending>> Executor::begin_replay(Captured& capt
     return std::move(status).with_context(fmt::format("replaying the captured run of graph '{}'", g.name()));
   };
   std::unique_ptr<Pending> pending(new Pending());
+  pending->inputs_ = inputs;  // the stream copies from the pending replay's own bytes, not the caller's
   for (graph::ValueId id : g.inputs()) {
     if (states_.contains(id)) continue;
-    const HostTensor& tensor = inputs.find(g.value(id).name)->second;
+    const HostTensor& tensor = pending->inputs_.find(g.value(id).name)->second;
     if (tensor.bytes.empty()) continue;
     if (Status s = stream.copy_from_host(state.views[static_cast<size_t>(id)], tensor.bytes.data()); !s.ok()) {
       return failed(std::move(s));

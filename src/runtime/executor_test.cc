@@ -516,7 +516,7 @@ TEST_F(ExecutorTest, APipelinedReplayGivesWhatReplayGives) {
   }
   EXPECT_EQ((*executor)->stats().replays, 6u);
   {
-    // Dropped unfinished: it waits for its stream, and the executor goes on.
+    // Dropped unfinished, its inputs a temporary gone at once: it waits for its stream, and the executor goes on.
     Result<std::unique_ptr<Executor::Pending>> dropped =
         (*executor)->begin_replay(**captured, {{"x", HostTensor::random_f32({3, 8}, rng_)}});
     ASSERT_TRUE(dropped.ok()) << dropped.status().to_string();

@@ -131,9 +131,9 @@ class Executor {
   // replay() in two halves, so the caller's host work overlaps the device's: begin_replay() checks and enqueues
   // everything replay() does (input copies, the list, output copies) and returns at once; finish_replay() waits for
   // the stream and returns the outputs. Between the two the caller may do anything but run, capture or replay on
-  // this executor; `inputs` are copied from the caller's memory when the stream reaches them, so they must stay
-  // unchanged until finish_replay() (the engine keeps them in the step). A failure is reported by whichever half
-  // sees it; a Pending destroyed unfinished waits for its stream first.
+  // this executor. The Pending keeps its own copy of `inputs` (the stream reads them later), so the caller's may
+  // go at once. A failure is reported by whichever half sees it; a Pending destroyed unfinished waits for its
+  // stream first.
   class Pending;
   Result<std::unique_ptr<Pending>> begin_replay(Captured& captured, const TensorMap& inputs);
   Result<TensorMap> finish_replay(Pending& pending);
@@ -251,6 +251,7 @@ class Executor::Pending {
   Pending() = default;
   Executor* owner_ = nullptr;
   Captured* captured_ = nullptr;
+  TensorMap inputs_;   // what the stream's input copies read
   TensorMap outputs_;  // filled by the stream's copies
   bool finished_ = false;
 };
