@@ -651,33 +651,32 @@ Status group_compute(const ops::CpuComputeContext& ctx) {
   return quant_matmul_group(w_type, a.data<float>(), g.m, g.k, outputs, tiles, quant_best_isa(), &ctx.pool());
 }
 
+// MatMulQ and MatMulQGroup: the same kernel family, device and weight formats.
+ops::KernelDef quant_kernel_def(std::string op_type) {
+  ops::KernelDef def;
+  def.name = op_type;
+  def.op_type = std::move(op_type);
+  def.domain = "hxrt";
+  def.device = hal::DeviceKind::kCpu;
+  def.priority = 10;
+  return def;
+}
+
 }  // namespace
 
 Status register_quant_matmul(ops::KernelRegistry& registry) {
-  ops::KernelDef def;
-  def.op_type = "MatMulQ";
-  def.domain = "hxrt";
-  def.device = hal::DeviceKind::kCpu;
-  def.input_dtypes = {{DType::kF32},
-                      {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32},
-                      {DType::kF32}};
-  def.name = "MatMulQ";
-  def.priority = 10;
+  const std::vector<DType> weight_types = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
+  ops::KernelDef def = quant_kernel_def("MatMulQ");
+  def.input_dtypes = {{DType::kF32}, weight_types, {DType::kF32}};
   def.description = fmt::format("q8 activations × GGUF blocks, integer dot products ({}), batch invariant",
                                 quant_isa_name(quant_best_isa()));
   def.tiling = quant_tiling;
   def.launch = ops::cpu_launch("MatMulQ", quant_compute);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(def)));
 
-  ops::KernelDef group;
-  group.op_type = "MatMulQGroup";
-  group.domain = "hxrt";
-  group.device = hal::DeviceKind::kCpu;
-  const std::vector<DType> weight_types = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
+  ops::KernelDef group = quant_kernel_def("MatMulQGroup");
   group.input_dtypes = {{DType::kF32}};
   for (int i = 0; i < kMaxGroupWeights; ++i) group.input_dtypes.push_back(weight_types);
-  group.name = "MatMulQGroup";
-  group.priority = 10;
   group.description = fmt::format("MatMulQ of several weights on one quantized activation, one parallel loop ({})",
                                   quant_isa_name(quant_best_isa()));
   group.tiling = group_tiling;
