@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "hxrt/hal/cpu/cpu_driver.h"
+#include "hxrt/hal/cuda/cuda_driver.h"
 #include "hxrt/hal/opencl/opencl_driver.h"
 
 namespace hxrt::hal {
@@ -64,6 +65,7 @@ Result<std::unique_ptr<Device>> DriverRegistry::open(std::string_view spec) cons
 Status register_builtin_drivers(DriverRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(make_cpu_driver()));
   HXRT_RETURN_IF_ERROR(registry.add(make_opencl_driver()));
+  HXRT_RETURN_IF_ERROR(registry.add(make_cuda_driver()));
   return ok_status();
 }
 

@@ -251,7 +251,9 @@ Result<std::unique_ptr<Event>> Device::create_event() {
 }
 
 Result<std::unique_ptr<Module>> Device::load_module(const ModuleSource& source) {
-  if (source.code.empty()) return invalid_argument("load_module '{}': empty source", source.name);
+  if (source.code.empty() && source.language != ModuleSource::Language::kLibrary) {
+    return invalid_argument("load_module '{}': empty source", source.name);
+  }
   HXRT_RETURN_IF_ERROR(fault::check(fault::Site::kModuleLoad, [&] {
     return fmt::format("module '{}' on device '{}'", source.name, info_.name);
   }));

@@ -34,8 +34,22 @@ int64_t to_ms(Duration d) { return std::chrono::duration_cast<std::chrono::milli
 //    trades a little CPU for launch latency); an enqueue wakes it only if it is asleep.
 //  - Host callbacks and the driver's hooks run on the worker, never under the queue lock (stream.h's rule).
 
+// Note [Asynchronous submission]
+// A GPU queue runs thousands of small kernels a second only if the host does not wait for each one, so an
+// asynchronous driver (cuda) has its launch, copy, fill and replay hooks submit the work to its device queue and
+// return at once. The worker then counts those commands complete only after await_device() says the device
+// finished them, which it calls:
+//  - before anything that must observe them done: an event record (its timestamp and its waiters), a host callback,
+//    a cross-stream wait, and a command skipped because the stream failed;
+//  - when the queue is empty after a batch, so that synchronize() returns only once the device is idle.
+// A failure await_device() reports (a kernel that stored an error code, a device fault) fails the stream as a
+// synchronous command's failure would; it cannot name which of the commands since the last await failed, so the
+// driver's message names the last one and says how many there were (a driver option makes every launch await, for
+// exact attribution). abort() discards what has not been submitted; work already submitted runs to its end, or stops
+// early where kernels poll the cancellation word.
+
 HostQueuedStream::HostQueuedStream(Device* device, std::string name, HostQueuedStreamOptions options)
-    : Stream(device, std::move(name)), spin_(options.spin) {}
+    : Stream(device, std::move(name)), spin_(options.spin), asynchronous_(options.asynchronous) {}
 
 HostQueuedStream::~HostQueuedStream() {
   HXRT_CHECK(!worker_.joinable(), "stream '{}': the driver's destructor must call stop()", name());
@@ -124,27 +138,73 @@ void HostQueuedStream::worker_loop() {
     }
     for (Command& command : batch) {
       ++dequeued;
+      const bool submits = asynchronous_ && (command.kind == CommandKind::kLaunch || command.kind == CommandKind::kCopy ||
+                                             command.kind == CommandKind::kFill || command.kind == CommandKind::kReplay);
       // Checked per command, so an abort() or a failure skips the rest of the batch too.
       if (failed_.load(std::memory_order_acquire) || cancel_.load(std::memory_order_relaxed)) {
+        settle_submitted();
         Status error;
         {
           std::lock_guard<std::mutex> lock(mutex_);
           error = error_;
         }
         skip(command, error);
-      } else if (Status status = execute(command); !status.ok()) {
-        HXRT_LOG(kDebug, "stream '{}' failed: {}", name(), status.to_string());
-        std::lock_guard<std::mutex> lock(mutex_);
-        fail_locked(std::move(status));
+      } else {
+        if (!submits) settle_submitted();
+        Status status = ok_status();
+        // A settle that failed the stream skips this command (on its next check); records still complete.
+        if (failed_.load(std::memory_order_acquire)) {
+          Status error;
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            error = error_;
+          }
+          skip(command, error);
+        } else {
+          status = execute(command);
+        }
+        if (!status.ok()) {
+          HXRT_LOG(kDebug, "stream '{}' failed: {}", name(), status.to_string());
+          std::lock_guard<std::mutex> lock(mutex_);
+          fail_locked(std::move(status));
+        }
       }
       command = Command{};  // release buffers, callback and signal before reporting completion
-      const uint64_t completed = completed_.fetch_add(1, std::memory_order_seq_cst) + 1;
-      if (completed >= wake_at_.load(std::memory_order_seq_cst)) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        idle_cv_.notify_all();
+      if (submits && !failed_.load(std::memory_order_acquire)) {
+        ++submitted_uncounted_;  // counted once the device finished it
+      } else {
+        settle_submitted();  // earlier submissions first: completion is counted in order
+        count_completed(1);
       }
     }
     batch.clear();
+    if (submitted_uncounted_ > 0) {
+      bool more = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        more = !queue_.empty();
+      }
+      if (!more) settle_submitted();
+    }
+  }
+}
+
+void HostQueuedStream::settle_submitted() {
+  if (submitted_uncounted_ == 0) return;
+  if (Status status = await_device(); !status.ok()) {
+    HXRT_LOG(kDebug, "stream '{}' failed: {}", name(), status.to_string());
+    std::lock_guard<std::mutex> lock(mutex_);
+    fail_locked(std::move(status));
+  }
+  count_completed(std::exchange(submitted_uncounted_, 0));
+}
+
+void HostQueuedStream::count_completed(uint64_t n) {
+  if (n == 0) return;
+  const uint64_t completed = completed_.fetch_add(n, std::memory_order_seq_cst) + n;
+  if (completed >= wake_at_.load(std::memory_order_seq_cst)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_cv_.notify_all();
   }
 }
 

@@ -33,6 +33,9 @@ struct HostQueuedStreamOptions {
   // How long the worker spins for new work before sleeping, and synchronize() for completion before blocking:
   // a little CPU for lower launch latency. Zero: never spin.
   std::chrono::microseconds spin{0};
+  // The driver's launch, copy and fill hooks only submit work to a device queue and return before it ran; the worker
+  // calls await_device() before it counts them complete (Note [Asynchronous submission] in host_queued_stream.cc).
+  bool asynchronous = false;
 };
 
 class HostQueuedStream : public Stream {
@@ -105,6 +108,9 @@ class HostQueuedStream : public Stream {
   virtual Result<int64_t> execute_record();
   // Called under the queue lock when abort() raises the cancellation flag (true) and when reset() lowers it.
   virtual void on_cancel(bool /*cancelled*/) {}
+  // Asynchronous drivers only: blocks until every command submitted so far has finished on the device, and returns
+  // the first failure among them (Note [Asynchronous submission]). Default: OK.
+  virtual Status await_device() { return ok_status(); }
 
   // The flag abort() raises, for kernels that poll it.
   const std::atomic<bool>& cancel_flag() const { return cancel_; }
@@ -131,6 +137,11 @@ class HostQueuedStream : public Stream {
   Status execute_wait(Command& command);
   Status execute_replay(const CapturedList& list);
   Status record_now(Command& command);
+  // Asynchronous drivers: awaits the device, fails the stream if that fails, and counts the commands submitted since
+  // the last call complete. Nothing to do when none are outstanding.
+  void settle_submitted();
+  // Counts `n` more commands complete and wakes synchronize() callers whose target is reached.
+  void count_completed(uint64_t n);
   // Completes a command that is skipped because the stream failed or was aborted.
   void skip(Command& command, const Status& error);
   void fail_locked(Status error);
@@ -140,6 +151,8 @@ class HostQueuedStream : public Stream {
   void spin_until(Done done, Duration limit) const;
 
   const std::chrono::microseconds spin_;
+  const bool asynchronous_;
+  uint64_t submitted_uncounted_ = 0;  // worker only: asynchronous commands run but not yet counted complete
 
   mutable std::mutex mutex_;
   std::condition_variable work_cv_;          // the worker waits for commands

@@ -40,5 +40,6 @@ const std::vector<Backend>& conformance_backends();
 // Backends, one function each (backends.cc lists them).
 Backend cpu_backend();
 Backend opencl_backend();
+Backend cuda_backend();
 
 }  // namespace hxrt::hal::cts

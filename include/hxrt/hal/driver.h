@@ -56,7 +56,8 @@ class DriverRegistry {
   std::vector<std::unique_ptr<Driver>> drivers_;
 };
 
-// Adds every driver compiled into this build (cpu today). Adding a device kind adds one line here.
+// Adds every driver of this build: cpu, opencl and cuda (the last two report Unavailable where their library or
+// hardware is absent). Adding a device kind adds one line here.
 Status register_builtin_drivers(DriverRegistry& registry);
 
 }  // namespace hxrt::hal

@@ -102,9 +102,10 @@ class Kernel {
   DeviceKind device_kind_;
 };
 
-// Source (or binary) for JIT-compiled kernels.
+// Source (or binary) for JIT-compiled kernels, or the name of a vendor library whose entry points a device offers as
+// kernels (kLibrary: `name` chooses the library, e.g. "cublas" on cuda; `code` and `options` are unused).
 struct ModuleSource {
-  enum class Language : uint8_t { kOpenCLC, kCudaCpp, kPtx, kBinary };
+  enum class Language : uint8_t { kOpenCLC, kCudaCpp, kPtx, kBinary, kLibrary };
   Language language = Language::kOpenCLC;
   std::string name;     // for diagnostics and cache keys
   std::string code;     // source text or binary bytes
