@@ -1,6 +1,7 @@
 #include "hxrt/kernels/builtin_registries.h"
 
 #include "hxrt/kernels/cpu_kernels.h"
+#include "hxrt/kernels/cuda_kernels.h"
 #include "hxrt/kernels/opencl_kernels.h"
 
 namespace hxrt::kernels {
@@ -13,6 +14,9 @@ Result<std::unique_ptr<ops::Registries>> make_builtin_registries(const BuiltinRe
   }
   if (options.opencl_kernels) {
     HXRT_RETURN_IF_ERROR_CTX(register_opencl_kernels(registries->kernels), "registering the OpenCL kernels");
+  }
+  if (options.cuda_kernels) {
+    HXRT_RETURN_IF_ERROR_CTX(register_cuda_kernels(registries->kernels), "registering the CUDA kernels");
   }
   return registries;
 }

@@ -3,8 +3,8 @@
 // registration line; everything that plans graphs (tools, the LLM engine, runtime::Model, tests, benchmarks) starts
 // from here instead of assembling registries itself.
 //
-// The OpenCL kernels are registered whether or not an OpenCL platform is present: they compile on first launch,
-// and selection only offers them for an OpenCL device.
+// The OpenCL and CUDA kernels are registered whether or not such a device is present: they compile on first launch,
+// and selection only offers them for a device of their kind.
 //
 // Thread-safety: make_builtin_registries is reentrant; the bundle is as hxrt/ops/registries.h says.
 #pragma once
@@ -19,6 +19,7 @@ namespace hxrt::kernels {
 struct BuiltinRegistriesOptions {
   bool cpu_kernels = true;
   bool opencl_kernels = true;
+  bool cuda_kernels = true;
   bool fusions = true;  // false: no fusion pattern is registered (plans then never fuse)
 };
 

@@ -1,5 +1,4 @@
-// Shared by the OpenCL kernel tests: run one op on the CPU device and on the OpenCL device through the kernel
-// harness (poisoned outputs, sentinels around them) and compare the outputs by normalised error.
+// Shared by the OpenCL kernel tests: the device comparisons of kernels/testing/device_compare.h on "opencl".
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,7 +13,7 @@
 
 #include "hxrt/base/float16.h"
 #include "hxrt/hal/opencl/opencl_driver.h"
-#include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/device_compare.h"
 
 namespace hxrt::kernels::opencl {
 
@@ -35,90 +34,17 @@ inline bool opencl_available() {
 #define HXRT_SKIP_WITHOUT_OPENCL() \
   if (!::hxrt::kernels::opencl::opencl_available()) GTEST_SKIP() << "no OpenCL platform"
 
-struct Comparison {
-  OpResult cpu;
-  OpResult opencl;
-  std::vector<double> errors;  // per output: normalised max error of OpenCL vs CPU (f32 outputs)
-};
+using testing::Comparison;
+using testing::random_quantized;
+using testing::random_signed;
 
-// Runs `call` on "cpu" and on "opencl"; every output must be f32.
-inline Result<Comparison> compare_with_cpu(OpCall call) {
-  Comparison c;
-  call.device = "cpu";
-  HXRT_ASSIGN_OR_RETURN(c.cpu, testing::run_op(call));
-  call.device = "opencl";
-  HXRT_ASSIGN_OR_RETURN(c.opencl, testing::run_op(call));
-  for (size_t i = 0; i < c.cpu.outputs.size(); ++i) {
-    if (!(c.cpu.outputs[i].shape == c.opencl.outputs[i].shape)) {
-      return internal_error("output {}: cpu shape {} vs opencl {}", i, c.cpu.outputs[i].shape, c.opencl.outputs[i].shape);
-    }
-    const std::vector<float> reference = c.cpu.outputs[i].to_f32();
-    c.errors.push_back(testing::normalized_max_error(c.opencl.outputs[i].to_f32(),
-                                                     std::vector<double>(reference.begin(), reference.end())));
-  }
-  return c;
-}
-
-// Runs the comparison and checks that OpenCL ran `kernel` and every output is within `tolerance`.
+inline Result<Comparison> compare_with_cpu(OpCall call) { return testing::compare_with_cpu(std::move(call), "opencl"); }
 inline void expect_close_to_cpu(const OpCall& call, const std::string& kernel, double tolerance) {
-  Result<Comparison> c = compare_with_cpu(call);
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->opencl.kernel, kernel);
-  for (size_t i = 0; i < c->errors.size(); ++i) {
-    EXPECT_LE(c->errors[i], tolerance) << call.op_type << " output " << i << " (tiling " << c->opencl.tiling << ")";
-  }
-  const double worst = *std::max_element(c->errors.begin(), c->errors.end());
-  ::testing::Test::RecordProperty("max_normalized_error", std::to_string(worst));
-  std::printf("  %s on opencl (%s): max normalised error %.3g vs cpu\n", kernel.c_str(), c->opencl.tiling.c_str(), worst);
+  testing::expect_close_to_cpu(call, "opencl", kernel, tolerance);
 }
-
-// Runs `call` on both devices and expects OpenCL to run `kernel` with outputs bit-identical to the CPU's (copies,
-// conversions).
 inline void expect_same_bytes(OpCall call, const std::string& kernel) {
-  call.device = "cpu";
-  Result<OpResult> cpu = testing::run_op(call);
-  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
-  call.device = "opencl";
-  Result<OpResult> cl = testing::run_op(call);
-  ASSERT_TRUE(cl.ok()) << cl.status().to_string();
-  EXPECT_EQ(cl->kernel, kernel);
-  ASSERT_EQ(cl->outputs.size(), cpu->outputs.size());
-  for (size_t i = 0; i < cpu->outputs.size(); ++i) EXPECT_EQ(cl->outputs[i], cpu->outputs[i]) << "output " << i;
+  testing::expect_same_bytes(std::move(call), "opencl", kernel);
 }
-
-// Runs `call` on OpenCL only and returns its status (bad inputs must fail with a Status, never crash).
-inline Status opencl_status(OpCall call) {
-  call.device = "opencl";
-  Result<OpResult> result = testing::run_op(call);
-  return result.ok() ? ok_status() : result.status();
-}
-
-// Random f32 values in [lo, hi) with random signs (never zero when lo > 0).
-inline HostTensor random_signed(Shape shape, std::mt19937& rng, float lo = 0.1f, float hi = 2.0f) {
-  std::uniform_real_distribution<float> magnitude(lo, hi);
-  std::bernoulli_distribution negative(0.5);
-  std::vector<float> values(static_cast<size_t>(shape.num_elements()));
-  for (float& v : values) v = negative(rng) ? -magnitude(rng) : magnitude(rng);
-  return HostTensor::f32(shape, values);
-}
-
-// Random GGUF blocks of a quantized dtype (q8_0, q4_0, q4_1) for `rows` rows of `cols` values: random integers and
-// f16 scales (and minimums) in a range that keeps products of order one.
-inline HostTensor random_quantized(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
-  const auto block_bytes = static_cast<int64_t>(dtype_info(dtype).block_bytes);
-  std::vector<std::byte> bytes(static_cast<size_t>(rows * cols / 32 * block_bytes));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
-  for (size_t b = 0; b < bytes.size(); b += static_cast<size_t>(block_bytes)) {
-    for (int64_t i = 0; i < block_bytes; ++i) bytes[b + static_cast<size_t>(i)] = static_cast<std::byte>(byte(rng));
-    const uint16_t d = f32_to_f16(scale(rng));
-    std::memcpy(&bytes[b], &d, sizeof(d));
-    if (dtype == DType::kQ4_1) {
-      const uint16_t m = f32_to_f16(-8.0f * scale(rng));
-      std::memcpy(&bytes[b + 2], &m, sizeof(m));
-    }
-  }
-  return HostTensor::raw(dtype, Shape{rows, cols}, std::move(bytes));
-}
+inline Status opencl_status(OpCall call) { return testing::device_status(std::move(call), "opencl"); }
 
 }  // namespace hxrt::kernels::opencl

@@ -1,0 +1,9 @@
+// PLACEHOLDER: being written; registers nothing yet.
+#include "kernels/cuda/registration.h"
+
+namespace hxrt::kernels::cuda {
+
+Status register_elementwise(ops::KernelRegistry& /*registry*/) { return ok_status(); }
+std::vector<ProgramBuild> elementwise_builds() { return {}; }
+
+}  // namespace hxrt::kernels::cuda
