@@ -52,6 +52,8 @@ const std::map<std::string, std::string, std::less<>> kExemptions = {
     // runtime/split_test.cc runs them in split plans against the unsplit results.
     {"opencl:MemcpyToHost", "split-plan edge copy; see the comment above"},
     {"opencl:MemcpyFromHost", "split-plan edge copy; see the comment above"},
+    {"cuda:MemcpyToHost", "split-plan edge copy; see the comment above"},
+    {"cuda:MemcpyFromHost", "split-plan edge copy; see the comment above"},
 };
 
 // The built-in bundle (every device's kernels) and the drivers.
@@ -373,7 +375,7 @@ TEST_P(ParitySweep, EveryKernelMatchesTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, ParitySweep, testing::Values("cpu", "opencl"),
+INSTANTIATE_TEST_SUITE_P(Devices, ParitySweep, testing::Values("cpu", "opencl", "cuda"),
                          [](const testing::TestParamInfo<std::string>& param) { return param.param; });
 
 // The gate itself: a kernel of an op without a generator fails the sweep and says what to do.

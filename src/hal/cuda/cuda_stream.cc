@@ -104,8 +104,13 @@ Result<CudaStream::CuPlace> CudaStream::resolve(const Place& place, const char* 
   }
   auto* buffer = dynamic_cast<CudaBuffer*>(place.view.buffer);
   if (buffer == nullptr || &buffer->device() != &device()) {
-    return invalid_argument("{} on cuda stream '{}': the buffer belongs to device '{}', not this one", what, name(),
-                            place.view.buffer->device().info().name);
+    // Another device's host-addressable memory (the CPU side of a split plan) is host memory to this stream.
+    if (void* host = place.view.host_address(); host != nullptr) {
+      out.host = static_cast<char*>(host);
+      return out;
+    }
+    return invalid_argument("{} on cuda stream '{}': the buffer belongs to device '{}' and is not host-addressable",
+                            what, name(), place.view.buffer->device().info().name);
   }
   if (buffer->device_pointer() != 0) {
     out.device = buffer->device_pointer() + place.view.offset;
