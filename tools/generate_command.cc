@@ -216,7 +216,7 @@ void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--repeat-penalty", flags->repeat_penalty, "repetition penalty over the last 64 tokens (1 = off)");
   cmd->add_option("--seed", flags->seed, "sampling seed");
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", flags->device, "device: cpu, opencl, cpu:0 ...");
+  cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   cmd->add_option("--kv-tokens", flags->kv_tokens, "KV cache budget in tokens")->check(CLI::PositiveNumber);
   cmd->add_option("--stop", flags->stop, "stop string (repeatable)");
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-generation tokens");

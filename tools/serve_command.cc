@@ -80,7 +80,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions)");
   cmd->add_option("--model,-m", flags->model,
                   "GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)");
-  cmd->add_option("--device", flags->device, "device: cpu, opencl, cpu:0 ...");
+  cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--host", flags->server.host, "address to listen on");
   cmd->add_option("--port", flags->server.port, "port (0 = any free port)")->check(CLI::Range(0, 65535));

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "hxrt/hal/cpu/cpu_driver.h"
+#include "hxrt/hal/cuda/cuda_driver.h"
 #include "hxrt/hal/opencl/opencl_driver.h"
 #include "hxrt/llm/text_stream.h"
 
@@ -74,6 +75,7 @@ Result<std::unique_ptr<Llm>> Llm::load(const LlmOptions& options) {
   HXRT_ASSIGN_OR_RETURN(llm->tokenizer_, Tokenizer::create(std::move(spec)));
   HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_cpu_driver(hal::CpuDriverOptions{.num_threads = options.threads})));
   HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_opencl_driver()));
+  HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_cuda_driver()));
   HXRT_ASSIGN_OR_RETURN(
       llm->session_, runtime::Session::create(llm->drivers_, options.device, runtime::SessionOptions{.name = "llm"}));
   EngineOptions engine_options = options.engine;

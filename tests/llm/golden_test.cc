@@ -66,6 +66,8 @@ class GoldenTest : public ::testing::Test {
     return engine.ok() ? std::move(engine).value() : nullptr;
   }
 
+  void expect_cpu_tokens_and_logits_on(const std::string& device);
+
   nlohmann::json golden_;
   std::unique_ptr<formats::GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -114,11 +116,12 @@ TEST_F(GoldenTest, BatchedRequestsAreBitIdenticalToSoloRunsOnTheRealModel) {
   }
 }
 
-// The OpenCL device (PoCL in CI) runs the same model: its kernels repeat the CPU kernels' float operations, so the
-// logits agree to float rounding and the greedy tokens are the CPU's (a flip is only tolerated at an exact tie).
-TEST_F(GoldenTest, OpenClGivesTheCpuTokensAndLogits) {
-  Result<std::unique_ptr<runtime::Session>> opencl = runtime::Session::create(drivers_, "opencl");
-  if (!opencl.ok()) GTEST_SKIP() << "no OpenCL device: " << opencl.status().to_string();
+// The OpenCL device (PoCL in CI) and the CUDA device (a lent GPU) run the same model: their kernels repeat the CPU
+// kernels' float operations, so the logits agree to float rounding and the greedy tokens are the CPU's (a flip is
+// only tolerated at an exact tie).
+void GoldenTest::expect_cpu_tokens_and_logits_on(const std::string& device) {
+  Result<std::unique_ptr<runtime::Session>> opencl = runtime::Session::create(drivers_, device);
+  if (!opencl.ok()) GTEST_SKIP() << "no " << device << " device: " << opencl.status().to_string();
   const nlohmann::json& cases = golden_["generation"];
   auto run_on = [&](runtime::Session& session) {
     EngineOptions options;
@@ -161,9 +164,12 @@ TEST_F(GoldenTest, OpenClGivesTheCpuTokensAndLogits) {
       }
     }
   }
-  std::printf("OpenCL vs CPU logits: max |difference| %.3g over %zu requests\n", worst, cpu.size());
+  std::printf("%s vs CPU logits: max |difference| %.3g over %zu requests\n", device.c_str(), worst, cpu.size());
   EXPECT_LT(worst, 1e-3);
 }
+
+TEST_F(GoldenTest, OpenClGivesTheCpuTokensAndLogits) { expect_cpu_tokens_and_logits_on("opencl"); }
+TEST_F(GoldenTest, CudaGivesTheCpuTokensAndLogits) { expect_cpu_tokens_and_logits_on("cuda"); }
 
 TEST_F(GoldenTest, FirstStepLogitsAndGreedyContinuationsMatchLlamaCpp) {
   Result<HostTensor> logits = formats::read_npy((kGoldenDir / "smollm2-135m-q4_1.logits.npy").string());
