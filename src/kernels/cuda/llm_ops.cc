@@ -76,6 +76,12 @@ typedef long long row_index_t;
 typedef int row_index_t;
 #endif
 
+// A block's f16 scale or minimum, read byte by byte: blocks of 34, 18 or 20 bytes leave it 2-byte aligned only when
+// the table's view is, which nothing guarantees.
+__device__ __forceinline__ float block_half(const hx_u8* p) {
+  return hx_half_to_float((hx_u16)(p[0] | (p[1] << 8)));
+}
+
 // data [n_rows, row_size] in its dtype, row_bytes bytes per row; y [n, row_size] f32.
 extern "C" __global__ void gather_rows(const hx_u8* data, const row_index_t* indices, float* y, int n, int n_rows,
                                        int row_size, hx_u64 row_bytes, volatile int* ctl) {
@@ -96,9 +102,8 @@ extern "C" __global__ void gather_rows(const hx_u8* data, const row_index_t* ind
 #elif DTYPE == 2
   const float v = hx_bf16_to_float(((const hx_u16*)src)[e]);
 #elif DTYPE == 3
-  // Blocks are 34 bytes, so the scale is only 2-byte aligned: read as one hx_u16.
   const hx_u8* block = src + (e / 32) * 34;
-  const float v = hx_half_to_float(*(const hx_u16*)block) * (float)((const signed char*)(block + 2))[e % 32];
+  const float v = block_half(block) * (float)((const signed char*)(block + 2))[e % 32];
 #else
   const int q = e % 32;
 #if DTYPE == 4
@@ -109,11 +114,11 @@ extern "C" __global__ void gather_rows(const hx_u8* data, const row_index_t* ind
   const hx_u8 byte = block[4 + (q & 15)];
 #endif
   const int nibble = q < 16 ? (byte & 0x0F) : (byte >> 4);
-  const float d = hx_half_to_float(((const hx_u16*)block)[0]);
+  const float d = block_half(block);
 #if DTYPE == 4
   const float v = d * (float)(nibble - 8);
 #else
-  const float v = d * (float)nibble + hx_half_to_float(((const hx_u16*)block)[1]);
+  const float v = d * (float)nibble + block_half(block + 2);
 #endif
 #endif
   y[gid] = v;
@@ -367,8 +372,9 @@ ops::KernelDef paged_attention_kernel(const CudaProgram* program) {
   ops::KernelDef def = cuda_def("PagedAttention", "hxrt", 1, "PagedAttentionF32",
                                 "kv_write then one work-group per (token, head); f32 math over an f16/f32 paged "
                                 "cache, batch invariant");
-  def.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}, {DType::kF16, DType::kF32},
-                      {DType::kF16, DType::kF32}, {DType::kI32}, {DType::kI32}, {DType::kI32}};
+  def.input_dtypes = {
+      {DType::kF32}, {DType::kF32}, {DType::kF32}, {DType::kF16, DType::kF32}, {DType::kF16, DType::kF32},
+      {DType::kI32}, {DType::kI32}, {DType::kI32}};
   def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_paged_attention_params(node));
   };
@@ -376,9 +382,10 @@ ops::KernelDef paged_attention_kernel(const CudaProgram* program) {
     HXRT_ASSIGN_OR_RETURN(const AttentionGeometry g, attention_geometry(query.inputs));
     const int64_t max_ctx = next_power_of_two(std::max(kMinContext, g.max_blocks * g.block_size));
     if (max_ctx > kMaxContext) {
-      return unimplemented("PagedAttention: CUDA attends to at most {} positions (scores in static shared memory), "
-                           "the block tables span {}",
-                           kMaxContext, g.max_blocks * g.block_size);
+      return unimplemented(
+          "PagedAttention: CUDA attends to at most {} positions (scores in static shared memory), "
+          "the block tables span {}",
+          kMaxContext, g.max_blocks * g.block_size);
     }
     ops::Tiling tiling;
     tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, g.n_tokens * g.n_heads)), 1, 1};
@@ -437,12 +444,11 @@ std::vector<ProgramBuild> llm_ops_builds() {
     }
   }
   // Both cache types and both CPU paths at SmolLM2's head size, with the smallest and the largest context; then the
-  // tests' head size 40, 36 (a dot-product tail of 4 lanes) and 128.
+  // tests' head sizes 40 and 36 (a dot-product tail of 4 lanes), and 128 (the largest of the CPU's f16 fast path).
   for (bool cache_f16 : {true, false}) {
     for (bool cpu_fma : {true, false}) {
       for (int64_t max_ctx : {kMinContext, kMaxContext}) {
-        builds.push_back(
-            {&llm_program(), attention_options(cache_f16, cpu_fma, max_ctx, 64), {"kv_write", "attend"}});
+        builds.push_back({&llm_program(), attention_options(cache_f16, cpu_fma, max_ctx, 64), {"kv_write", "attend"}});
       }
     }
   }

@@ -15,7 +15,6 @@
 // Slice reads its starts/ends/axes/steps from the graph's initializers when the plan is built (the schema requires
 // constants) and computes each axis with the CPU's slice_axis, so clamping and negative steps are the CPU's.
 #include <array>
-#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -144,8 +143,7 @@ ops::KernelDef gather_kernel(const CudaProgram* program) {
     for (int64_t v : {g.units(), g.n_indices, g.axis_dim, words_per_row}) {
       args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(v)));
     }
-    return launch_kernel(stream, *program, "gather", gather_options(word, indices.dtype == DType::kI64), config,
-                         args);
+    return launch_kernel(stream, *program, "gather", gather_options(word, indices.dtype == DType::kI64), config, args);
   };
   return def;
 }

@@ -1,0 +1,143 @@
+// CUDA GatherRows and PagedAttention against the CPU kernels: both bit-identical to the CPU (Note [CUDA attention
+// arithmetic] in llm_ops.cc), so the tolerance is 0; skipped where no CUDA device exists.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "hxrt/base/float16.h"
+#include "kernels/cuda/cuda_test_util.h"
+
+namespace hxrt::kernels::cuda {
+namespace {
+
+// A table of `rows` rows of `cols` values in `dtype`, random and never zero.
+HostTensor random_table(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
+  if (dtype_info(dtype).is_quantized) return random_quantized(dtype, rows, cols, rng);
+  HostTensor f32 = random_signed(Shape{rows, cols}, rng);
+  if (dtype == DType::kF32) return f32;
+  const std::vector<float> values = f32.to_f32();
+  std::vector<std::byte> bytes(values.size() * 2);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], 4);
+    const uint16_t h = dtype == DType::kF16 ? f32_to_f16(values[i]) : static_cast<uint16_t>(bits >> 16);
+    std::memcpy(&bytes[2 * i], &h, 2);
+  }
+  return HostTensor::raw(dtype, Shape{rows, cols}, std::move(bytes));
+}
+
+TEST(CudaLlmOpsTest, GatherRowsWidensEveryFormatExactlyAsTheCpu) {
+  HXRT_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(51);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    SCOPED_TRACE(fmt::format("{}", dtype));
+    OpCall call{.op_type = "GatherRows", .domain = "hxrt"};
+    call.inputs = {random_table(dtype, 13, 576, rng), HostTensor::i32(Shape{5}, {12, 0, 7, 7, 3})};
+    call.constant_inputs = {0};
+    expect_close_to_cpu(call, "GatherRowsDequant", 0.0);
+    call.inputs[1] = HostTensor::i64(Shape{2}, {1, 11});
+    expect_close_to_cpu(call, "GatherRowsDequant", 0.0);
+  }
+}
+
+TEST(CudaLlmOpsTest, GatherRowsIndexOutOfRangeFailsTheLaunch) {
+  HXRT_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(52);
+  OpCall call{.op_type = "GatherRows", .domain = "hxrt", .device = "cuda"};
+  call.inputs = {random_table(DType::kQ8_0, 4, 64, rng), HostTensor::i32(Shape{2}, {1, 4})};
+  Result<OpResult> result = testing::run_op(call);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << result.status().to_string();
+}
+
+// A paged-cache launch: every cache slot holds random history; sequences bring new tokens (a prefill chunk and
+// decode steps) whose k/v the kernel writes before attending.
+struct AttentionCase {
+  int64_t n_heads, n_kv, head_dim, n_layers, n_blocks, block_size, max_blocks, layer;
+  DType cache_type;
+  std::vector<std::vector<int32_t>> positions;  // per sequence: the positions of its tokens in this launch
+};
+
+OpCall attention_call(const AttentionCase& c, std::mt19937& rng) {
+  const auto n_seqs = static_cast<int64_t>(c.positions.size());
+  // Block tables: a random permutation of the cache's blocks, max_blocks per sequence.
+  std::vector<int32_t> blocks(static_cast<size_t>(c.n_blocks));
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  std::vector<int32_t> tables(static_cast<size_t>(n_seqs * c.max_blocks));
+  for (size_t i = 0; i < tables.size(); ++i) tables[i] = blocks[i % blocks.size()];
+  std::vector<int32_t> token_seq, positions;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    for (int32_t p : c.positions[static_cast<size_t>(s)]) {
+      token_seq.push_back(static_cast<int32_t>(s));
+      positions.push_back(p);
+    }
+  }
+  const auto n_tokens = static_cast<int64_t>(token_seq.size());
+  const Shape cache_shape{c.n_layers, c.n_blocks, c.block_size, c.n_kv, c.head_dim};
+  const int64_t cache_rows = cache_shape.num_elements() / c.head_dim;
+  OpCall call{.op_type = "PagedAttention", .domain = "hxrt"};
+  call.attrs.set("layer", graph::Attribute(c.layer));
+  HostTensor k_cache = random_table(c.cache_type, cache_rows, c.head_dim, rng);
+  HostTensor v_cache = random_table(c.cache_type, cache_rows, c.head_dim, rng);
+  k_cache.shape = cache_shape;
+  v_cache.shape = cache_shape;
+  call.inputs = {random_signed(Shape{n_tokens, c.n_heads, c.head_dim}, rng),
+                 random_signed(Shape{n_tokens, c.n_kv, c.head_dim}, rng),
+                 random_signed(Shape{n_tokens, c.n_kv, c.head_dim}, rng),
+                 k_cache,
+                 v_cache,
+                 HostTensor::i32(Shape{n_seqs, c.max_blocks}, tables),
+                 HostTensor::i32(Shape{n_tokens}, token_seq),
+                 HostTensor::i32(Shape{n_tokens}, positions)};
+  return call;
+}
+
+TEST(CudaLlmOpsTest, PagedAttentionMatchesTheCpu) {
+  HXRT_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(53);
+  const std::vector<AttentionCase> cases = {
+      // Small: head_dim 36 (a dot-product tail of 4 lanes), a prefill chunk after history, two decode steps.
+      {6, 2, 36, 2, 16, 4, 5, 1, DType::kF16, {{3, 4, 5, 6, 7}, {9}, {13}}},
+      {6, 2, 40, 2, 12, 4, 5, 0, DType::kF32, {{0, 1, 2}, {19}}},
+      // SmolLM2's attention (9 heads, 3 kv heads, head_dim 64) with a context beyond the smallest MAX_CTX.
+      {9, 3, 64, 3, 40, 16, 20, 2, DType::kF16, {{300}, {0, 1, 2, 3, 4}}},
+      {9, 3, 64, 2, 40, 16, 20, 1, DType::kF32, {{150, 151}, {7}}},  // an f32 cache
+      // The largest context CUDA takes (MAX_CTX 8192), attended from its last position.
+      {9, 3, 64, 1, 1024, 16, 512, 0, DType::kF16, {{8191}, {4000}}},
+  };
+  for (const AttentionCase& c : cases) {
+    SCOPED_TRACE(fmt::format("heads {}/{} head_dim {} cache {}", c.n_heads, c.n_kv, c.head_dim, c.cache_type));
+    expect_close_to_cpu(attention_call(c, rng), "PagedAttentionF32", 0.0);
+  }
+}
+
+TEST(CudaLlmOpsTest, PagedAttentionBadBlockTableFailsTheLaunch) {
+  HXRT_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(54);
+  OpCall call = attention_call({2, 1, 8, 1, 4, 4, 2, 0, DType::kF16, {{5}}}, rng);
+  call.inputs[5] = HostTensor::i32(Shape{1, 2}, {0, 9});  // block 9 of a 4-block cache
+  call.device = "cuda";
+  Result<OpResult> result = testing::run_op(call);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << result.status().to_string();
+}
+
+TEST(CudaLlmOpsTest, PagedAttentionBeyondTheSharedMemoryContextIsUnimplemented) {
+  HXRT_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(55);
+  // Block tables spanning 600 blocks of 16 positions: MAX_CTX would be 16384 scores, past 48 KiB of shared memory.
+  OpCall call = attention_call({2, 1, 8, 1, 4, 16, 600, 0, DType::kF16, {{5}}}, rng);
+  const Status status = cuda_status(call);
+  EXPECT_EQ(status.code(), StatusCode::kUnimplemented) << status.to_string();
+}
+
+}  // namespace
+}  // namespace hxrt::kernels::cuda
