@@ -14,12 +14,16 @@ namespace {
 
 int64_t to_ms(Duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
+// Asynchronous drivers: submitted commands are awaited at least this often while the queue never runs dry.
+constexpr uint64_t kMaxUnsettled = 256;
+
 }  // namespace
 
 // Note [Host-queued streams]
 // Commands wait in a host-side queue until the commands before them have completed; one worker thread per stream
 // takes the queued commands (all of them at once, one lock per batch) and runs them one by one through the
-// driver's execute_* hooks (each returns only when its command is done on the device). So at any moment at most one command of a stream is running, and it
+// driver's execute_* hooks (each returns only when its command is done on the device, except on an asynchronous
+// driver: Note [Asynchronous submission]). So at any moment at most one command of a stream is running, and it
 // is the only one abort() cannot discard (a kernel that polls the cancellation flag stops early). From this:
 //  - Sticky errors: the first command that fails (or whose enqueue-time prepare() passed but whose execution
 //    failed) fails the stream; later commands are skipped on the host — records fail with the error, callbacks
@@ -150,10 +154,10 @@ void HostQueuedStream::worker_loop() {
         }
         skip(command, error);
       } else {
-        if (!submits) settle_submitted();
+        const bool settled = !submits && settle_submitted();
         Status status = ok_status();
-        // A settle that failed the stream skips this command (on its next check); records still complete.
-        if (failed_.load(std::memory_order_acquire)) {
+        // A settle that failed the stream skips this command; records still complete.
+        if (settled && failed_.load(std::memory_order_acquire)) {
           Status error;
           {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -184,19 +188,24 @@ void HostQueuedStream::worker_loop() {
         std::lock_guard<std::mutex> lock(mutex_);
         more = !queue_.empty();
       }
-      if (!more) settle_submitted();
+      // Settled when the queue ran dry, when a synchronize() waits for commands already submitted, and every
+      // kMaxUnsettled commands, so that a producer that keeps the queue full delays neither waiters nor errors.
+      const bool awaited = wake_at_.load(std::memory_order_seq_cst) <=
+                           completed_.load(std::memory_order_acquire) + submitted_uncounted_;
+      if (!more || awaited || submitted_uncounted_ >= kMaxUnsettled) settle_submitted();
     }
   }
 }
 
-void HostQueuedStream::settle_submitted() {
-  if (submitted_uncounted_ == 0) return;
+bool HostQueuedStream::settle_submitted() {
+  if (submitted_uncounted_ == 0) return false;
   if (Status status = await_device(); !status.ok()) {
     HXRT_LOG(kDebug, "stream '{}' failed: {}", name(), status.to_string());
     std::lock_guard<std::mutex> lock(mutex_);
     fail_locked(std::move(status));
   }
   count_completed(std::exchange(submitted_uncounted_, 0));
+  return true;
 }
 
 void HostQueuedStream::count_completed(uint64_t n) {

@@ -17,9 +17,13 @@ extern "C" __global__ void increment(float* data, unsigned count) {
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) data[i] += 1.0f;
 }
 __device__ unsigned long long global_ns() {
+#ifdef HXRT_CUDA_EMULATION
+  return hxemu_global_ns();
+#else
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+#endif
 }
 extern "C" __global__ void spin(unsigned long long microseconds, volatile int* ctl) {
   const unsigned long long end = global_ns() + microseconds * 1000ull;

@@ -62,6 +62,7 @@ LoadedDriver load_driver() {
   }
   DriverApi& a = out.api;
   std::string missing;
+  std::string optional_v2;
   void* h = library.handle;
   resolve(h, a.init, "cuInit", missing);
   resolve(h, a.driver_get_version, "cuDriverGetVersion", missing);
@@ -100,7 +101,8 @@ LoadedDriver load_driver() {
   resolve(h, a.event_destroy, "cuEventDestroy_v2", missing);
   resolve(h, a.event_record, "cuEventRecord", missing);
   resolve(h, a.event_synchronize, "cuEventSynchronize", missing);
-  resolve(h, a.event_elapsed_time, "cuEventElapsedTime", missing);
+  resolve(h, a.event_elapsed_time, "cuEventElapsedTime_v2", optional_v2);
+  if (a.event_elapsed_time == nullptr) resolve(h, a.event_elapsed_time, "cuEventElapsedTime", missing);  // < 12.8
   resolve(h, a.module_load_data, "cuModuleLoadData", missing);
   resolve(h, a.module_unload, "cuModuleUnload", missing);
   resolve(h, a.module_get_function, "cuModuleGetFunction", missing);
@@ -215,6 +217,7 @@ bool cu_context_lost(CUresult result) {
     case CUDA_ERROR_HARDWARE_STACK_ERROR:
     case CUDA_ERROR_ASSERT:
     case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED: return true;
     default: return false;
   }
@@ -249,7 +252,7 @@ Status cu_status(CUresult result, std::string_view call) {
   if (result == CUDA_SUCCESS) return ok_status();
   std::string message = fmt::format("{} failed: {}", call, cu_error_text(result));
   if (cu_context_lost(result)) {
-    message += " (the CUDA context is lost: close the device and open it again)";
+    message += " (the CUDA context is lost: every later CUDA call of this process fails; restart the process)";
   }
   return Status(cu_status_code(result), std::move(message));
 }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "hal/cuda/cuda_drivers.h"
 #include "hal/cuda/cuda_module.h"
 #include "hal/cuda/cuda_stream.h"
 #include "hal/signal_event.h"
@@ -60,7 +61,7 @@ Result<void*> CudaBuffer::do_map(uint64_t offset, uint64_t bytes, MapAccess acce
   if (host_address() != nullptr) return static_cast<void*>(static_cast<char*>(host_address()) + offset);
   if (bytes == 0) return invalid_argument("map: zero-byte range of a CUDA device buffer");
   Staging staging{offset, bytes, access, std::make_unique<char[]>(bytes)};
-  if (access != MapAccess::kWrite) {
+  {  // also for kWrite: unmap writes the whole range back, so bytes the caller leaves alone keep their value
     ScopedContext context(*cuda_device_);
     HXRT_RETURN_IF_ERROR(context.status());
     HXRT_CU_RETURN_IF_ERROR(cuda_device_->api().memcpy_dtoh(staging.bytes.get(), device_pointer_ + offset, bytes),
@@ -187,9 +188,10 @@ CudaDevice::~CudaDevice() {
 
 // Note [CUDA clock]
 // CUDA events give only differences (cuEventElapsedTime, a float of milliseconds, ~0.5 µs resolution). The device
-// records an anchor event on its own stream and notes the host steady-clock time when it completed; an event's
-// timestamp is then the anchor's host time plus the event's time since the anchor. The anchor's host time is late by
-// the wake-up after cuEventSynchronize (microseconds; the same for every event, so durations are exact), and a float
+// records an anchor event on its own idle stream, which completes it at once, and takes the midpoint of host readings
+// before the record and after its completion as its host time; an event's timestamp is then the anchor's host time
+// plus the event's time since the anchor. The error is half that window (the same for every event, so durations are
+// exact), and a float
 // of milliseconds loses precision far from the anchor, so the anchor is renewed once an event is over 10 s away.
 Status CudaDevice::anchor_clock() {
   ScopedContext context(*this);
@@ -198,9 +200,11 @@ Status CudaDevice::anchor_clock() {
     HXRT_CU_RETURN_IF_ERROR(api_->stream_create(&clock_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   }
   if (anchor_ == nullptr) HXRT_CU_RETURN_IF_ERROR(api_->event_create(&anchor_, CU_EVENT_DEFAULT), "cuEventCreate");
+  const int64_t before = host_now_ns();
   HXRT_CU_RETURN_IF_ERROR(api_->event_record(anchor_, clock_stream_), "cuEventRecord (clock anchor)");
   HXRT_CU_RETURN_IF_ERROR(api_->event_synchronize(anchor_), "cuEventSynchronize (clock anchor)");
-  anchor_host_ns_ = host_now_ns();
+  // The idle clock stream completes the anchor as soon as it is recorded: between the two readings.
+  anchor_host_ns_ = before + (host_now_ns() - before) / 2;
   return ok_status();
 }
 
@@ -257,17 +261,10 @@ Result<std::unique_ptr<Buffer>> CudaDevice::do_allocate(uint64_t bytes, MemoryKi
       std::make_unique<CudaBuffer>(this, CudaBuffer::Storage::kHostAlloc, pointer, host, bytes, kind));
 }
 
-Result<std::unique_ptr<Buffer>> CudaDevice::do_register_host(void* host_pointer, uint64_t bytes) {
-  ScopedContext context(*this);
-  HXRT_RETURN_IF_ERROR(context.status());
-  HXRT_CU_RETURN_IF_ERROR(api_->mem_host_register(host_pointer, bytes, kHostAllocFlags), "cuMemHostRegister");
-  CUdeviceptr pointer = 0;
-  if (const CUresult r = api_->mem_host_get_device_pointer(&pointer, host_pointer, 0); r != CUDA_SUCCESS) {
-    api_->mem_host_unregister(host_pointer);
-    return cu_status(r, "cuMemHostGetDevicePointer");
-  }
-  return std::unique_ptr<Buffer>(std::make_unique<CudaBuffer>(this, CudaBuffer::Storage::kRegistered, pointer,
-                                                              host_pointer, bytes, MemoryKind::kHostMapped));
+Result<std::unique_ptr<Buffer>> CudaDevice::do_register_host(void* /*host_pointer*/, uint64_t /*bytes*/) {
+  return unimplemented("register_host: cuda device '{}' keeps host memory off its kernels' path (host_addressable is "
+                       "false); allocate MemoryKind::kHostMapped for zero-copy buffers",
+                       info().name);
 }
 
 Result<std::unique_ptr<Stream>> CudaDevice::do_create_stream(const StreamOptions& options) {
@@ -339,10 +336,10 @@ class CudaDriver final : public Driver {
 }  // namespace
 }  // namespace hxrt::hal::cuda
 
-namespace hxrt::hal {
+namespace hxrt::hal::cuda {
 
-std::unique_ptr<Driver> make_cuda_driver(const CudaDriverOptions& options) {
-  return std::make_unique<cuda::CudaDriver>(options);
+std::unique_ptr<Driver> make_hardware_driver(const CudaDriverOptions& options) {
+  return std::make_unique<CudaDriver>(options);
 }
 
-}  // namespace hxrt::hal
+}  // namespace hxrt::hal::cuda

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "hal/cuda/cuda_device.h"
+#include "hal/cuda/jit_options.h"
 #include "hal/cuda/cuda_stream.h"
 #include "hxrt/base/fault_injection.h"
 #include "hxrt/base/logging.h"
@@ -34,26 +36,6 @@ uint64_t fnv1a64(std::string_view bytes, uint64_t hash = 0xcbf29ce484222325ULL) 
   return hash;
 }
 
-// NVRTC takes one option per argument: split on white space, and join "-D NAME=V" into "-DNAME=V" (NVRTC's form).
-std::vector<std::string> split_options(std::string_view options) {
-  std::vector<std::string> out;
-  std::istringstream in{std::string(options)};
-  std::string token;
-  bool join_next = false;
-  while (in >> token) {
-    if (join_next) {
-      out.back() += token;
-      join_next = false;
-    } else if (token == "-D" || token == "-I") {
-      out.push_back(token);
-      join_next = true;
-    } else {
-      out.push_back(token);
-    }
-  }
-  return out;
-}
-
 Result<CudaCompiled> compile(std::string_view name, std::string_view source, std::string_view options,
                              std::string_view arch) {
   HXRT_ASSIGN_OR_RETURN(const NvrtcApi* nvrtc, nvrtc_api());
@@ -65,7 +47,7 @@ Result<CudaCompiled> compile(std::string_view name, std::string_view source, std
       r != NVRTC_SUCCESS) {
     return internal_error("nvrtcCreateProgram for '{}' failed: {}", name, nvrtc->get_error_string(r));
   }
-  std::vector<std::string> args = split_options(options);
+  std::vector<std::string> args = split_jit_options(options);
   args.push_back(fmt::format("--gpu-architecture={}", arch));
   args.emplace_back("-std=c++17");
   std::vector<const char*> argv;
@@ -242,8 +224,8 @@ class CublasGemmKernel final : public CudaLibraryKernel {
     const auto pointer = [](const KernelArg& arg) {
       return reinterpret_cast<void*>(static_cast<CudaBuffer*>(arg.view().buffer)->device_pointer() + arg.view().offset);
     };
-    const int lda = g.trans_a ? g.m : g.k;  // row length of A as stored
-    const int ldb = g.trans_b ? g.k : g.n;
+    const int lda = std::max(1, g.trans_a ? g.m : g.k);  // row length of A as stored (cuBLAS wants >= 1, also for k = 0)
+    const int ldb = std::max(1, g.trans_b ? g.k : g.n);
     const cudaDataType type = data_type(g.type);
     const cublasComputeType_t compute =
         g.type == CublasGemm::Type::kF32 && g.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;

@@ -20,6 +20,12 @@ namespace hxrt::hal::cuda {
 // commands may run between two such points, the message names the last kernel and how many ran; with
 // CudaDriverOptions::synchronous every launch is awaited and the failing kernel is named exactly.
 //
+// Kernels that take the control words are the ones that can fail (they validate indices) or stop early (abort), so a
+// launch of one is awaited before the next command is submitted: a failure then fails the stream before anything
+// after it reached the device (later commands are skipped, as the contract says), names that kernel (and, in a
+// replayed list, its index), and abort() discards everything behind a kernel it interrupted. Plain kernels cannot
+// fail, so submitting them ahead costs nothing but this: those already submitted when abort() comes still run.
+//
 // Event records are where profiles come from: the worker records a CUevent, waits for it, and maps its time onto the
 // host clock (Note [CUDA clock] in cuda_device.cc). A profiled run therefore waits at every op boundary, as any
 // per-op GPU profile does; an unprofiled run (no records inside a step) does not.
@@ -133,6 +139,10 @@ Status CudaStream::prepare(Command& command) {
     case CommandKind::kFill: {
       auto payload = std::make_unique<CopyPayload>();
       HXRT_ASSIGN_OR_RETURN(payload->dst, resolve(command.dst, "fill"));
+      if (payload->dst.device % command.pattern_bytes != 0) {
+        return invalid_argument("fill on cuda stream '{}': a {}-byte pattern needs a {}-byte aligned destination", name(),
+                                command.pattern_bytes, command.pattern_bytes);
+      }
       command.payload = std::move(payload);
       return ok_status();
     }
@@ -145,7 +155,12 @@ Status CudaStream::prepare_launch(Command& command) {
   if (const auto* library = dynamic_cast<const CudaLibraryKernel*>(command.kernel); library != nullptr) {
     HXRT_RETURN_IF_ERROR(library->check(command.args));
     for (const KernelArg& arg : command.args) {
-      if (arg.kind() == KernelArg::Kind::kBuffer) HXRT_RETURN_IF_ERROR(resolve(Place{arg.view()}, library->name().c_str()).status());
+      if (arg.kind() != KernelArg::Kind::kBuffer) continue;
+      HXRT_ASSIGN_OR_RETURN(const CuPlace place, resolve(Place{arg.view()}, library->name().c_str()));
+      if (place.device == 0) {
+        return invalid_argument("{}: a buffer argument has no device address (host memory of another device)",
+                                library->name());
+      }
     }
     payload->library = library;
     command.payload = std::move(payload);
@@ -166,11 +181,14 @@ Status CudaStream::prepare_launch(Command& command) {
   }
   const size_t passed = command.args.size();
   const int declared = kernel->param_count();
-  const bool pass_ctl = declared >= 0 && static_cast<size_t>(declared) == passed + 1;
+  // Where the driver cannot count parameters (before CUDA 12.4), the control words are always appended: cuLaunchKernel
+  // reads only as many entries as the kernel declares.
+  const bool pass_ctl = declared < 0 || static_cast<size_t>(declared) == passed + 1;
   if (declared >= 0 && !pass_ctl && static_cast<size_t>(declared) != passed) {
     return invalid_argument("kernel '{}' declares {} parameters, the launch passes {}", kernel->name(), declared, passed);
   }
   payload->kernel = kernel;
+  payload->pass_ctl = pass_ctl && declared >= 0;
   payload->values.resize(passed + (pass_ctl ? 1 : 0));
   payload->params.resize(payload->values.size());
   for (size_t i = 0; i < passed; ++i) {
@@ -217,7 +235,7 @@ Status CudaStream::execute_launch(Command& command) {
                                           c.block[1], c.block[2], c.shared_bytes, stream_, payload->params.data(), nullptr);
     if (r != CUDA_SUCCESS) return cu_status(r, fmt::format("cuLaunchKernel of '{}'", command.kernel->name()));
   }
-  if (cuda_device_->options().synchronous) return await_device();
+  if (cuda_device_->options().synchronous || payload->pass_ctl) return await_device();
   return ok_status();
 }
 

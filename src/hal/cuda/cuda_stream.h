@@ -42,6 +42,7 @@ class CudaStream final : public HostQueuedStream {
   struct LaunchPayload final : DriverPayload {
     const CudaKernel* kernel = nullptr;          // a compiled kernel, or
     const CudaLibraryKernel* library = nullptr;  // a library entry point (gets the original arguments)
+    bool pass_ctl = false;  // the kernel takes the control words: it may fail or stop, so it is awaited
     std::vector<std::array<std::byte, KernelArg::kMaxScalarBytes>> values;
     std::vector<void*> params;
   };

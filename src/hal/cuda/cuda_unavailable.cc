@@ -1,5 +1,5 @@
 // The CUDA driver of a build without the CUDA toolkit's headers: it registers, and says why it cannot work.
-#include "hxrt/hal/cuda/cuda_driver.h"
+#include "hal/cuda/cuda_drivers.h"
 
 namespace hxrt::hal {
 namespace {
@@ -19,9 +19,13 @@ class UnavailableCudaDriver final : public Driver {
 
 }  // namespace
 
-std::unique_ptr<Driver> make_cuda_driver(const CudaDriverOptions& /*options*/) {
+namespace cuda {
+
+std::unique_ptr<Driver> make_hardware_driver(const CudaDriverOptions& /*options*/) {
   return std::make_unique<UnavailableCudaDriver>();
 }
+
+}  // namespace cuda
 
 Result<CudaCompiled> cuda_compile(std::string_view /*name*/, std::string_view /*source*/, std::string_view /*options*/,
                                   std::string_view /*arch*/) {

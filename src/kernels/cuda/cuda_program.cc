@@ -15,7 +15,12 @@ typedef unsigned short hx_u16;
 typedef unsigned int hx_u32;
 typedef unsigned long long hx_u64;
 
-// f16 <-> f32 with the hardware's conversions (round to nearest even), as the CPU's f32_to_f16 / f16_to_f32.
+// f16 <-> f32 with the hardware's conversions (round to nearest even), as the CPU's f32_to_f16 / f16_to_f32. The CUDA
+// emulator (hal/cuda/cuda_emulator.cc) compiles this source for the host, where the same conversions are functions.
+#ifdef HXRT_CUDA_EMULATION
+__device__ __forceinline__ float hx_half_to_float(hx_u16 h) { return hxemu_f16_to_f32(h); }
+__device__ __forceinline__ hx_u16 hx_float_to_half(float f) { return hxemu_f32_to_f16(f); }
+#else
 __device__ __forceinline__ float hx_half_to_float(hx_u16 h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -26,6 +31,7 @@ __device__ __forceinline__ hx_u16 hx_float_to_half(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
+#endif
 __device__ __forceinline__ float hx_round_half(float x) { return hx_half_to_float(hx_float_to_half(x)); }
 __device__ __forceinline__ float hx_bf16_to_float(hx_u16 h) { return __uint_as_float(((hx_u32)h) << 16); }
 

@@ -10,8 +10,8 @@
 // are copied to device memory).
 //
 // Buffers. kDevice = cuMemAlloc; kHostPinned = cuMemHostAlloc (page-locked, host_address() set); kHostMapped =
-// cuMemHostAlloc with DEVICEMAP (host_address() set, kernels address it too); register_host = cuMemHostRegister with
-// DEVICEMAP. native_handle() is the CUdeviceptr. Pinned and mapped memory is coherent: flush()/invalidate() succeed
+// cuMemHostAlloc with DEVICEMAP (host_address() set, kernels address it too: the zero-copy path). register_host is
+// Unimplemented, as on every device whose host_addressable is false. native_handle() is the CUdeviceptr. Pinned and mapped memory is coherent: flush()/invalidate() succeed
 // and do nothing. map() of device memory copies the range to a host staging allocation; unmap() of a writable mapping
 // copies it back.
 //
@@ -20,9 +20,10 @@
 // cross-stream waits and when idle (Note [Asynchronous submission]). An event's timestamp is a CUevent's time mapped
 // onto the host steady clock. Each stream has two control words in mapped pinned memory: ctl[0] becomes non-zero when
 // the stream is aborted, and a kernel that stores a StatusCode value (1..12) into ctl[1] fails the stream with that
-// code. A kernel declared with one parameter more than its launch passes gets `volatile int* ctl` there.
-// A device fault (an illegal address) poisons the CUDA context: the stream fails with Internal and says so; the
-// device must be closed and opened again.
+// code. A kernel declared with one parameter more than its launch passes gets `volatile int* ctl` there, and its
+// launch is awaited before the next command is submitted (Note [CUDA stream submission]).
+// A device fault (an illegal address) poisons the CUDA context for the whole process (CUDA's rule): the stream fails
+// with Internal and says so, and every later CUDA call fails until the process restarts.
 //
 // Kernels. Device::load_module compiles ModuleSource::kCudaCpp with NVRTC for the device's architecture (cubin), or
 // loads kPtx / kBinary (cubin, fatbin) as they are. Module::kernel(name) takes the function's name (extern "C").
@@ -56,6 +57,12 @@ struct CudaDriverOptions {
   // Await the device after every launch, so that a kernel's failure names exactly that kernel (as
   // CUDA_LAUNCH_BLOCKING=1 does for the runtime API); slower. The environment variable HXRT_CUDA_SYNC=1 sets it too.
   bool synchronous = false;
+  // The CUDA emulator instead of the GPU: one device, "CUDA emulator (host CPU)", that compiles each module's CUDA C++
+  // with the host's C++ compiler and runs its kernels on the CPU (Note [CUDA emulation] in
+  // src/hal/cuda/cuda_emulator.cc). For testing hxrt's CUDA kernels on machines without a GPU; slow. The environment
+  // variable HXRT_CUDA_EMULATOR=1 sets it too. Its cache is <cache_dir>/emulator, else $HXRT_CACHE_DIR/cuda-emulator,
+  // else ~/.cache/hxrt/cuda-emulator.
+  bool emulate = false;
 };
 
 std::unique_ptr<Driver> make_cuda_driver(const CudaDriverOptions& options = {});
