@@ -7,7 +7,7 @@ Rules (docs/design/architecture.md, "Who may include whom"):
              transitive closure of the DEPS in src/*/CMakeLists.txt). Test and benchmark code (*_test.cc,
              *_bench.cc, src/*/testing/, tests/) is an executable above the layers and may include any of them.
   private    a private header (src/<layer>/...) is included only from its own layer (or from test code).
-  backend    code of one backend (hal/cpu, hal/opencl, kernels/cpu, kernels/opencl, including the public
+  backend    code of one backend (hal/cpu, hal/opencl, hal/cuda, kernels/cpu, kernels/opencl, kernels/cuda, including the public
              include/hxrt/kernels/<backend>_kernels.h) never includes another backend's headers. Test code may
              include another backend's public registration header (an OpenCL = CPU test registers both), never
              its private ones.
@@ -55,7 +55,7 @@ SUBLAYERS = {
     "src/runtime/model.cc": "model",
     "include/hxrt/runtime/model.h": "model",
 }
-BACKENDS = ("cpu", "opencl")
+BACKENDS = ("cpu", "opencl", "cuda")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 EXTERNAL_RE = re.compile(r"\w's\s+$")
 DOC_RE = re.compile(r"(?<![\w/.-])((?:\.\./|[\w-]+/)*[\w.-]+\.md)\b")
