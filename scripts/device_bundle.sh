@@ -24,6 +24,7 @@ for f in .device/bin/*; do
   ldd "$f" | awk '/=> \//{print $3}'
 done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" .device/lib/; done
+pwd > .device/source_dir  # the golden test finds its JSON under the source tree it was built in
 model=$(scripts/fetch_model.sh | tail -1)
 split -b 60M "$model" .device/model.part-
 du -sh .device/bin .device/lib .device/model.part-*

@@ -28,9 +28,11 @@ else
     [[ -n "$f" ]] && ln -s "$PWD/$f" "$bin/$t"
   done
 fi
-# The golden test reads its JSON from the source tree it was built in.
-src=$(strings "$bin/llm_golden_test" 2>/dev/null | grep -m1 '/tests/llm/goldens' | sed 's#/tests/llm/goldens.*##')
-if [[ -n "$src" && ! -e "$src" ]]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
+# The golden test reads its JSON from the source tree it was built in (device_bundle.sh records where that was).
+if [[ -f .device/source_dir ]]; then
+  src=$(cat .device/source_dir)
+  if [[ -n "$src" && ! -e "$src" ]]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
+fi
 model=${HXRT_TEST_MODEL:-}
 if [[ -z "$model" && -f /tmp/hxrt-model/model.part-aa ]]; then
   cat /tmp/hxrt-model/model.part-* > /tmp/hxrt-model/model.gguf && model=/tmp/hxrt-model/model.gguf

@@ -1,24 +1,21 @@
 // CUDA Cast between f32, f16, bf16, i8, u8, i32, i64 and bool, with the CPU kernel's rules
 // (kernels/cpu/elementwise.cc): float → integer truncates toward zero and saturates (NaN → 0), integer → integer
 // wraps, anything → bool is "!= 0" (NaN is true), f16 and bf16 round to nearest even. One thread per element, in
-// blocks of kBlock threads.
+// blocks of 256 threads (launch code: kernels/jit/cast.cc).
 //
 // The source and destination types are kernel arguments, not build options: one build serves all 56 pairs, and the
 // per-element branch on a uniform value costs little next to a compile per pair. f16 and bf16 are converted with
 // integer code ported from base/float16.h rather than the prelude's cvt-based hx_half_to_float / hx_float_to_half,
 // which canonicalise NaNs: this way the results, NaN payloads included, are bit-identical to the CPU's. A cast to the
 // same dtype is a device-to-device copy.
-#include <string>
+#include <memory>
 #include <string_view>
 #include <vector>
 
-#include "hxrt/ops/params/elementwise.h"
 #include "kernels/cuda/registration.h"
 
 namespace hxrt::kernels::cuda {
 namespace {
-
-constexpr uint32_t kBlock = 256;
 
 constexpr std::string_view kSource = R"CUDA(
 #define T_F32 0
@@ -144,76 +141,17 @@ extern "C" __global__ void cast(const hx_u8* x, hx_u8* y, int n, int from, int t
 }
 )CUDA";
 
-const CudaProgram& cast_program() {
-  static const CudaProgram program("hxrt_cast", kSource);
+std::shared_ptr<const CudaProgram> cast_program() {
+  static const auto program = std::make_shared<const CudaProgram>("hxrt_cast", kSource);
   return program;
-}
-
-// The kernel's type code of a dtype; -1 when Cast does not take it.
-int type_code(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kBF16: return 2;
-    case DType::kI8: return 3;
-    case DType::kU8: return 4;
-    case DType::kI32: return 5;
-    case DType::kI64: return 6;
-    case DType::kBool: return 7;
-    default: return -1;
-  }
 }
 
 }  // namespace
 
 Status register_cast(ops::KernelRegistry& registry) {
-  const CudaProgram* program = &cast_program();
-  ops::KernelDef def = cuda_def("Cast", "", 19, "Cast",
-                                "converts between f32 f16 bf16 i8 u8 i32 i64 bool, "
-                                "bit-identical to the CPU kernel");
-  def.input_dtypes = {
-      {DType::kF32, DType::kF16, DType::kBF16, DType::kI8, DType::kU8, DType::kI32, DType::kI64, DType::kBool}};
-  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
-    return ops::boxed(ops::parse_cast_params(node));
-  };
-  def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
-    const int64_t n = query.outputs.empty() ? 0 : query.outputs[0].num_elements();
-    HXRT_RETURN_IF_ERROR(check_int32(n, "elements"));
-    ops::Tiling tiling;
-    tiling.launch = launch_1d(n, kBlock);
-    tiling.values = {{"wg", kBlock}};
-    return tiling;
-  };
-  def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
-    const ops::TensorRef& x = launch.inputs[0];
-    const ops::TensorRef& y = launch.outputs[0];
-    const int from = type_code(x.dtype);
-    const int to = type_code(y.dtype);
-    if (from < 0 || to < 0) return invalid_argument("Cast from {} to {} is not supported", x.dtype, y.dtype);
-    if (x.num_elements() != y.num_elements()) {
-      return invalid_argument("Cast: input {} and output {} differ in size", x.shape, y.shape);
-    }
-    const int64_t n = y.num_elements();
-    if (n == 0) return ok_status();
-    HXRT_RETURN_IF_ERROR(check_int32(n, "Cast elements"));
-    if (from == to) {
-      HXRT_ASSIGN_OR_RETURN(const uint64_t bytes, storage_bytes(x.dtype, static_cast<uint64_t>(n)));
-      if (x.view.buffer == y.view.buffer && x.view.offset == y.view.offset) return ok_status();
-      return stream.copy(y.view.subview(0, bytes), x.view.subview(0, bytes));
-    }
-    std::vector<hal::KernelArg> args;
-    add_tensor_arg(args, x);
-    add_tensor_arg(args, y);
-    args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(n)));
-    args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(from)));
-    args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(to)));
-    return launch_kernel(stream, *program, "cast", "", launch.tiling->launch, args);
-  };
-  return registry.add(std::move(def));
+  return jit::register_cast(registry, cuda_backend(), cast_program());
 }
 
-std::vector<ProgramBuild> cast_builds() {
-  return {{&cast_program(), "", {"cast"}}};
-}
+std::vector<ProgramBuild> cast_builds() { return {{cast_program().get(), "", {"cast"}}}; }
 
 }  // namespace hxrt::kernels::cuda

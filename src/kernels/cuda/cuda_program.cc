@@ -131,6 +131,11 @@ Status launch_kernel(hal::Stream& stream, const CudaProgram& program, std::strin
   return stream.launch(*kernel, config, args);
 }
 
+const jit::Backend& cuda_backend() {
+  static const jit::Backend backend{.device = hal::DeviceKind::kCuda, .name = "CUDA", .add_tensor_arg = add_tensor_arg};
+  return backend;
+}
+
 ops::KernelDef cuda_def(std::string op_type, std::string domain, int since_version, std::string name,
                         std::string description) {
   ops::KernelDef def;

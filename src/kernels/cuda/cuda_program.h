@@ -33,6 +33,7 @@
 #include "hxrt/hal/kernel.h"
 #include "hxrt/hal/stream.h"
 #include "hxrt/ops/kernel_def.h"
+#include "kernels/jit/jit_family.h"
 #include "kernels/launch_util.h"
 
 namespace hxrt::kernels::cuda {
@@ -41,7 +42,7 @@ namespace hxrt::kernels::cuda {
 // and block reductions (hx_block_sum_double, hx_block_max).
 extern const char* const kCudaPrelude;
 
-class CudaProgram {
+class CudaProgram final : public jit::Program {
  public:
   // `source` is the family's CUDA C++ (extern "C" __global__ functions), without the prelude.
   CudaProgram(std::string name, std::string_view source);
@@ -50,7 +51,8 @@ class CudaProgram {
 
   // The kernel `function` of this program built with `options` (e.g. "-D WTYPE=2") on `device`: compiled on the first
   // request for that pair (through the driver's cubin caches), then kept by the device (Device::shared_module).
-  Result<const hal::Kernel*> kernel(hal::Device& device, const std::string& options, std::string_view function) const;
+  Result<const hal::Kernel*> kernel(hal::Device& device, const std::string& options,
+                                    std::string_view function) const override;
   const std::string& name() const { return name_; }
   // Prelude + family source, as compiled.
   const std::string& source() const { return source_; }
@@ -77,6 +79,9 @@ void add_tensor_arg(std::vector<hal::KernelArg>& args, const ops::TensorRef& ten
 // Enqueues `function` of `program`, built with `options` for the stream's device, on `stream`.
 Status launch_kernel(hal::Stream& stream, const CudaProgram& program, std::string_view function,
                      const std::string& options, const hal::LaunchConfig& config, std::span<const hal::KernelArg> args);
+
+// The CUDA backend of the shared launch code (kernels/jit/jit_family.h): a tensor is its view's device address.
+const jit::Backend& cuda_backend();
 
 // A KernelDef for the CUDA device with the common fields set; the caller adds dtypes, tiling and launch.
 ops::KernelDef cuda_def(std::string op_type, std::string domain, int since_version, std::string name,

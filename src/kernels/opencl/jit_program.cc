@@ -117,6 +117,11 @@ Status launch_kernel(hal::Stream& stream, const JitProgram& program, std::string
   return stream.launch(*kernel, config, args);
 }
 
+const jit::Backend& opencl_backend() {
+  static const jit::Backend backend{.device = hal::DeviceKind::kOpenCL, .name = "OpenCL", .add_tensor_arg = add_tensor_arg};
+  return backend;
+}
+
 ops::KernelDef opencl_def(std::string op_type, std::string domain, int since_version, std::string name,
                           std::string description) {
   ops::KernelDef def;

@@ -33,6 +33,7 @@
 #include "hxrt/hal/kernel.h"
 #include "hxrt/hal/stream.h"
 #include "hxrt/ops/kernel_def.h"
+#include "kernels/jit/jit_family.h"
 #include "kernels/launch_util.h"
 
 namespace hxrt::kernels::opencl {
@@ -41,7 +42,7 @@ namespace hxrt::kernels::opencl {
 // accumulation type of reductions (double where the device has cl_khr_fp64, as the CPU kernels use, else float).
 extern const char* const kClPrelude;
 
-class JitProgram {
+class JitProgram final : public jit::Program {
  public:
   // `source` is the family's OpenCL C, without the prelude; `name` names its modules (and the cache entries).
   JitProgram(std::string name, std::string_view source);
@@ -51,7 +52,8 @@ class JitProgram {
   // The kernel `function` of this program built with `options` on `device`: compiled (or loaded from the driver's
   // program caches) on the first request for that pair, then kept by the device (Device::shared_module) until the
   // device is destroyed. The JitProgram and the device may be destroyed in either order.
-  Result<const hal::Kernel*> kernel(hal::Device& device, const std::string& options, std::string_view function) const;
+  Result<const hal::Kernel*> kernel(hal::Device& device, const std::string& options,
+                                    std::string_view function) const override;
   const std::string& name() const { return name_; }
 
  private:
@@ -66,6 +68,9 @@ void add_tensor_arg(std::vector<hal::KernelArg>& args, const ops::TensorRef& ten
 // Enqueues `function` of `program`, built with `options` for the stream's device, on `stream`.
 Status launch_kernel(hal::Stream& stream, const JitProgram& program, std::string_view function,
                      const std::string& options, const hal::LaunchConfig& config, std::span<const hal::KernelArg> args);
+
+// The OpenCL backend of the shared launch code (kernels/jit/jit_family.h): tensors as (buffer, byte offset).
+const jit::Backend& opencl_backend();
 
 // A KernelDef for the OpenCL device with the common fields set; the caller adds dtypes, tiling and launch.
 ops::KernelDef opencl_def(std::string op_type, std::string domain, int since_version, std::string name,
