@@ -69,4 +69,12 @@ Status register_tensor_ops(ops::KernelRegistry& registry, const Backend& backend
                            std::shared_ptr<const Program> gather, std::shared_ptr<const Program> copies);
 std::string gather_options(uint64_t word_bytes, bool i64_indices);
 
+// normalization.cc: RMSNorm, RMSNormMul, Softmax, LayerNormalization (Y only), RoPE. Functions: rms_norm (HAS_WEIGHT,
+// WG), softmax_rows and layer_norm (WG), softmax_columns, rope (NEOX, POS_I64). WG is one of row_groups().
+Status register_normalization(ops::KernelRegistry& registry, const Backend& backend,
+                              std::shared_ptr<const Program> program);
+std::string rms_norm_options(bool weighted, int64_t group);
+std::string rope_options(bool neox, bool i64_positions);
+std::vector<int64_t> row_groups();
+
 }  // namespace hxrt::kernels::jit
