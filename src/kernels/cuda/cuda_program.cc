@@ -132,7 +132,9 @@ Status launch_kernel(hal::Stream& stream, const CudaProgram& program, std::strin
 }
 
 const jit::Backend& cuda_backend() {
-  static const jit::Backend backend{.device = hal::DeviceKind::kCuda, .name = "CUDA", .add_tensor_arg = add_tensor_arg};
+  // Attention scores live in static shared memory, at most 48 KiB per block: 8192 floats and the rest.
+  static const jit::Backend backend{
+      .device = hal::DeviceKind::kCuda, .name = "CUDA", .add_tensor_arg = add_tensor_arg, .max_attention_context = 8192};
   return backend;
 }
 

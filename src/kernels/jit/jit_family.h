@@ -40,6 +40,8 @@ struct Backend {
   std::string_view name;  // "OpenCL", "CUDA": errors say whose kernels refused
   // Appends a tensor's kernel arguments.
   void (*add_tensor_arg)(std::vector<hal::KernelArg>& args, const ops::TensorRef& tensor) = nullptr;
+  // The longest PagedAttention context (positions) its attend kernel holds scores for; 0: no limit.
+  int64_t max_attention_context = 0;
 };
 
 // A KernelDef for the backend's device with the common fields set.
@@ -76,5 +78,11 @@ Status register_normalization(ops::KernelRegistry& registry, const Backend& back
 std::string rms_norm_options(bool weighted, int64_t group);
 std::string rope_options(bool neox, bool i64_positions);
 std::vector<int64_t> row_groups();
+
+// llm_ops.cc: GatherRows (function gather_rows: DTYPE, IDX_I64) and PagedAttention (kv_write and attend: CACHE_F16,
+// HX_CPU_FMA, WG, MAX_CTX, HEAD_DIM).
+Status register_llm_ops(ops::KernelRegistry& registry, const Backend& backend, std::shared_ptr<const Program> program);
+std::string gather_rows_options(int dtype_code, bool i64_indices);
+std::string attention_options(bool cache_f16, bool cpu_fma, int64_t max_ctx, int64_t head_dim);
 
 }  // namespace hxrt::kernels::jit
