@@ -1,4 +1,4 @@
-// CUDA elementwise kernels against the CPU kernels.
+// The elementwise kernels on each JIT backend's device (opencl, cuda) against the CPU kernels.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -7,17 +7,18 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cuda/cuda_test_util.h"
+#include "kernels/jit/device_test_util.h"
 
-namespace hxrt::kernels::cuda {
+namespace hxrt::kernels::jit {
 namespace {
 
 struct BinaryCase {
   Shape a, b;
 };
 
-TEST(CudaElementwiseTest, BinaryOpsBroadcastLikeTheCpu) {
-  HXRT_SKIP_WITHOUT_CUDA();
+class DeviceElementwiseTest : public DeviceKernelTest {};
+
+TEST_P(DeviceElementwiseTest, BinaryOpsBroadcastLikeTheCpu) {
   std::mt19937 rng(11);
   const std::vector<BinaryCase> cases = {
       {Shape{7, 576}, Shape{7, 576}},                // the decoder's residual adds
@@ -33,14 +34,13 @@ TEST(CudaElementwiseTest, BinaryOpsBroadcastLikeTheCpu) {
       OpCall call{.op_type = op};
       call.inputs = {random_signed(c.a, rng, 0.5f, 2.0f), random_signed(c.b, rng, 0.5f, 2.0f)};
       SCOPED_TRACE(fmt::format("{} {} {}", op, c.a, c.b));
-      expect_close_to_cpu(call, std::string(op) + "F32", 1e-6);
+      expect_close_to_cpu(call, device(), std::string(op) + "F32", 1e-6);
     }
   }
 }
 
-TEST(CudaElementwiseTest, BinaryOpsAreBitIdenticalToTheCpu) {
+TEST_P(DeviceElementwiseTest, BinaryOpsAreBitIdenticalToTheCpu) {
   // One correctly rounded operation per element on both devices (--fmad=false, IEEE division): the same bits.
-  HXRT_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(16);
   const std::vector<BinaryCase> cases = {{Shape{1000}, Shape{1000}}, {Shape{3, 1, 5}, Shape{1, 4, 1}}};
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
@@ -48,23 +48,21 @@ TEST(CudaElementwiseTest, BinaryOpsAreBitIdenticalToTheCpu) {
       OpCall call{.op_type = op};
       call.inputs = {random_signed(c.a, rng, 0.01f, 6.0f), random_signed(c.b, rng, 0.01f, 6.0f)};
       SCOPED_TRACE(fmt::format("{} {} {}", op, c.a, c.b));
-      expect_same_bytes(call, std::string(op) + "F32");
+      expect_same_bytes(call, device(), std::string(op) + "F32");
     }
   }
 }
 
-TEST(CudaElementwiseTest, BroadcastsNeedingMoreThanFourDimsAreUnimplemented) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceElementwiseTest, BroadcastsNeedingMoreThanFourDimsAreUnimplemented) {
   std::mt19937 rng(14);
-  OpCall call{.op_type = "Add", .device = "cuda"};
+  OpCall call{.op_type = "Add", .device = device()};
   call.inputs = {random_signed(Shape{2, 3, 4, 5, 6}, rng), random_signed(Shape{2, 1, 4, 1, 6}, rng)};
   Result<OpResult> result = testing::run_op(call);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kUnimplemented) << result.status().to_string();
 }
 
-TEST(CudaElementwiseTest, ActivationsMatchTheCpu) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceElementwiseTest, ActivationsMatchTheCpu) {
   std::mt19937 rng(12);
   struct Case {
     const char* op;
@@ -77,12 +75,11 @@ TEST(CudaElementwiseTest, ActivationsMatchTheCpu) {
     if (c.approximate != nullptr) call.attrs.set("approximate", graph::Attribute(c.approximate));
     call.inputs = {random_signed(Shape{3, 1537}, rng, 0.01f, 6.0f)};
     SCOPED_TRACE(c.op);
-    expect_close_to_cpu(call, std::string(c.op) + "F32", 1e-6);
+    expect_close_to_cpu(call, device(), std::string(c.op) + "F32", 1e-6);
   }
 }
 
-TEST(CudaElementwiseTest, LeakyReluMatchesTheCpuAndTheReference) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceElementwiseTest, LeakyReluMatchesTheCpuAndTheReference) {
   std::mt19937 rng(15);
   for (double alpha : {0.01, 0.2, -1.5}) {
     for (const Shape& shape : {Shape{1}, Shape{257}, Shape{3, 1537}}) {
@@ -91,8 +88,8 @@ TEST(CudaElementwiseTest, LeakyReluMatchesTheCpuAndTheReference) {
       call.inputs = {random_signed(shape, rng, 0.01f, 6.0f)};
       SCOPED_TRACE(fmt::format("alpha {} {}", alpha, shape));
       // One multiply per negative element: bit-identical to the CPU.
-      expect_same_bytes(call, "LeakyReluF32");
-      call.device = "cuda";
+      expect_same_bytes(call, device(), "LeakyReluF32");
+      call.device = device();
       Result<OpResult> cu = testing::run_op(call);
       ASSERT_TRUE(cu.ok()) << cu.status().to_string();
       const double a = static_cast<float>(alpha);
@@ -103,22 +100,22 @@ TEST(CudaElementwiseTest, LeakyReluMatchesTheCpuAndTheReference) {
   }
 }
 
-TEST(CudaElementwiseTest, SwiGluMatchesTheCpu) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceElementwiseTest, SwiGluMatchesTheCpu) {
   std::mt19937 rng(13);
   OpCall call{.op_type = "SwiGLU", .domain = "hxrt.fused"};
   call.inputs = {random_signed(Shape{5, 1536}, rng, 0.01f, 6.0f), random_signed(Shape{5, 1536}, rng)};
-  expect_close_to_cpu(call, "SwiGLU", 1e-6);
+  expect_close_to_cpu(call, device(), "SwiGLU", 1e-6);
 }
 
-TEST(CudaElementwiseTest, EmptyTensorsLaunchNothing) {
-  HXRT_SKIP_WITHOUT_CUDA();
-  OpCall call{.op_type = "Add", .device = "cuda"};
+TEST_P(DeviceElementwiseTest, EmptyTensorsLaunchNothing) {
+  OpCall call{.op_type = "Add", .device = device()};
   call.inputs = {HostTensor::f32(Shape{0, 4}, {}), HostTensor::f32(Shape{4}, {1, 2, 3, 4})};
   Result<OpResult> result = testing::run_op(call);
   ASSERT_TRUE(result.ok()) << result.status().to_string();
   EXPECT_EQ(result->outputs[0].shape, (Shape{0, 4}));
 }
 
+HXRT_DEVICE_KERNEL_TESTS(DeviceElementwiseTest);
+
 }  // namespace
-}  // namespace hxrt::kernels::cuda
+}  // namespace hxrt::kernels::jit

@@ -1,4 +1,4 @@
-// OpenCL MatMulQ against the CPU kernel. Both quantize the activations to 8-bit blocks the same way and sum in the
+// MatMulQ on each JIT backend's device against the CPU kernel. Both quantize the activations to 8-bit blocks the same way and sum in the
 // same lane order, so the results are bit-identical where the CPU kernel runs its AVX2/AVX-512 path (the tolerance
 // leaves room for its scalar path).
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/opencl/opencl_test_util.h"
+#include "kernels/jit/device_test_util.h"
 
-namespace hxrt::kernels::opencl {
+namespace hxrt::kernels::jit {
 namespace {
 
 HostTensor random_weight(DType dtype, int64_t n, int64_t k, std::mt19937& rng) {
@@ -25,8 +25,9 @@ HostTensor random_weight(DType dtype, int64_t n, int64_t k, std::mt19937& rng) {
   return HostTensor::raw(DType::kF16, Shape{n, k}, std::move(halves));
 }
 
-TEST(OpenClMatMulQTest, EveryWeightTypeAndTileMatchesTheCpu) {
-  HXRT_SKIP_WITHOUT_OPENCL();
+class DeviceMatMulQTest : public DeviceKernelTest {};
+
+TEST_P(DeviceMatMulQTest, EveryWeightTypeAndTileMatchesTheCpu) {
   std::mt19937 rng(41);
   struct Case {
     int64_t m, n, k;
@@ -39,29 +40,27 @@ TEST(OpenClMatMulQTest, EveryWeightTypeAndTileMatchesTheCpu) {
       OpCall call{.op_type = "MatMulQ", .domain = "hxrt"};
       call.inputs = {random_signed(Shape{c.m, c.k}, rng), random_weight(dtype, c.n, c.k, rng)};
       call.constant_inputs = {1};
-      expect_close_to_cpu(call, "MatMulQ", 1e-5);
+      expect_close_to_cpu(call, device(), "MatMulQ", 1e-5);
     }
   }
 }
 
-TEST(OpenClMatMulQTest, BiasAndBatchDimsMatchTheCpu) {
-  HXRT_SKIP_WITHOUT_OPENCL();
+TEST_P(DeviceMatMulQTest, BiasAndBatchDimsMatchTheCpu) {
   std::mt19937 rng(42);
   for (DType dtype : {DType::kQ4_1, DType::kF32}) {
     OpCall call{.op_type = "MatMulQ", .domain = "hxrt"};
     call.inputs = {random_signed(Shape{2, 3, 96}, rng), random_weight(dtype, 40, 96, rng), random_signed(Shape{40}, rng)};
     call.constant_inputs = {1, 2};
-    expect_close_to_cpu(call, "MatMulQ", 1e-5);
+    expect_close_to_cpu(call, device(), "MatMulQ", 1e-5);
   }
 }
 
-TEST(OpenClMatMulQTest, DecodeRowsAreBatchInvariant) {
+TEST_P(DeviceMatMulQTest, DecodeRowsAreBatchInvariant) {
   // A row's result does not depend on the rows sharing its launch (Note [Batch invariance] in the CPU header).
-  HXRT_SKIP_WITHOUT_OPENCL();
   std::mt19937 rng(43);
   const HostTensor w = random_quantized(DType::kQ4_1, 100, 576, rng);
   const HostTensor a = random_signed(Shape{6, 576}, rng);
-  OpCall batch{.op_type = "MatMulQ", .domain = "hxrt", .device = "opencl"};
+  OpCall batch{.op_type = "MatMulQ", .domain = "hxrt", .device = device()};
   batch.inputs = {a, w};
   Result<OpResult> all = testing::run_op(batch);
   ASSERT_TRUE(all.ok()) << all.status().to_string();
@@ -77,5 +76,7 @@ TEST(OpenClMatMulQTest, DecodeRowsAreBatchInvariant) {
   }
 }
 
+HXRT_DEVICE_KERNEL_TESTS(DeviceMatMulQTest);
+
 }  // namespace
-}  // namespace hxrt::kernels::opencl
+}  // namespace hxrt::kernels::jit

@@ -1,5 +1,5 @@
-// CUDA Gather, Reshape, Transpose, Slice and Concat against the CPU kernels (copies: bit-identical outputs); skipped
-// where no CUDA device exists.
+// On each JIT backend's device: Gather, Reshape, Transpose, Slice and Concat against the CPU kernels (copies:
+// bit-identical outputs); skipped where the device is absent.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,13 +16,14 @@
 #include <fmt/ranges.h>
 
 #include "hxrt/base/float16.h"
-#include "kernels/cuda/cuda_test_util.h"
+#include "kernels/jit/device_test_util.h"
 
-namespace hxrt::kernels::cuda {
+namespace hxrt::kernels::jit {
 namespace {
 
-TEST(CudaTensorOpsTest, GatherCopiesTheRowsOfAnyAxisAndWidth) {
-  HXRT_SKIP_WITHOUT_CUDA();
+class DeviceTensorOpsTest : public DeviceKernelTest {};
+
+TEST_P(DeviceTensorOpsTest, GatherCopiesTheRowsOfAnyAxisAndWidth) {
   std::mt19937 rng(31);
   // f32 rows (4-byte words) on axis 0 and 1, i32 and i64 indices, negative indices.
   for (int64_t axis : {0, 1}) {
@@ -30,9 +31,9 @@ TEST(CudaTensorOpsTest, GatherCopiesTheRowsOfAnyAxisAndWidth) {
     call.attrs.set("axis", graph::Attribute(axis));
     call.inputs = {random_signed(Shape{6, 5, 7}, rng), HostTensor::i32(Shape{4}, {3, -1, 0, 3})};
     SCOPED_TRACE(fmt::format("f32 axis {}", axis));
-    expect_same_bytes(call, "Gather");
+    expect_same_bytes(call, device(), "Gather");
     call.inputs[1] = HostTensor::i64(Shape{2, 2}, {1, 4, -5, 2});
-    expect_same_bytes(call, "Gather");
+    expect_same_bytes(call, device(), "Gather");
   }
   // f16 rows of an odd width (2-byte words) and u8 rows (1-byte words).
   std::vector<std::byte> halves(static_cast<size_t>(5 * 3 * 2));
@@ -42,16 +43,15 @@ TEST(CudaTensorOpsTest, GatherCopiesTheRowsOfAnyAxisAndWidth) {
   }
   OpCall f16{.op_type = "Gather"};
   f16.inputs = {HostTensor::raw(DType::kF16, Shape{5, 3}, halves), HostTensor::i32(Shape{3}, {4, 0, 2})};
-  expect_same_bytes(f16, "Gather");
+  expect_same_bytes(f16, device(), "Gather");
   std::vector<std::byte> bytes(5 * 3);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7 + 1);
   OpCall u8{.op_type = "Gather"};
   u8.inputs = {HostTensor::raw(DType::kU8, Shape{5, 3}, bytes), HostTensor::i32(Shape{3}, {1, 4, 1})};
-  expect_same_bytes(u8, "Gather");
+  expect_same_bytes(u8, device(), "Gather");
 }
 
-TEST(CudaTensorOpsTest, GatherCopiesWholeQuantizedRows) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceTensorOpsTest, GatherCopiesWholeQuantizedRows) {
   std::mt19937 rng(38);
   // Embedding lookups on GGUF rows: q8_0 rows of 2 x 34 bytes move as 4-byte words, q4_0 rows of 18 bytes as 2-byte
   // words.
@@ -59,27 +59,25 @@ TEST(CudaTensorOpsTest, GatherCopiesWholeQuantizedRows) {
     SCOPED_TRACE(fmt::format("{}", dtype));
     OpCall call{.op_type = "Gather"};
     call.inputs = {random_quantized(dtype, 7, cols, rng), HostTensor::i64(Shape{3}, {6, -7, 2})};
-    expect_same_bytes(call, "Gather");
+    expect_same_bytes(call, device(), "Gather");
   }
 }
 
-TEST(CudaTensorOpsTest, GatherIndexOutOfRangeFailsTheLaunch) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceTensorOpsTest, GatherIndexOutOfRangeFailsTheLaunch) {
   std::mt19937 rng(32);
-  OpCall call{.op_type = "Gather", .device = "cuda"};
+  OpCall call{.op_type = "Gather", .device = device()};
   call.inputs = {random_signed(Shape{4, 8}, rng), HostTensor::i32(Shape{2}, {1, 4})};
   Result<OpResult> result = testing::run_op(call);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kOutOfRange) << result.status().to_string();
 }
 
-TEST(CudaTensorOpsTest, ReshapeCopiesTheData) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceTensorOpsTest, ReshapeCopiesTheData) {
   std::mt19937 rng(33);
   OpCall call{.op_type = "Reshape"};
   call.inputs = {random_signed(Shape{5, 576}, rng), HostTensor::i64(Shape{3}, {-1, 9, 64})};
   call.constant_inputs = {1};
-  expect_same_bytes(call, "Reshape");
+  expect_same_bytes(call, device(), "Reshape");
 }
 
 // Random raw values of a plain dtype of `bytes` bytes per element (no zero bytes, so a skipped copy shows).
@@ -91,8 +89,7 @@ HostTensor random_raw(DType dtype, Shape shape, std::mt19937& rng) {
   return HostTensor::raw(dtype, shape, std::move(bytes));
 }
 
-TEST(CudaTensorOpsTest, TransposeMatchesTheCpuForEveryWidth) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceTensorOpsTest, TransposeMatchesTheCpuForEveryWidth) {
   std::mt19937 rng(34);
   struct Case {
     Shape shape;
@@ -112,13 +109,12 @@ TEST(CudaTensorOpsTest, TransposeMatchesTheCpuForEveryWidth) {
       OpCall call{.op_type = "Transpose"};
       if (!c.perm.empty()) call.attrs.set("perm", graph::Attribute(c.perm));
       call.inputs = {random_raw(dtype, c.shape, rng)};
-      expect_same_bytes(call, "Transpose");
+      expect_same_bytes(call, device(), "Transpose");
     }
   }
 }
 
-TEST(CudaTensorOpsTest, SliceMatchesTheCpuIncludingClampingAndNegativeSteps) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceTensorOpsTest, SliceMatchesTheCpuIncludingClampingAndNegativeSteps) {
   std::mt19937 rng(35);
   struct Case {
     Shape shape;
@@ -157,7 +153,7 @@ TEST(CudaTensorOpsTest, SliceMatchesTheCpuIncludingClampingAndNegativeSteps) {
         call.inputs.push_back(ints(c.steps));
         call.constant_inputs.push_back(4);
       }
-      expect_same_bytes(call, "Slice");
+      expect_same_bytes(call, device(), "Slice");
     }
   }
   // Another width: f16.
@@ -165,11 +161,10 @@ TEST(CudaTensorOpsTest, SliceMatchesTheCpuIncludingClampingAndNegativeSteps) {
   call.inputs = {random_raw(DType::kF16, Shape{5, 9}, rng), HostTensor::i64(Shape{1}, {7}),
                  HostTensor::i64(Shape{1}, {0}), HostTensor::i64(Shape{1}, {1}), HostTensor::i64(Shape{1}, {-3})};
   call.constant_inputs = {1, 2, 3, 4};
-  expect_same_bytes(call, "Slice");
+  expect_same_bytes(call, device(), "Slice");
 }
 
-TEST(CudaTensorOpsTest, ConcatMatchesTheCpuOnAnyAxis) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceTensorOpsTest, ConcatMatchesTheCpuOnAnyAxis) {
   std::mt19937 rng(36);
   struct Case {
     std::vector<Shape> shapes;
@@ -187,39 +182,40 @@ TEST(CudaTensorOpsTest, ConcatMatchesTheCpuOnAnyAxis) {
       OpCall call{.op_type = "Concat"};
       call.attrs.set("axis", graph::Attribute(c.axis));
       for (const Shape& shape : c.shapes) call.inputs.push_back(random_raw(dtype, shape, rng));
-      expect_same_bytes(call, "Concat");
+      expect_same_bytes(call, device(), "Concat");
     }
   }
 }
 
-TEST(CudaTensorOpsTest, BadTransposeSliceAndConcatReturnAnError) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceTensorOpsTest, BadTransposeSliceAndConcatReturnAnError) {
   std::mt19937 rng(37);
   OpCall transpose{.op_type = "Transpose"};
   transpose.attrs.set("perm", graph::Attribute(std::vector<int64_t>{0, 0, 1}));
   transpose.inputs = {random_signed(Shape{2, 3, 4}, rng)};
-  EXPECT_FALSE(cuda_status(transpose).ok());
+  EXPECT_FALSE(device_status(transpose, device()).ok());
 
   OpCall zero_step{.op_type = "Slice"};
   zero_step.inputs = {random_signed(Shape{4, 4}, rng), HostTensor::i64(Shape{1}, {0}), HostTensor::i64(Shape{1}, {4}),
                       HostTensor::i64(Shape{1}, {0}), HostTensor::i64(Shape{1}, {0})};
   zero_step.constant_inputs = {1, 2, 3, 4};
-  EXPECT_FALSE(cuda_status(zero_step).ok());
+  EXPECT_FALSE(device_status(zero_step, device()).ok());
 
   OpCall repeated_axis = zero_step;
   repeated_axis.inputs = {random_signed(Shape{4, 4}, rng), HostTensor::i64(Shape{2}, {0, 1}),
                           HostTensor::i64(Shape{2}, {4, 3}), HostTensor::i64(Shape{2}, {0, -2}),
                           HostTensor::i64(Shape{2}, {1, 1})};
-  EXPECT_FALSE(cuda_status(repeated_axis).ok());
+  EXPECT_FALSE(device_status(repeated_axis, device()).ok());
 
   OpCall concat{.op_type = "Concat"};
   concat.attrs.set("axis", graph::Attribute(int64_t{0}));
   concat.inputs = {random_signed(Shape{2, 3}, rng), random_signed(Shape{2, 4}, rng)};
-  EXPECT_FALSE(cuda_status(concat).ok());
+  EXPECT_FALSE(device_status(concat, device()).ok());
   concat.attrs.set("axis", graph::Attribute(int64_t{2}));
   concat.inputs = {random_signed(Shape{2, 3}, rng), random_signed(Shape{2, 3}, rng)};
-  EXPECT_FALSE(cuda_status(concat).ok());
+  EXPECT_FALSE(device_status(concat, device()).ok());
 }
 
+HXRT_DEVICE_KERNEL_TESTS(DeviceTensorOpsTest);
+
 }  // namespace
-}  // namespace hxrt::kernels::cuda
+}  // namespace hxrt::kernels::jit

@@ -1,4 +1,4 @@
-// OpenCL Cast against the CPU kernel: every pair of the eight dtypes, bit for bit, on values that exercise rounding
+// Cast on each JIT backend's device against the CPU kernel: every pair of the eight dtypes, bit for bit, on values that exercise rounding
 // (f16/bf16 ties, subnormals), saturation (beyond every integer range, ±inf, NaN) and integer wrap-around.
 #include <gtest/gtest.h>
 
@@ -9,9 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/opencl/opencl_test_util.h"
+#include <fmt/format.h>
 
-namespace hxrt::kernels::opencl {
+#include "hxrt/base/float16.h"
+#include "kernels/jit/device_test_util.h"
+
+namespace hxrt::kernels::jit {
 namespace {
 
 // ONNX TensorProto codes of the dtypes Cast takes.
@@ -84,44 +87,45 @@ HostTensor cast_input(DType dtype, int64_t count, std::mt19937& rng) {
   return HostTensor::raw(dtype, Shape{n}, std::move(bytes));
 }
 
-TEST(OpenClCastTest, EveryPairMatchesTheCpuBitForBit) {
-  HXRT_SKIP_WITHOUT_OPENCL();
+class DeviceCastTest : public DeviceKernelTest {};
+
+TEST_P(DeviceCastTest, EveryPairMatchesTheCpuBitForBit) {
   std::mt19937 rng(51);
   for (const CastType& from : kTypes) {
-    const HostTensor input = cast_input(from.dtype, 1000, rng);  // 1019 values: a ragged last group
+    const HostTensor input = cast_input(from.dtype, 1000, rng);  // 1019 values: a ragged last block
     for (const CastType& to : kTypes) {
       SCOPED_TRACE(fmt::format("{} -> {}", from.dtype, to.dtype));
       OpCall call{.op_type = "Cast"};
       call.attrs.set("to", graph::Attribute(to.onnx));
       call.inputs = {input};
-      expect_same_bytes(call, "Cast");
+      expect_same_bytes(call, device(), "Cast");
     }
   }
 }
 
-TEST(OpenClCastTest, MultiDimensionalAndEmptyTensors) {
-  HXRT_SKIP_WITHOUT_OPENCL();
+TEST_P(DeviceCastTest, MultiDimensionalAndEmptyTensors) {
   std::mt19937 rng(52);
   OpCall call{.op_type = "Cast"};
   call.attrs.set("to", graph::Attribute(int64_t{10}));  // f16
   call.inputs = {random_signed(Shape{3, 5, 7}, rng)};
-  expect_same_bytes(call, "Cast");
+  expect_same_bytes(call, device(), "Cast");
   call.inputs = {HostTensor::f32(Shape{0, 7}, {})};
-  expect_same_bytes(call, "Cast");
+  expect_same_bytes(call, device(), "Cast");
 }
 
-TEST(OpenClCastTest, BadCastsReturnAnError) {
-  HXRT_SKIP_WITHOUT_OPENCL();
+TEST_P(DeviceCastTest, BadCastsReturnAnError) {
   std::mt19937 rng(53);
   OpCall missing_to{.op_type = "Cast"};  // `to` is required
   missing_to.inputs = {random_signed(Shape{4}, rng)};
-  const Status missing = opencl_status(missing_to);
+  const Status missing = device_status(missing_to, device());
   EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument) << missing.to_string();
   OpCall quantized{.op_type = "Cast"};  // no Cast from a block-quantized dtype
   quantized.attrs.set("to", graph::Attribute(int64_t{1}));
   quantized.inputs = {random_quantized(DType::kQ8_0, 1, 32, rng)};
-  EXPECT_FALSE(opencl_status(quantized).ok());
+  EXPECT_FALSE(device_status(quantized, device()).ok());
 }
 
+HXRT_DEVICE_KERNEL_TESTS(DeviceCastTest);
+
 }  // namespace
-}  // namespace hxrt::kernels::opencl
+}  // namespace hxrt::kernels::jit

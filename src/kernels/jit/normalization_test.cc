@@ -1,4 +1,4 @@
-// CUDA RMSNorm, RMSNormMul, Softmax, LayerNormalization and RoPE against the CPU kernels.
+// On each JIT backend's device: RMSNorm, RMSNormMul, Softmax, LayerNormalization and RoPE against the CPU kernels.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -7,30 +7,30 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cuda/cuda_test_util.h"
+#include "kernels/jit/device_test_util.h"
 
-namespace hxrt::kernels::cuda {
+namespace hxrt::kernels::jit {
 namespace {
 
-TEST(CudaNormalizationTest, RmsNormAndRmsNormMulMatchTheCpu) {
-  HXRT_SKIP_WITHOUT_CUDA();
+class DeviceNormalizationTest : public DeviceKernelTest {};
+
+TEST_P(DeviceNormalizationTest, RmsNormAndRmsNormMulMatchTheCpu) {
   std::mt19937 rng(21);
   for (const Shape& shape : {Shape{1, 576}, Shape{7, 576}, Shape{3, 37}, Shape{2, 3, 1}, Shape{4, 1536}}) {
     SCOPED_TRACE(shape.to_string());
     OpCall plain{.op_type = "RMSNorm", .domain = "hxrt"};
     plain.attrs.set("epsilon", graph::Attribute(1e-5));
     plain.inputs = {random_signed(shape, rng)};
-    expect_close_to_cpu(plain, "RMSNormF32", 1e-6);
+    expect_close_to_cpu(plain, device(), "RMSNormF32", 1e-6);
 
     OpCall fused{.op_type = "RMSNormMul", .domain = "hxrt.fused"};
     fused.attrs.set("epsilon", graph::Attribute(1e-5));
     fused.inputs = {random_signed(shape, rng), random_signed(Shape{shape.dim(-1)}, rng)};
-    expect_close_to_cpu(fused, "RMSNormMul", 1e-6);
+    expect_close_to_cpu(fused, device(), "RMSNormMul", 1e-6);
   }
 }
 
-TEST(CudaNormalizationTest, SoftmaxOverAnyAxisMatchesTheCpu) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceNormalizationTest, SoftmaxOverAnyAxisMatchesTheCpu) {
   std::mt19937 rng(22);
   struct Case {
     Shape shape;
@@ -42,12 +42,11 @@ TEST(CudaNormalizationTest, SoftmaxOverAnyAxisMatchesTheCpu) {
     OpCall call{.op_type = "Softmax"};
     call.attrs.set("axis", graph::Attribute(c.axis));
     call.inputs = {random_signed(c.shape, rng, 0.01f, 8.0f)};
-    expect_close_to_cpu(call, "SoftmaxF32", 1e-6);
+    expect_close_to_cpu(call, device(), "SoftmaxF32", 1e-6);
   }
 }
 
-TEST(CudaNormalizationTest, LayerNormalizationMatchesTheCpu) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceNormalizationTest, LayerNormalizationMatchesTheCpu) {
   std::mt19937 rng(24);
   struct Case {
     Shape shape;
@@ -75,33 +74,30 @@ TEST(CudaNormalizationTest, LayerNormalizationMatchesTheCpu) {
     for (float& v : shifted) v += 3.0f;
     call.inputs = {HostTensor::f32(c.shape, shifted), random_signed(norm_shape, rng)};
     if (c.bias) call.inputs.push_back(random_signed(norm_shape, rng));
-    expect_close_to_cpu(call, "LayerNormalizationF32", 1e-6);
+    expect_close_to_cpu(call, device(), "LayerNormalizationF32", 1e-6);
   }
 }
 
-TEST(CudaNormalizationTest, BadLayerNormalizationReturnsAnError) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceNormalizationTest, BadLayerNormalizationReturnsAnError) {
   std::mt19937 rng(25);
   OpCall call{.op_type = "LayerNormalization"};
   call.attrs.set("axis", graph::Attribute(int64_t{2}));  // out of range for rank 2
   call.inputs = {random_signed(Shape{3, 8}, rng), random_signed(Shape{8}, rng)};
-  EXPECT_FALSE(cuda_status(call).ok());
+  EXPECT_FALSE(device_status(call, device()).ok());
   call.attrs.set("axis", graph::Attribute(int64_t{-1}));
   call.inputs = {random_signed(Shape{3, 8}, rng), random_signed(Shape{7}, rng)};  // Scale of the wrong size
-  EXPECT_FALSE(cuda_status(call).ok());
+  EXPECT_FALSE(device_status(call, device()).ok());
 }
 
-TEST(CudaNormalizationTest, RmsNormMulWithAWrongWeightReturnsAnError) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceNormalizationTest, RmsNormMulWithAWrongWeightReturnsAnError) {
   std::mt19937 rng(26);
   OpCall call{.op_type = "RMSNormMul", .domain = "hxrt.fused"};
   call.attrs.set("epsilon", graph::Attribute(1e-5));
   call.inputs = {random_signed(Shape{3, 16}, rng), random_signed(Shape{15}, rng)};
-  EXPECT_FALSE(cuda_status(call).ok());
+  EXPECT_FALSE(device_status(call, device()).ok());
 }
 
-TEST(CudaNormalizationTest, RopeMatchesTheCpu) {
-  HXRT_SKIP_WITHOUT_CUDA();
+TEST_P(DeviceNormalizationTest, RopeMatchesTheCpu) {
   std::mt19937 rng(23);
   struct Case {
     Shape shape;
@@ -134,9 +130,11 @@ TEST(CudaNormalizationTest, RopeMatchesTheCpu) {
                          ? HostTensor::i32(Shape{n_tokens}, std::vector<int32_t>(positions.begin(), positions.end()))
                          : HostTensor::i64(Shape{n_tokens}, positions);
     call.inputs = {random_signed(c.shape, rng), pos};
-    expect_close_to_cpu(call, "RoPEF32", 1e-6);
+    expect_close_to_cpu(call, device(), "RoPEF32", 1e-6);
   }
 }
 
+HXRT_DEVICE_KERNEL_TESTS(DeviceNormalizationTest);
+
 }  // namespace
-}  // namespace hxrt::kernels::cuda
+}  // namespace hxrt::kernels::jit
