@@ -90,11 +90,9 @@ __device__ __forceinline__ float hx_block_max(float v, float* scratch) {
 )CUDA";
 
 CudaProgram::CudaProgram(std::string name, std::string_view source)
-    : name_(std::move(name)), source_(std::string(kCudaPrelude) + std::string(source)) {
-  uint64_t digest = 0xcbf29ce484222325ull;  // FNV-1a 64 of the source: two programs of one name never share a key
-  for (const char c : source_) digest = (digest ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  key_ = fmt::format("cuda-cpp:{}:{:016x}:", name_, digest);
-}
+    : name_(std::move(name)),
+      source_(std::string(kCudaPrelude) + std::string(source)),
+      key_(jit::program_key("cuda-cpp", name_, source_)) {}
 
 std::string CudaProgram::build_options(const std::string& options) { return options + " --fmad=false"; }
 
@@ -127,8 +125,7 @@ void add_tensor_arg(std::vector<hal::KernelArg>& args, const ops::TensorRef& ten
 
 Status launch_kernel(hal::Stream& stream, const CudaProgram& program, std::string_view function,
                      const std::string& options, const hal::LaunchConfig& config, std::span<const hal::KernelArg> args) {
-  HXRT_ASSIGN_OR_RETURN(const hal::Kernel* kernel, program.kernel(stream.device(), options, function));
-  return stream.launch(*kernel, config, args);
+  return jit::launch_program(stream, program, function, options, config, args);
 }
 
 const jit::Backend& cuda_backend() {
@@ -140,14 +137,8 @@ const jit::Backend& cuda_backend() {
 
 ops::KernelDef cuda_def(std::string op_type, std::string domain, int since_version, std::string name,
                         std::string description) {
-  ops::KernelDef def;
-  def.op_type = std::move(op_type);
-  def.domain = std::move(domain);
-  def.since_version = since_version;
-  def.device = hal::DeviceKind::kCuda;
-  def.name = std::move(name);
-  def.description = std::move(description);
-  return def;
+  return jit::make_def(cuda_backend(), std::move(op_type), std::move(domain), since_version, std::move(name),
+                       std::move(description));
 }
 
 }  // namespace hxrt::kernels::cuda

@@ -1,6 +1,14 @@
 #include "kernels/jit/jit_family.h"
 
+#include <fmt/format.h>
+
 namespace hxrt::kernels::jit {
+
+std::string program_key(std::string_view tag, std::string_view name, std::string_view source) {
+  uint64_t digest = 0xcbf29ce484222325ull;
+  for (const char c : source) digest = (digest ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return fmt::format("{}:{}:{:016x}:", tag, name, digest);
+}
 
 ops::KernelDef make_def(const Backend& backend, std::string op_type, std::string domain, int since_version,
                         std::string name, std::string description) {

@@ -44,6 +44,10 @@ struct Backend {
   int64_t max_attention_context = 0;
 };
 
+// The device-module key prefix of a program: "<tag>:<name>:<FNV-1a 64 of source>:" (the build options follow), so
+// two programs of one name never share a module.
+std::string program_key(std::string_view tag, std::string_view name, std::string_view source);
+
 // A KernelDef for the backend's device with the common fields set.
 ops::KernelDef make_def(const Backend& backend, std::string op_type, std::string domain, int since_version,
                         std::string name, std::string description);
