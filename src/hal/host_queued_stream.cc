@@ -45,7 +45,8 @@ constexpr uint64_t kMaxUnsettled = 256;
 // finished them, which it calls:
 //  - before anything that must observe them done: an event record (its timestamp and its waiters), a host callback,
 //    a cross-stream wait, and a command skipped because the stream failed;
-//  - when the queue is empty after a batch, so that synchronize() returns only once the device is idle.
+//  - when the queue is empty after a batch, so that synchronize() returns only once the device is idle, and, while
+//    the queue stays full, once a synchronize() waits for submitted work or every kMaxUnsettled commands.
 // A failure await_device() reports (a kernel that stored an error code, a device fault) fails the stream as a
 // synchronous command's failure would; it cannot name which of the commands since the last await failed, so the
 // driver's message names the last one and says how many there were (a driver option makes every launch await, for
@@ -144,6 +145,8 @@ void HostQueuedStream::worker_loop() {
       ++dequeued;
       const bool submits = asynchronous_ && (command.kind == CommandKind::kLaunch || command.kind == CommandKind::kCopy ||
                                              command.kind == CommandKind::kFill || command.kind == CommandKind::kReplay);
+      // A command that must observe earlier submissions done waits for them first; a failure found there skips it.
+      if (!submits) settle_submitted();
       // Checked per command, so an abort() or a failure skips the rest of the batch too.
       if (failed_.load(std::memory_order_acquire) || cancel_.load(std::memory_order_relaxed)) {
         settle_submitted();
@@ -153,25 +156,10 @@ void HostQueuedStream::worker_loop() {
           error = error_;
         }
         skip(command, error);
-      } else {
-        const bool settled = !submits && settle_submitted();
-        Status status = ok_status();
-        // A settle that failed the stream skips this command; records still complete.
-        if (settled && failed_.load(std::memory_order_acquire)) {
-          Status error;
-          {
-            std::lock_guard<std::mutex> lock(mutex_);
-            error = error_;
-          }
-          skip(command, error);
-        } else {
-          status = execute(command);
-        }
-        if (!status.ok()) {
-          HXRT_LOG(kDebug, "stream '{}' failed: {}", name(), status.to_string());
-          std::lock_guard<std::mutex> lock(mutex_);
-          fail_locked(std::move(status));
-        }
+      } else if (Status status = execute(command); !status.ok()) {
+        HXRT_LOG(kDebug, "stream '{}' failed: {}", name(), status.to_string());
+        std::lock_guard<std::mutex> lock(mutex_);
+        fail_locked(std::move(status));
       }
       command = Command{};  // release buffers, callback and signal before reporting completion
       if (submits && !failed_.load(std::memory_order_acquire)) {
@@ -197,15 +185,14 @@ void HostQueuedStream::worker_loop() {
   }
 }
 
-bool HostQueuedStream::settle_submitted() {
-  if (submitted_uncounted_ == 0) return false;
+void HostQueuedStream::settle_submitted() {
+  if (submitted_uncounted_ == 0) return;
   if (Status status = await_device(); !status.ok()) {
     HXRT_LOG(kDebug, "stream '{}' failed: {}", name(), status.to_string());
     std::lock_guard<std::mutex> lock(mutex_);
     fail_locked(std::move(status));
   }
   count_completed(std::exchange(submitted_uncounted_, 0));
-  return true;
 }
 
 void HostQueuedStream::count_completed(uint64_t n) {

@@ -139,8 +139,7 @@ class HostQueuedStream : public Stream {
   Status record_now(Command& command);
   // Asynchronous drivers: awaits the device, fails the stream if that fails, and counts the commands submitted since
   // the last call complete. Nothing to do when none are outstanding.
-  // Returns whether it awaited anything.
-  bool settle_submitted();
+  void settle_submitted();
   // Counts `n` more commands complete and wakes synchronize() callers whose target is reached.
   void count_completed(uint64_t n);
   // Completes a command that is skipped because the stream failed or was aborted.
