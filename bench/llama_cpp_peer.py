@@ -221,7 +221,9 @@ def run_llama_cpp(args) -> dict:
     }
 
 
-def hxrt_binary() -> str:
+def hxrt_binary(args) -> str:
+    if args.hxrt:
+        return args.hxrt
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for build in ("build-release", "build"):
         path = os.path.join(repo, build, "tools", "hxrt")
@@ -233,7 +235,7 @@ def hxrt_binary() -> str:
 def run_hxrt(args) -> dict:
     """The same three workloads through `hxrt generate --json` (one process per run; the engine's own step
     timings give prefill and decode rates, so process start and model load are not counted)."""
-    exe = hxrt_binary()
+    exe = hxrt_binary(args)
 
     def once(extra: list[str]) -> dict:
         cmd = [exe, "generate", "--model", args.model, "--prompt", BASE_TEXT, "--threads", str(args.threads),
@@ -282,6 +284,8 @@ def main() -> int:
                     help="llama.cpp flash attention (default auto = llama.cpp's own default)")
     ap.add_argument("--sides", default=",".join(SIDES), help="comma-separated, from: " + ", ".join(SIDES))
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--hxrt", help="the hxrt binary (default: build-release/tools/hxrt, else build/tools/hxrt); "
+                                   "a before/after comparison runs this script once per binary")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
@@ -293,6 +297,8 @@ def main() -> int:
     for side in args.sides.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--model", args.model,
                "--threads", str(args.threads), "--reps", str(args.reps), "--flash-attn", args.flash_attn]
+        if args.hxrt:
+            cmd += ["--hxrt", args.hxrt]
         p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)  # stderr (progress) passes through
         if p.returncode != 0:
             sys.stderr.write(p.stdout)
