@@ -1,8 +1,10 @@
 #include "hxrt/base/dtype.h"
 
 #include "hxrt/base/check.h"
+#include "hxrt/base/quant_blocks.h"
 
 #include <array>
+#include <cctype>
 
 namespace hxrt {
 namespace {
@@ -20,6 +22,15 @@ constexpr std::array<DTypeInfo, kDTypeCount> kTable = {{
     {DType::kQ8_0, "q8_0", 32, 2 + 32, true, false, 8},
     {DType::kQ4_0, "q4_0", 32, 2 + 16, true, false, 2},
     {DType::kQ4_1, "q4_1", 32, 2 + 2 + 16, true, false, 3},
+    {DType::kQ5_0, "q5_0", 32, sizeof(BlockQ5_0), true, false, 6},
+    {DType::kQ5_1, "q5_1", 32, sizeof(BlockQ5_1), true, false, 7},
+    {DType::kIQ4_NL, "iq4_nl", 32, sizeof(BlockIQ4_NL), true, false, 20},
+    {DType::kQ2_K, "q2_K", 256, sizeof(BlockQ2_K), true, false, 10},
+    {DType::kQ3_K, "q3_K", 256, sizeof(BlockQ3_K), true, false, 11},
+    {DType::kQ4_K, "q4_K", 256, sizeof(BlockQ4_K), true, false, 12},
+    {DType::kQ5_K, "q5_K", 256, sizeof(BlockQ5_K), true, false, 13},
+    {DType::kQ6_K, "q6_K", 256, sizeof(BlockQ6_K), true, false, 14},
+    {DType::kIQ4_XS, "iq4_xs", 256, sizeof(BlockIQ4_XS), true, false, 23},
 }};
 
 }  // namespace
@@ -31,8 +42,15 @@ const DTypeInfo& dtype_info(DType dtype) {
 }
 
 Result<DType> dtype_from_name(std::string_view name) {
+  auto same = [](std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+    }
+    return true;
+  };
   for (const DTypeInfo& info : kTable) {
-    if (info.name == name) return info.dtype;
+    if (same(info.name, name)) return info.dtype;
   }
   return invalid_argument("unknown dtype '{}'", name);
 }

@@ -13,6 +13,14 @@ TEST(DType, BlockLayoutsMatchGgml) {
   EXPECT_EQ(dtype_info(DType::kF16).block_bytes, 2u);
   EXPECT_TRUE(dtype_info(DType::kQ4_1).is_quantized);
   EXPECT_FALSE(dtype_info(DType::kBF16).is_quantized);
+  // ggml-common.h's sizes.
+  const std::pair<DType, uint32_t> sizes[] = {{DType::kQ5_0, 22},  {DType::kQ5_1, 24},  {DType::kIQ4_NL, 18},
+                                              {DType::kQ2_K, 84},  {DType::kQ3_K, 110}, {DType::kQ4_K, 144},
+                                              {DType::kQ5_K, 176}, {DType::kQ6_K, 210}, {DType::kIQ4_XS, 136}};
+  for (const auto& [dtype, bytes] : sizes) EXPECT_EQ(dtype_info(dtype).block_bytes, bytes) << dtype_name(dtype);
+  EXPECT_EQ(dtype_info(DType::kQ4_K).block_elements, 256u);
+  EXPECT_EQ(*dtype_from_name("Q4_K"), DType::kQ4_K);
+  EXPECT_EQ(*dtype_from_name("iq4_XS"), DType::kIQ4_XS);
 }
 
 TEST(DType, NamesRoundTrip) {
@@ -34,9 +42,12 @@ TEST(DType, GgmlTypeIds) {
   EXPECT_EQ(*dtype_from_ggml_type(3), DType::kQ4_1);
   EXPECT_EQ(*dtype_from_ggml_type(8), DType::kQ8_0);
   EXPECT_EQ(*dtype_from_ggml_type(30), DType::kBF16);
-  Result<DType> unknown = dtype_from_ggml_type(14);
+  EXPECT_EQ(*dtype_from_ggml_type(14), DType::kQ6_K);
+  EXPECT_EQ(*dtype_from_ggml_type(12), DType::kQ4_K);
+  EXPECT_EQ(*dtype_from_ggml_type(23), DType::kIQ4_XS);
+  Result<DType> unknown = dtype_from_ggml_type(16);  // iq2_xxs: a grid type hxrt does not compute
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("14"), std::string_view::npos);
+  EXPECT_NE(unknown.status().message().find("16"), std::string_view::npos);
 }
 
 TEST(DType, StorageBytes) {

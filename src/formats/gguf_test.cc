@@ -453,8 +453,8 @@ TEST(GgufAccessors, TypedGettersWidenLosslesslyAndNameMismatches) {
 TEST(GgufTensors, UnsupportedTypesOpenListAndExplainThemselves) {
   std::mt19937 rng(3);
   GgufWriter w;
-  add_random_tensor(w, "blk.0.ffn_down.weight", 14, {256, 2}, rng);  // q6_K
-  add_random_tensor(w, "iq2", 16, {256}, rng);
+  add_random_tensor(w, "blk.0.ffn_down.weight", 16, {256, 2}, rng);  // iq2_xxs
+  add_random_tensor(w, "q6k", 14, {256}, rng);
   add_random_tensor(w, "q4k", 12, {512}, rng);
   add_random_tensor(w, "tq1", 34, {256}, rng);
   add_random_tensor(w, "fp4", 39, {64}, rng);
@@ -468,14 +468,15 @@ TEST(GgufTensors, UnsupportedTypesOpenListAndExplainThemselves) {
   Result<GgufFile> file = read(serialize(w));
   ASSERT_TRUE(file.ok()) << file.status().to_string();
   ASSERT_EQ(file->tensors().size(), 12u);
-  const GgufTensor& q6 = *file->find_tensor("blk.0.ffn_down.weight");
-  EXPECT_EQ(file->tensor_bytes(q6).size(), 420u);
-  expect_error(file->tensor_dtype(q6), StatusCode::kUnimplemented, "'blk.0.ffn_down.weight' has ggml type q6_K");
-  expect_error(file->weight(q6), StatusCode::kUnimplemented, "blk.0.ffn_down.weight");
+  const GgufTensor& iq2 = *file->find_tensor("blk.0.ffn_down.weight");
+  EXPECT_EQ(file->tensor_bytes(iq2).size(), 132u);
+  expect_error(file->tensor_dtype(iq2), StatusCode::kUnimplemented, "'blk.0.ffn_down.weight' has ggml type iq2_xxs");
+  expect_error(file->weight(iq2), StatusCode::kUnimplemented, "blk.0.ffn_down.weight");
   expect_error(file->weight(*file->find_tensor("f64")), StatusCode::kUnimplemented, "f64");
   EXPECT_EQ(file->tensor_bytes(*file->find_tensor("fp4")).size(), 34u);
   const std::pair<std::string_view, DType> computable[] = {
-      {"q8", DType::kQ8_0}, {"i8", DType::kI8}, {"i32", DType::kI32}, {"i64", DType::kI64}, {"bf16", DType::kBF16}};
+      {"q8", DType::kQ8_0}, {"i8", DType::kI8},   {"i32", DType::kI32},
+      {"i64", DType::kI64}, {"bf16", DType::kBF16}, {"q6k", DType::kQ6_K}, {"q4k", DType::kQ4_K}};
   for (const auto& [name, dtype] : computable) {
     const GgufTensor& t = *file->find_tensor(name);
     EXPECT_EQ(*file->tensor_dtype(t), dtype) << name;

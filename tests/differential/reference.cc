@@ -8,6 +8,7 @@
 
 #include "hxrt/base/check.h"
 #include "hxrt/base/float16.h"
+#include "hxrt/base/quant_types.h"
 
 namespace hxrt::differential {
 namespace {
@@ -539,6 +540,10 @@ Result<std::vector<double>> decode(DType dtype, const std::byte* bytes, uint64_t
   HXRT_ASSIGN_OR_RETURN(const uint64_t expected, storage_bytes(dtype, static_cast<uint64_t>(count)));
   if (size != expected) return invalid_argument("{} bytes for {} values of {}", size, count, dtype);
   std::vector<double> out(at(count));
+  if (dtype_info(dtype).is_quantized) {  // the exact values, from the quantization-type table
+    HXRT_RETURN_IF_ERROR(dequantize_row_f64(dtype, bytes, count, out.data()));
+    return out;
+  }
   auto read = [&](auto sample, int64_t i) {
     decltype(sample) v;
     std::memcpy(&v, bytes + static_cast<size_t>(i) * sizeof v, sizeof v);
@@ -554,22 +559,7 @@ Result<std::vector<double>> decode(DType dtype, const std::byte* bytes, uint64_t
       case DType::kBool: out[at(i)] = read(uint8_t{}, i) != 0 ? 1.0 : 0.0; break;
       case DType::kI32: out[at(i)] = read(int32_t{}, i); break;
       case DType::kI64: out[at(i)] = read(int64_t{}, i); break;
-      case DType::kQ8_0: {  // 34-byte blocks: f16 d, 32 x int8
-        const std::byte* block = bytes + (i / 32) * 34;
-        out[at(i)] = f16_to_f32(u16_at(block)) * static_cast<double>(static_cast<int8_t>(block[2 + i % 32]));
-        break;
-      }
-      case DType::kQ4_0:    // 18-byte blocks: f16 d, 16 bytes; element j low nibble, j + 16 high nibble
-      case DType::kQ4_1: {  // 20-byte blocks: f16 d, f16 m, 16 bytes
-        const bool has_min = dtype == DType::kQ4_1;
-        const std::byte* block = bytes + (i / 32) * (has_min ? 20 : 18);
-        const int64_t j = i % 32;
-        const auto byte = static_cast<uint8_t>(block[(has_min ? 4 : 2) + j % 16]);
-        const double q = j < 16 ? (byte & 0x0F) : (byte >> 4);
-        const double d = f16_to_f32(u16_at(block));
-        out[at(i)] = has_min ? d * q + f16_to_f32(u16_at(block + 2)) : d * (q - 8.0);
-        break;
-      }
+      default: break;  // the quantized types: above
     }
   }
   return out;

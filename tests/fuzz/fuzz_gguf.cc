@@ -1,13 +1,17 @@
 // GGUF reader: arbitrary bytes must give a GgufFile or a Status, never a crash or a read outside the input. A file
 // that parses is walked the way the LLM loader walks it: every metadata value read with the typed getters, every
-// tensor's dtype and weight view taken (and its bytes touched, so ASan sees an out-of-bounds view); then it is
-// written back with GgufWriter and must parse again to the same tensors.
+// tensor's dtype and weight view taken (and its bytes touched, so ASan sees an out-of-bounds view), and the first row
+// of every tensor of a computable type dequantized as GatherRows would (every block type's bit patterns, through
+// quant_types.h, must give finite-or-not floats but never a fault); then it is written back with GgufWriter and must
+// parse again to the same tensors.
 #include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "fuzz/fuzz_target.h"
+#include "hxrt/base/quant_types.h"
 #include "hxrt/formats/gguf.h"
 
 namespace {
@@ -49,6 +53,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     touch(tensor_data);
     if (hxrt::Result<hxrt::graph::WeightData> weight = file->weight(tensor); weight.ok()) {
       touch(std::span<const std::byte>(weight->data, weight->size));
+      const hxrt::DType dtype = *file->tensor_dtype(tensor);
+      const auto row = static_cast<int64_t>(tensor.dims.empty() ? 1 : tensor.dims[0]);
+      if (hxrt::row_dequantizable(dtype) && row <= (int64_t{1} << 16)) {
+        std::vector<float> values(static_cast<size_t>(row));
+        HXRT_FUZZ_ASSERT(hxrt::dequantize_row(dtype, weight->data, row, values.data()).ok(),
+                         "a %s row of %lld values does not dequantize", std::string(hxrt::dtype_name(dtype)).c_str(),
+                         static_cast<long long>(row));
+      }
     }
     rewritable = rewritable &&
                  writer.add_tensor(tensor.name, tensor.ggml_type, tensor.dims, {tensor_data.data(), tensor_data.size(), nullptr}).ok();

@@ -83,6 +83,14 @@ write("gguf", "tensors_f32_q8_q41.gguf", gguf(metadata, [
     ("w.q8_0", 8, [32, 1], q8_block),
     ("w.q4_1", 3, [32], q4_1_block),
 ]))
+# One block of every other computable block type (ggml type id, values per block, bytes per block: quant_blocks.h),
+# random bytes with an f16 scale of 0.5 first where the layout starts with one.
+block_types = [(6, 32, 22, "q5_0"), (7, 32, 24, "q5_1"), (20, 32, 18, "iq4_nl"), (10, 256, 84, "q2_K"),
+               (11, 256, 110, "q3_K"), (12, 256, 144, "q4_K"), (13, 256, 176, "q5_K"), (14, 256, 210, "q6_K"),
+               (23, 256, 136, "iq4_xs"), (2, 32, 18, "q4_0")]
+write("gguf", "tensors_block_types.gguf", gguf(metadata[:1], [
+    (f"w.{name}", type_id, [elements], struct.pack("<e", 0.5) + bytes((7 * i + type_id) % 256 for i in range(size - 2)))
+    for type_id, elements, size, name in block_types]))
 write("gguf", "metadata_only.gguf", gguf(metadata[:3], []))
 write("gguf", "nested_array.gguf", gguf([kv("a.nested", GGUF_ARRAY, struct.pack("<IQ", GGUF_ARRAY, 1) +
                                           struct.pack("<IQ", GGUF_U32, 2) + struct.pack("<2I", 7, 8))], []))

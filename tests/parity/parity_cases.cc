@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "hxrt/base/float16.h"
+#include "hxrt/base/quant_types.h"
+#include "kernels/testing/device_compare.h"
 
 namespace hxrt::parity {
 namespace {
@@ -327,39 +329,29 @@ std::vector<Case> gemm_cases(std::mt19937& rng) {
   return cases;
 }
 
-// GGUF block-quantized rows of `n` x `k` (k a multiple of 32), the scales kept small so values stay O(1).
+// GGUF block-quantized rows of `n` x `k` (k a whole number of blocks): random blocks (fill_random_blocks).
 HostTensor quantized(std::mt19937& rng, DType dtype, int64_t n, int64_t k) {
-  std::vector<std::byte> bytes;
-  auto put_u16 = [&](uint16_t v) {
-    bytes.push_back(static_cast<std::byte>(v & 0xFF));
-    bytes.push_back(static_cast<std::byte>(v >> 8));
-  };
-  std::uniform_int_distribution<int> byte(0, 255), q8(-127, 127);
-  std::uniform_real_distribution<float> scale(0.5f, 1.0f);
-  const float unit = 1.0f / std::sqrt(static_cast<float>(k));
-  for (int64_t b = 0; b < n * k / 32; ++b) {
-    if (dtype == DType::kQ8_0) {
-      put_u16(f32_to_f16(scale(rng) * unit / 127.0f));
-      for (int i = 0; i < 32; ++i) bytes.push_back(static_cast<std::byte>(static_cast<uint8_t>(q8(rng))));
-    } else if (dtype == DType::kQ4_0) {
-      put_u16(f32_to_f16(scale(rng) * unit / 8.0f));
-      for (int i = 0; i < 16; ++i) bytes.push_back(static_cast<std::byte>(byte(rng)));
-    } else {  // kQ4_1
-      put_u16(f32_to_f16(scale(rng) * unit / 8.0f));
-      put_u16(f32_to_f16(-scale(rng) * unit));
-      for (int i = 0; i < 16; ++i) bytes.push_back(static_cast<std::byte>(byte(rng)));
-    }
-  }
-  return HostTensor::raw(dtype, Shape{n, k}, std::move(bytes));
+  return kernels::testing::random_quantized(dtype, n, k, rng);
+}
+
+// Every type with GGUF rows (quant_types.h): the weights of MatMulQ and MatMulQGroup, the tables of GatherRows.
+std::vector<DType> gguf_row_types() { return row_dequantizable_types(); }
+
+// K of a case: `k` values, rounded up to a whole number of `dtype`'s blocks (256 for the K-quants).
+int64_t k_for(DType dtype, int64_t k) {
+  const int64_t block = dtype_info(dtype).block_elements;
+  return (k + block - 1) / block * block;
 }
 
 std::vector<Case> matmul_q_cases(std::mt19937& rng) {
   std::vector<Case> cases;
-  const DType kWeights[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
+  // (A one-output case of a quantized W is a single relative error: it is kept to the float types.)
   const std::pair<Dims, int64_t> shapes[] = {{{1, 32}, 1}, {{7, 96}, 13}, {{2, 3, 64}, 31}, {{5, 256}, 67}};
-  for (DType wtype : kWeights) {
-    for (const auto& [x, n] : shapes) {
-      const int64_t k = x.back();
+  for (DType wtype : gguf_row_types()) {
+    for (auto [x, n] : shapes) {  // NOLINT(performance-for-range-copy): x and n are adjusted per type
+      const int64_t k = k_for(wtype, x.back());
+      x.back() = k;
+      if (dtype_info(wtype).is_quantized && n == 1) n = 4;
       HostTensor w =
           dtype_info(wtype).is_quantized ? quantized(rng, wtype, n, k) : random(rng, wtype, {n, k}, -0.2, 0.2);
       const double tol = dtype_info(wtype).is_quantized ? kQuantNmse : float_tolerance(wtype);
@@ -374,12 +366,12 @@ std::vector<Case> matmul_q_cases(std::mt19937& rng) {
 // MatMulQGroup: one activation, 2 to 4 weights of one dtype, one output per weight (each as MatMulQ without bias).
 std::vector<Case> matmul_q_group_cases(std::mt19937& rng) {
   std::vector<Case> cases;
-  const DType kWeights[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
   const std::pair<Dims, std::vector<int64_t>> shapes[] = {
       {{1, 64}, {64, 16, 16}}, {{7, 96}, {13, 5}}, {{2, 3, 64}, {31, 8, 8, 4}}};
-  for (DType wtype : kWeights) {
-    for (const auto& [x, widths] : shapes) {
-      const int64_t k = x.back();
+  for (DType wtype : gguf_row_types()) {
+    for (auto [x, widths] : shapes) {
+      const int64_t k = k_for(wtype, x.back());
+      x.back() = k;
       std::vector<std::optional<Operand>> inputs = {in(random(rng, DType::kF32, x))};
       for (int64_t n : widths) {
         inputs.push_back(constant(dtype_info(wtype).is_quantized ? quantized(rng, wtype, n, k)
@@ -420,15 +412,17 @@ std::vector<Case> matmul_q_group_cases(std::mt19937& rng) {
 
 std::vector<Case> gather_rows_cases(std::mt19937& rng) {
   std::vector<Case> cases;
-  const DType kTables[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1};
-  for (DType table_type : kTables) {
-    for (const auto& [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{11, 64, 5}, {1, 32, 1}, {13, 96, 7}}) {
+  for (DType table_type : gguf_row_types()) {
+    for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{11, 64, 5}, {1, 32, 1}, {13, 96, 7}}) {
+      cols = k_for(table_type, cols);
       const DType index_type = n == 1 ? DType::kI64 : DType::kI32;
       HostTensor table = dtype_info(table_type).is_quantized ? quantized(rng, table_type, rows, cols)
                                                              : random(rng, table_type, {rows, cols});
-      Case c = make({constant(std::move(table)), in(random(rng, index_type, {n}, 0, rows))}, kExact);
-      // Rows of the dequantized table: the kernels dequantize the same way the host does (one f16 scale times an
-      // integer, or a narrow float widened), so the copy is exact.
+      // Rows of the dequantized table: the kernels dequantize with ggml's float formulas, which are exact for one f16
+      // scale times an integer (or a narrow float widened); the K-quants' d·sc·q − dmin·m rounds once or twice in
+      // float.
+      const bool rounds = dtype_info(table_type).block_elements == 256 || table_type == DType::kQ5_1;
+      Case c = make({constant(std::move(table)), in(random(rng, index_type, {n}, 0, rows))}, rounds ? kF32Nmse : kExact);
       c.reference = [](const Case& self) {
         const HostTensor& rows_of = self.inputs[0]->value;
         const std::vector<double> values = differential::ref_from_host(rows_of).data;

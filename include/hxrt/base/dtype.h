@@ -27,13 +27,23 @@ enum class DType : uint8_t {
   kQ8_0,  // 32 values: f16 scale d, 32 x int8;            value = d * q
   kQ4_0,  // 32 values: f16 scale d, 16 bytes of nibbles;   value = d * (q - 8)
   kQ4_1,  // 32 values: f16 scale d, f16 min m, 16 bytes;   value = d * q + m
+  // The layouts of these are in quant_blocks.h, their reference arithmetic in quant_types.h.
+  kQ5_0,
+  kQ5_1,
+  kIQ4_NL,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kIQ4_XS,
 };
 
-inline constexpr int kDTypeCount = 11;
+inline constexpr int kDTypeCount = 20;
 
 struct DTypeInfo {
   DType dtype;
-  std::string_view name;     // "f32", "q4_1", ...
+  std::string_view name;     // "f32", "q4_1", "q4_K", ... (ggml's spelling)
   uint32_t block_elements;   // values per block (1 for plain types)
   uint32_t block_bytes;      // bytes per block
   bool is_quantized;
@@ -44,7 +54,7 @@ struct DTypeInfo {
 const DTypeInfo& dtype_info(DType dtype);
 inline std::string_view dtype_name(DType dtype) { return dtype_info(dtype).name; }
 
-// Parses "f32", "q4_1", ... (the names above).
+// Parses "f32", "q4_1", "q4_K", ... (the names above; the K of the K-quants in either case).
 Result<DType> dtype_from_name(std::string_view name);
 // Maps a GGUF/ggml tensor type id; NotFound for types hxrt does not support (the message names the id).
 Result<DType> dtype_from_ggml_type(uint32_t ggml_type);

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/base/quant_types.h"
 #include "hxrt/base/float16.h"
 #include "hxrt/ops/params/llm.h"
 #include "kernels/cpu/elementwise.h"
@@ -29,15 +30,6 @@ namespace {
 
 int64_t index_at(const ops::TensorRef& t, int64_t i) {
   return t.dtype == DType::kI64 ? t.data<const int64_t>()[i] : static_cast<int64_t>(t.data<const int32_t>()[i]);
-}
-
-Status dequantize_any_row(DType dtype, const std::byte* row, int64_t n, float* out) {
-  if (dtype == DType::kBF16) {
-    const auto* p = reinterpret_cast<const uint16_t*>(row);
-    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(p[i]);
-    return ok_status();
-  }
-  return dequantize_row(dtype, row, n, out);
 }
 
 Status compute_gather_rows(const ops::CpuComputeContext& ctx) {
@@ -61,7 +53,7 @@ Status compute_gather_rows(const ops::CpuComputeContext& ctx) {
   ctx.pool().parallel_for(n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const auto row = static_cast<uint64_t>(index_at(indices, i));
-      Status s = dequantize_any_row(data.dtype, base + row * row_bytes, row_size, y + i * row_size);
+      Status s = dequantize_row(data.dtype, base + row * row_bytes, row_size, y + i * row_size);
       if (!s.ok()) {
         std::lock_guard lock(failure_mutex);
         if (failure.ok()) failure = std::move(s);
@@ -391,9 +383,8 @@ Status register_llm_ops(ops::KernelRegistry& registry) {
   gather_rows.op_type = "GatherRows";
   gather_rows.domain = "hxrt";
   gather_rows.name = "GatherRowsDequant";
-  gather_rows.description = "row lookup widening f32/f16/bf16/q8_0/q4_0/q4_1 rows to f32";
-  gather_rows.input_dtypes = {{DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1},
-                              {DType::kI32, DType::kI64}};
+  gather_rows.description = "row lookup widening f32/f16/bf16 and every GGUF block type to f32 (ggml's arithmetic)";
+  gather_rows.input_dtypes = {row_dequantizable_types(), {DType::kI32, DType::kI64}};
   gather_rows.launch = ops::cpu_launch(gather_rows.name, compute_gather_rows);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(gather_rows)));
 

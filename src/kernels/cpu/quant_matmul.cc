@@ -8,9 +8,12 @@
 #include <memory>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "hxrt/base/check.h"
 #include "hxrt/base/float16.h"
 #include "hxrt/ops/kernel_def.h"
+#include "kernels/cpu/quant_matmul_kquant.h"
 #include "kernels/cpu/quant_matmul_vnni.h"
 
 namespace hxrt::kernels::cpu {
@@ -51,9 +54,21 @@ bool matmulq_weight_supported(DType w_type) {
     case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kF16:
+    case DType::kBF16:
     case DType::kF32: return true;
-    default: return false;
+    default: return kquant::handles(w_type);
   }
+}
+
+const std::vector<DType>& matmulq_weight_types() {
+  static const std::vector<DType> types = [] {
+    std::vector<DType> out;
+    for (int i = 0; i < kDTypeCount; ++i) {
+      if (matmulq_weight_supported(static_cast<DType>(i))) out.push_back(static_cast<DType>(i));
+    }
+    return out;
+  }();
+  return types;
 }
 
 // As llama.cpp's q8_0/q8_1 activation blocks, so hxrt's logits track llama.cpp's on the same file: the scale and the
@@ -68,15 +83,24 @@ void quantize_row_scalar(const float* x, int64_t k, BlockQ8A* out) {
     for (int64_t i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
     const float d = amax / 127.0f;
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int sum = 0;
+    int half[2] = {0, 0};
     for (int64_t i = 0; i < kQuantBlock; ++i) {
       const int q = static_cast<int>(std::nearbyint(xb[i] * inv));
       out[b].qs[i] = static_cast<int8_t>(std::clamp(q, -127, 127));
-      sum += out[b].qs[i];
+      half[i / 16] += out[b].qs[i];
     }
+    const int sum = half[0] + half[1];
+    out[b].sum[0] = static_cast<int16_t>(half[0]);
+    out[b].sum[1] = static_cast<int16_t>(half[1]);
     out[b].d = f16_to_f32(f32_to_f16(d));
     out[b].s = f16_to_f32(f32_to_f16(d * static_cast<float>(sum)));
   }
+}
+
+__attribute__((target("avx2"))) inline int hsum8_epi32(__m256i x) {
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+  s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1)));
 }
 
 // The same operations eight lanes at a time: max|x| is exact in any order, x · inv is the same product, and
@@ -107,10 +131,12 @@ __attribute__((target("avx2,fma,f16c"))) void quantize_row_avx2(const float* x, 
     }
     const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), _mm256_permutevar8x32_epi32(packed, unshuffle));
-    const __m256i sum8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-    __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
-    sum4 = _mm_add_epi32(sum4, _mm_unpackhi_epi64(sum4, sum4));
-    const int sum = _mm_cvtsi128_si32(_mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 1)));
+    // Values 0..15 are q[0] and q[1], values 16..31 q[2] and q[3].
+    const int half0 = hsum8_epi32(_mm256_add_epi32(q[0], q[1]));
+    const int half1 = hsum8_epi32(_mm256_add_epi32(q[2], q[3]));
+    const int sum = half0 + half1;
+    out[b].sum[0] = static_cast<int16_t>(half0);
+    out[b].sum[1] = static_cast<int16_t>(half1);
     out[b].d = f16_to_f32(f32_to_f16(d));
     out[b].s = f16_to_f32(f32_to_f16(d * static_cast<float>(sum)));
   }
@@ -126,55 +152,6 @@ void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out, QuantIsa 
   }
 }
 
-Status dequantize_row(DType w_type, const void* row, int64_t k, float* out) {
-  if (!matmulq_weight_supported(w_type)) return invalid_argument("dequantize_row: unsupported type {}", w_type);
-  if (dtype_info(w_type).is_quantized && k % kQuantBlock != 0) {
-    return invalid_argument("dequantize_row: k={} is not a multiple of {} for {}", k, kQuantBlock, w_type);
-  }
-  const int64_t nb = k / kQuantBlock;
-  switch (w_type) {
-    case DType::kF32: std::memcpy(out, row, static_cast<size_t>(k) * sizeof(float)); break;
-    case DType::kF16: {
-      const auto* h = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < k; ++i) out[i] = f16_to_f32(h[i]);
-      break;
-    }
-    case DType::kQ8_0: {
-      const auto* blocks = static_cast<const BlockQ8_0*>(row);
-      for (int64_t b = 0; b < nb; ++b) {
-        const float d = f16_to_f32(blocks[b].d);
-        for (int i = 0; i < 32; ++i) out[b * 32 + i] = d * static_cast<float>(blocks[b].qs[i]);
-      }
-      break;
-    }
-    case DType::kQ4_0: {
-      const auto* blocks = static_cast<const BlockQ4_0*>(row);
-      for (int64_t b = 0; b < nb; ++b) {
-        const float d = f16_to_f32(blocks[b].d);
-        for (int j = 0; j < 16; ++j) {
-          out[b * 32 + j] = d * static_cast<float>((blocks[b].qs[j] & 0x0F) - 8);
-          out[b * 32 + j + 16] = d * static_cast<float>((blocks[b].qs[j] >> 4) - 8);
-        }
-      }
-      break;
-    }
-    case DType::kQ4_1: {
-      const auto* blocks = static_cast<const BlockQ4_1*>(row);
-      for (int64_t b = 0; b < nb; ++b) {
-        const float d = f16_to_f32(blocks[b].d);
-        const float m = f16_to_f32(blocks[b].m);
-        for (int j = 0; j < 16; ++j) {
-          out[b * 32 + j] = d * static_cast<float>(blocks[b].qs[j] & 0x0F) + m;
-          out[b * 32 + j + 16] = d * static_cast<float>(blocks[b].qs[j] >> 4) + m;
-        }
-      }
-      break;
-    }
-    default: break;
-  }
-  return ok_status();
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Quantized dot products. Each W block contributes  d_w·d_a·Σ u·q  +  c_w·s_a  where u are the block's unsigned
 // integers (nibbles, or |q| for q8_0 with the activation's signs flipped to match), and c_w is the offset term:
@@ -183,7 +160,7 @@ Status dequantize_row(DType w_type, const void* row, int64_t k, float* out) {
 // kernels; the AVX-512 VNNI ones, which read several blocks per instruction, are in quant_matmul_vnni.cc.
 namespace {
 
-constexpr int kMaxRows = 4;  // rows of A per micro-kernel call
+constexpr int kMaxRows = kQuantTileRows;
 
 template <DType W>
 struct WeightBlock;
@@ -324,6 +301,8 @@ float dot_float_scalar(const void* w_row, const float* a, int64_t k) {
     float wv;
     if constexpr (W == DType::kF32) {
       wv = static_cast<const float*>(w_row)[i];
+    } else if constexpr (W == DType::kBF16) {
+      wv = bf16_to_f32(static_cast<const uint16_t*>(w_row)[i]);
     } else {
       wv = f16_to_f32(static_cast<const uint16_t*>(w_row)[i]);
     }
@@ -340,6 +319,9 @@ __attribute__((target("avx2,fma,f16c"))) float dot_float_avx2(const void* w_row,
     __m256 wv;
     if constexpr (W == DType::kF32) {
       wv = _mm256_loadu_ps(static_cast<const float*>(w_row) + i);
+    } else if constexpr (W == DType::kBF16) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w_row) + i));
+      wv = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     } else {
       wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w_row) + i)));
     }
@@ -352,6 +334,8 @@ __attribute__((target("avx2,fma,f16c"))) float dot_float_avx2(const void* w_row,
       at[j - i] = a[j];
       if constexpr (W == DType::kF32) {
         wt[j - i] = static_cast<const float*>(w_row)[j];
+      } else if constexpr (W == DType::kBF16) {
+        wt[j - i] = bf16_to_f32(static_cast<const uint16_t*>(w_row)[j]);
       } else {
         wt[j - i] = _cvtsh_ss(static_cast<const uint16_t*>(w_row)[j]);
       }
@@ -372,6 +356,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) float dot_flo
     __m512 wv;
     if constexpr (W == DType::kF32) {
       wv = _mm512_maskz_loadu_ps(mask, static_cast<const float*>(w_row) + i);
+    } else if constexpr (W == DType::kBF16) {
+      const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(w_row) + i);
+      wv = _mm512_castsi512_ps(
+          _mm512_maskz_slli_epi32(__mmask16{0xFFFF}, _mm512_maskz_cvtepu16_epi32(__mmask16{0xFFFF}, h), 16));
     } else {
       // The maskz forms avoid GCC 12's false -Wuninitialized on the unmasked intrinsics' undefined sources.
       wv = _mm512_maskz_cvtph_ps(__mmask16{0xFFFF},
@@ -397,7 +385,23 @@ FloatDotFn float_dot_kernel(QuantIsa isa) {
   return &dot_float_scalar<W>;
 }
 
-// Computes rows [i0, i0 + rows) × W rows [j0, j1) of Y for a quantized W.
+// Computes rows [i0, i0 + rows) × W rows [j0, j1) of Y for a W of quant_matmul_kquant.h.
+void kquant_tile(DType w_type, QuantIsa isa, const BlockQ8A* aq, int64_t nb, const std::byte* w, uint64_t w_row_bytes,
+                 int64_t n, const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  float res[kMaxRows];
+  for (int64_t i = i0; i < i1; i += kMaxRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, i1 - i));
+    const BlockQ8A* a = aq + i * nb;
+    const kquant::RowsFn fn = kquant::rows_kernel(w_type, isa, rows);
+    for (int64_t j = j0; j < j1; ++j) {
+      fn(w + static_cast<uint64_t>(j) * w_row_bytes, a, nb, res);
+      const float b = bias != nullptr ? bias[j] : 0.0f;
+      for (int r = 0; r < rows; ++r) y[(i + r) * n + j] = res[r] + b;
+    }
+  }
+}
+
+// Computes rows [i0, i0 + rows) × W rows [j0, j1) of Y for a q8_0, q4_0 or q4_1 W.
 template <DType W>
 void quant_tile(QuantIsa isa, const BlockQ8A* aq, int64_t nb, const std::byte* w, uint64_t w_row_bytes, int64_t n,
                 const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -452,11 +456,13 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
                           std::span<const QuantMatMulOutput> outputs, QuantMatMulTiles tiles, QuantIsa isa,
                           ThreadPool* pool) {
   if (!matmulq_weight_supported(w_type)) {
-    return invalid_argument("MatMulQ: weight type {} is not supported (q8_0, q4_0, q4_1, f16, f32)", w_type);
+    return invalid_argument("MatMulQ: weight type {} is not supported ({})", w_type,
+                            fmt::join(matmulq_weight_types(), ", "));
   }
   const bool quantized = dtype_info(w_type).is_quantized;
-  if (quantized && k % kQuantBlock != 0) {
-    return invalid_argument("MatMulQ: K={} is not a multiple of {} for a {} weight", k, kQuantBlock, w_type);
+  const int64_t block = dtype_info(w_type).block_elements;
+  if (quantized && k % block != 0) {
+    return invalid_argument("MatMulQ: K={} is not a multiple of {} for a {} weight", k, block, w_type);
   }
   if (!quant_isa_supported(isa)) return invalid_argument("MatMulQ: ISA {} is not supported here", quant_isa_name(isa));
   if (m == 0 || outputs.empty()) return ok_status();
@@ -473,7 +479,8 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
   std::vector<BlockQ8A> aq;  // (m, k / 32) quantized activations
   const int64_t nb = k / kQuantBlock;
   // AVX-512 VNNI: the activations in the kernels' layout, (m, nb) (Note [VNNI-512 pairs] in quant_matmul_vnni.h).
-  const bool vnni512 = quantized && isa == QuantIsa::kAvx512Vnni;
+  const bool kquant_w = kquant::handles(w_type);
+  const bool vnni512 = quantized && !kquant_w && isa == QuantIsa::kAvx512Vnni;
   std::vector<vnni512::ActBlock> act(vnni512 ? static_cast<size_t>(m * nb) : 0);
   if (quantized) {
     aq.resize(static_cast<size_t>(m * nb));
@@ -504,6 +511,10 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
                       w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
         continue;
       }
+      if (kquant_w) {
+        kquant_tile(w_type, isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);
+        continue;
+      }
       switch (w_type) {
         case DType::kQ8_0:
           quant_tile<DType::kQ8_0>(isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);
@@ -515,6 +526,7 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
           quant_tile<DType::kQ4_1>(isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);
           break;
         case DType::kF16: float_tile<DType::kF16>(isa, a, k, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1); break;
+        case DType::kBF16: float_tile<DType::kBF16>(isa, a, k, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1); break;
         case DType::kF32: float_tile<DType::kF32>(isa, a, k, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1); break;
         default: break;
       }
@@ -665,7 +677,7 @@ ops::KernelDef quant_kernel_def(std::string op_type) {
 }  // namespace
 
 Status register_quant_matmul(ops::KernelRegistry& registry) {
-  const std::vector<DType> weight_types = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
+  const std::vector<DType>& weight_types = matmulq_weight_types();
   ops::KernelDef def = quant_kernel_def("MatMulQ");
   def.input_dtypes = {{DType::kF32}, weight_types, {DType::kF32}};
   def.description = fmt::format("q8 activations × GGUF blocks, integer dot products ({}), batch invariant",

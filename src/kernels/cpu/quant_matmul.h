@@ -1,4 +1,5 @@
-// MatMulQ on the CPU: Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]) with W in a GGUF layout (q8_0, q4_0, q4_1, f16, f32).
+// MatMulQ on the CPU: Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]) with W in any GGUF layout of quant_types.h (the
+// 32-value types, the K-quants, iq4_nl/iq4_xs) or f16, bf16, f32.
 //
 // Quantized W: each activation row is first quantized to BlockQ8A blocks (32 values: float scale, int8 values and
 // the scaled block sum), then every output is a sum over blocks of integer dot products scaled in float
@@ -17,54 +18,43 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "hxrt/base/dtype.h"
+#include "hxrt/base/quant_blocks.h"
 #include "hxrt/base/status.h"
 #include "hxrt/base/thread_pool.h"
 #include "hxrt/ops/kernel_registry.h"
 
 namespace hxrt::kernels::cpu {
 
-inline constexpr int64_t kQuantBlock = 32;  // values per block of every quantized type
+inline constexpr int64_t kQuantBlock = 32;  // values per activation block (and per block of the 32-value types)
 inline constexpr int kMaxGroupWeights = 4;  // weights (and outputs) of one MatMulQGroup
+inline constexpr int kQuantTileRows = 4;    // activation rows one micro-kernel call computes together
 
-// GGUF/ggml block layouts (f16 fields as raw bits).
-struct BlockQ8_0 {
-  uint16_t d;        // scale
-  int8_t qs[32];     // value i = d * qs[i]
-};
-struct BlockQ4_0 {
-  uint16_t d;        // scale
-  uint8_t qs[16];    // value i = d * (nibble - 8); low nibble of qs[j] is element j, high nibble element j + 16
-};
-struct BlockQ4_1 {
-  uint16_t d;        // scale
-  uint16_t m;        // minimum
-  uint8_t qs[16];    // value i = d * nibble + m; same nibble order as q4_0
-};
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
-
-// A quantized activation block: value i ≈ d * qs[i]; s = d * Σ qs (for the offsets of q4_0 and q4_1).
+// A quantized activation block: value i ≈ d * qs[i]; s = d * Σ qs (for the offsets of q4_0 and q4_1); sum[h] = Σ qs
+// over values 16·h .. 16·h + 15, exactly (for the 16-value groups of the K-quants, quant_matmul_kquant.h).
 struct BlockQ8A {
   float d;
   float s;
   int8_t qs[32];
+  int16_t sum[2];
 };
+static_assert(sizeof(BlockQ8A) == 44);
 
 enum class QuantIsa : uint8_t { kScalar, kAvx2, kAvx512Vnni };
 std::string_view quant_isa_name(QuantIsa isa);
 bool quant_isa_supported(QuantIsa isa);
 QuantIsa quant_best_isa();  // detected once
 
-// True for the W dtypes MatMulQ accepts.
+// True for the W dtypes MatMulQ accepts; matmulq_weight_types() lists them (for the kernels' registrations).
 bool matmulq_weight_supported(DType w_type);
+const std::vector<DType>& matmulq_weight_types();
 
 // Quantizes k floats (k a multiple of 32) into k / 32 blocks as llama.cpp does: qs = round-half-even(x · 127 / max|x|),
-// d = max|x| / 127 and s = d · Σqs, both kept at f16 precision. Every ISA gives the same bits.
+// d = max|x| / 127 and s = d · Σqs, both kept at f16 precision, and the exact half sums. Every ISA gives the same
+// bits.
 void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out, QuantIsa isa = quant_best_isa());
-
-// Expands one W row of k values (k a multiple of 32 for quantized types) to floats; the reference for tests.
-Status dequantize_row(DType w_type, const void* row, int64_t k, float* out);
 
 struct QuantMatMulTiles {
   int64_t tile_m = 32;  // activation rows per task
@@ -72,7 +62,7 @@ struct QuantMatMulTiles {
 };
 
 // Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]); bias may be null. Splits (m-tiles × n-tiles) over `pool` when given.
-// InvalidArgument for an unsupported W type or, for quantized W, k not a multiple of 32.
+// InvalidArgument for an unsupported W type or, for quantized W, k not a whole number of its blocks (32 or 256).
 Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const void* w, int64_t n, const float* bias,
                     float* y, QuantMatMulTiles tiles = {}, QuantIsa isa = quant_best_isa(),
                     ThreadPool* pool = nullptr);

@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "hxrt/base/float16.h"
+#include "hxrt/base/quant_types.h"
 #include "hxrt/graph/graph.h"
 #include "hxrt/ops/op_schema.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
@@ -20,55 +22,24 @@ using testing::HostTensor;
 using testing::OpCall;
 using testing::run_op;
 
-// Random GGUF-layout weights [n, k] of `type` (k a multiple of 32 for quantized types); never all zeros.
+// Random GGUF-layout weights [n, k] of `type` (k a whole number of its blocks); never all zeros.
 std::vector<std::byte> random_weights(DType type, int64_t n, int64_t k, std::mt19937& rng) {
   const uint64_t bytes = storage_bytes(type, static_cast<uint64_t>(n * k)).value();
   std::vector<std::byte> out(bytes);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  std::uniform_real_distribution<float> scale(0.002f, 0.03f);
-  std::uniform_int_distribution<int> byte(0, 255);
-  const int64_t blocks = n * k / kQuantBlock;
-  switch (type) {
-    case DType::kF32: {
-      std::vector<float> v(static_cast<size_t>(n * k));
-      for (float& x : v) x = value(rng);
-      std::memcpy(out.data(), v.data(), bytes);
-      break;
-    }
-    case DType::kF16: {
-      std::vector<uint16_t> v(static_cast<size_t>(n * k));
-      for (uint16_t& x : v) x = f32_to_f16(value(rng));
-      std::memcpy(out.data(), v.data(), bytes);
-      break;
-    }
-    case DType::kQ8_0: {
-      auto* b = reinterpret_cast<BlockQ8_0*>(out.data());
-      for (int64_t i = 0; i < blocks; ++i) {
-        b[i].d = f32_to_f16(scale(rng));
-        // -128 included: the kernels must treat it as a full-range value.
-        for (int8_t& q : b[i].qs) q = static_cast<int8_t>(byte(rng) - 128);
-      }
-      break;
-    }
-    case DType::kQ4_0: {
-      auto* b = reinterpret_cast<BlockQ4_0*>(out.data());
-      for (int64_t i = 0; i < blocks; ++i) {
-        b[i].d = f32_to_f16(scale(rng) * 8.0f);
-        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(byte(rng));
-      }
-      break;
-    }
-    case DType::kQ4_1: {
-      auto* b = reinterpret_cast<BlockQ4_1*>(out.data());
-      for (int64_t i = 0; i < blocks; ++i) {
-        b[i].d = f32_to_f16(scale(rng) * 8.0f);
-        b[i].m = f32_to_f16(-value(rng) * 0.5f);
-        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(byte(rng));
-      }
-      break;
-    }
-    default: ADD_FAILURE() << "no generator for " << dtype_name(type);
+  if (dtype_info(type).is_quantized) {
+    testing::fill_random_blocks(type, out, rng);
+    return out;
   }
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n * k));
+  for (float& x : v) x = value(rng);
+  if (type == DType::kF32) {
+    std::memcpy(out.data(), v.data(), bytes);
+    return out;
+  }
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = type == DType::kBF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+  std::memcpy(out.data(), h.data(), bytes);
   return out;
 }
 
@@ -84,14 +55,15 @@ std::vector<float> random_floats(int64_t count, std::mt19937& rng) {
 std::vector<double> reference(DType type, const std::vector<float>& a, int64_t m, int64_t k,
                               const std::vector<std::byte>& w, int64_t n, const float* bias, bool quantize_a) {
   const uint64_t row_bytes = storage_bytes(type, static_cast<uint64_t>(k)).value();
-  std::vector<float> wf(static_cast<size_t>(n * k));
+  std::vector<double> wf(static_cast<size_t>(n * k));
   for (int64_t j = 0; j < n; ++j) {
-    EXPECT_TRUE(dequantize_row(type, w.data() + j * row_bytes, k, wf.data() + j * k).ok());
+    EXPECT_TRUE(dequantize_row_f64(type, w.data() + j * row_bytes, k, wf.data() + j * k).ok());
   }
   std::vector<double> y(static_cast<size_t>(m * n));
   if (quantize_a) {
     // Per block: d_a · Σ (w_i - c) q_i + c · s_a, where c is the block's offset (q4_1: m, q4_0: -8 d, q8_0: 0) and
-    // s_a the activation block's stored scaled sum, exactly as the kernels factor it.
+    // s_a the activation block's stored scaled sum, exactly as the kernels factor it. The other types' offsets use
+    // the exact integer sums (Note [Runs] in quant_matmul_kquant.h): c = 0.
     const int64_t nb = k / kQuantBlock;
     std::vector<BlockQ8A> blocks(static_cast<size_t>(nb));
     for (int64_t i = 0; i < m; ++i) {
@@ -99,10 +71,10 @@ std::vector<double> reference(DType type, const std::vector<float>& a, int64_t m
       for (int64_t j = 0; j < n; ++j) {
         double sum = bias != nullptr ? bias[j] : 0.0;
         for (int64_t b = 0; b < nb; ++b) {
-          const std::byte* block = w.data() + j * row_bytes + b * dtype_info(type).block_bytes;
-          double c = 0.0;
-          if (type == DType::kQ4_1) c = f16_to_f32(reinterpret_cast<const BlockQ4_1*>(block)->m);
-          if (type == DType::kQ4_0) c = -8.0 * f16_to_f32(reinterpret_cast<const BlockQ4_0*>(block)->d);
+          double c = 0.0;  // q4_0 and q4_1 only (their blocks are the activation's)
+          const std::byte* row = w.data() + j * row_bytes;
+          if (type == DType::kQ4_1) c = f16_to_f32(reinterpret_cast<const BlockQ4_1*>(row)[b].m);
+          if (type == DType::kQ4_0) c = -8.0 * f16_to_f32(reinterpret_cast<const BlockQ4_0*>(row)[b].d);
           const BlockQ8A& ab = blocks[static_cast<size_t>(b)];
           double dot = 0.0;
           for (int64_t p = 0; p < kQuantBlock; ++p) {
@@ -133,7 +105,10 @@ std::vector<QuantIsa> supported_isas() {
   return isas;
 }
 
-constexpr DType kWeightTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
+const std::vector<DType>& kWeightTypes = matmulq_weight_types();
+
+// K values of a test: `base` counts of 32-value blocks, as values of `type` (its blocks hold 32 or 256).
+int64_t k_of(DType type, int64_t base) { return base * (dtype_info(type).block_elements == 256 ? 256 : 32); }
 
 TEST(QuantMatMulTest, DequantizeFollowsGgmlNibbleOrder) {
   // Low nibble of byte j is element j, high nibble element j + 16.
@@ -202,18 +177,44 @@ TEST(QuantMatMulTest, ActivationQuantizationIsBitIdenticalOnEveryIsa) {
   }
 }
 
-// Every weight type × every ISA of this CPU × odd shapes, against the double reference.
-// Tolerances (normalised max error, see normalized_max_error):
-//   against the reference on the same q8-rounded activations: 1e-5 (only float summation order differs);
-//   against exact f32 activations: 2e-2 for quantized W (activation rounding: |Δa| <= max|a_block| / 254);
-//   f16/f32 W use exact activations: 1e-5.
+// The error bound of Note [Error bounds] (base/quant_types.cc) for Y[i, j] of a quantized W against exact f32
+// activations: per 32-value activation run, |Δa| <= max|a_run| · (1/254 + 2⁻¹¹) on each value, plus the f16 rounding
+// of q4_0/q4_1's scaled sums (|c| · 2⁻¹¹ · Σ|a| per block) and float accumulation (2⁻²⁰ · Σ|w·a|).
+double error_bound(DType type, const float* a, const double* w, const std::byte* w_row, int64_t k) {
+  double bound = 0.0;
+  for (int64_t b = 0; b < k / kQuantBlock; ++b) {
+    double amax = 0.0;
+    double asum = 0.0;
+    double wsum = 0.0;
+    double wa = 0.0;
+    for (int64_t p = b * kQuantBlock; p < (b + 1) * kQuantBlock; ++p) {
+      amax = std::max(amax, std::fabs(double{a[p]}));
+      asum += std::fabs(double{a[p]});
+      wsum += std::fabs(w[p]);
+      wa += std::fabs(w[p] * a[p]);
+    }
+    double c = 0.0;
+    if (type == DType::kQ4_1) c = f16_to_f32(reinterpret_cast<const BlockQ4_1*>(w_row)[b].m);
+    if (type == DType::kQ4_0) c = -8.0 * f16_to_f32(reinterpret_cast<const BlockQ4_0*>(w_row)[b].d);
+    bound += amax * (1.0 / 254.0 + std::ldexp(1.0, -11)) * wsum + std::fabs(c) * std::ldexp(1.0, -11) * asum +
+             std::ldexp(1.0, -20) * wa;
+  }
+  return bound;
+}
+
+// Every weight type × every ISA of this CPU × odd shapes, against the double reference:
+//   against the reference on the same q8-rounded activations: normalised max error 1e-5 (only float summation
+//   order differs);
+//   against exact f32 activations: quantized W within error_bound per output; f16/bf16/f32 W (exact activations)
+//   normalised 1e-5.
 TEST(QuantMatMulTest, MatchesDequantizedReferenceForEveryTypeAndIsa) {
   std::mt19937 rng(42);
   const int64_t ms[] = {1, 3, 7};
-  const int64_t ks[] = {32, 96, 576};  // K/32 = 1, 3, 18: VNNI steps with 1, 3 and 2 blocks in the last
+  const int64_t k_blocks[] = {1, 3, 18};  // K/32 = 1, 3, 18: VNNI steps with 1, 3 and 2 blocks in the last
   const int64_t ns[] = {1, 7, 33, 65};
   for (DType type : kWeightTypes) {
-    for (int64_t k : ks) {
+    for (int64_t kb : k_blocks) {
+      const int64_t k = k_of(type, kb);
       for (int64_t n : ns) {
         const std::vector<std::byte> w = random_weights(type, n, k, rng);
         const std::vector<float> bias = random_floats(n, rng);
@@ -222,12 +223,27 @@ TEST(QuantMatMulTest, MatchesDequantizedReferenceForEveryTypeAndIsa) {
           const bool quantized = dtype_info(type).is_quantized;
           const std::vector<double> exact = reference(type, a, m, k, w, n, bias.data(), false);
           const std::vector<double> same_a = reference(type, a, m, k, w, n, bias.data(), quantized);
+          const uint64_t row_bytes = storage_bytes(type, static_cast<uint64_t>(k)).value();
+          std::vector<double> wf(static_cast<size_t>(n * k));
+          for (int64_t j = 0; j < n; ++j) {
+            ASSERT_TRUE(dequantize_row_f64(type, w.data() + j * row_bytes, k, wf.data() + j * k).ok());
+          }
           for (QuantIsa isa : supported_isas()) {
             std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
             ASSERT_TRUE(quant_matmul(type, a.data(), m, k, w.data(), n, bias.data(), y.data(), {2, 16}, isa).ok());
             SCOPED_TRACE(fmt::format("{} {} m={} k={} n={}", dtype_name(type), quant_isa_name(isa), m, k, n));
             EXPECT_LE(testing::normalized_max_error(y, same_a), 1e-5);
-            EXPECT_LE(testing::normalized_max_error(y, exact), quantized ? 2e-2 : 1e-5);
+            if (!quantized) {
+              EXPECT_LE(testing::normalized_max_error(y, exact), 1e-5);
+              continue;
+            }
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                const double bound = error_bound(type, a.data() + i * k, wf.data() + j * k, w.data() + j * row_bytes, k);
+                const auto at = static_cast<size_t>(i * n + j);
+                ASSERT_LE(std::fabs(y[at] - exact[at]), bound) << "Y[" << i << ", " << j << "]";
+              }
+            }
           }
         }
       }
@@ -241,9 +257,9 @@ TEST(QuantMatMulTest, RowsAreBatchInvariantBitForBit) {
   std::mt19937 rng(3);
   ThreadPool pool(2);
   const int64_t m = 37;
-  const int64_t k = 160;
   const int64_t n = 45;
   for (DType type : kWeightTypes) {
+    const int64_t k = k_of(type, 5);
     const std::vector<std::byte> w = random_weights(type, n, k, rng);
     const std::vector<float> a = random_floats(m * k, rng);
     for (QuantIsa isa : supported_isas()) {
@@ -273,9 +289,9 @@ TEST(QuantMatMulTest, RowsAreBatchInvariantBitForBit) {
 TEST(QuantMatMulTest, GroupGivesTheBitsOfSeparateCalls) {
   std::mt19937 rng(17);
   ThreadPool pool(2);
-  const int64_t k = 96;
   const int64_t widths[] = {45, 13, 13};
   for (DType type : kWeightTypes) {
+    const int64_t k = k_of(type, 3);
     std::vector<std::vector<std::byte>> ws;
     std::vector<std::vector<float>> biases;
     for (int64_t n : widths) {
@@ -406,7 +422,8 @@ TEST(QuantMatMulOpTest, EveryWeightTypeWithLeadingDimsAndBias) {
       std::vector<float> a;
       std::vector<std::byte> w;
       std::vector<float> bias;
-      const Shape a_shape{2, 3, 96};
+      const int64_t k = k_of(type, 3);
+      const Shape a_shape{2, 3, k};
       const OpCall call = matmulq_call(type, a_shape, 33, rng, with_bias, &a, &w, &bias);
       auto result = run_op(call);
       ASSERT_TRUE(result.ok()) << result.status().to_string();
@@ -414,7 +431,7 @@ TEST(QuantMatMulOpTest, EveryWeightTypeWithLeadingDimsAndBias) {
       ASSERT_EQ(result->outputs.size(), 1u);
       EXPECT_EQ(result->outputs[0].shape, (Shape{2, 3, 33}));
       const std::vector<double> expected =
-          reference(type, a, 6, 96, w, 33, with_bias ? bias.data() : nullptr, dtype_info(type).is_quantized);
+          reference(type, a, 6, k, w, 33, with_bias ? bias.data() : nullptr, dtype_info(type).is_quantized);
       EXPECT_LE(testing::normalized_max_error(result->outputs[0].to_f32(), expected), 1e-5)
           << dtype_name(type) << " bias=" << with_bias;
     }

@@ -14,6 +14,7 @@
 
 #include "hxrt/base/float16.h"
 #include "kernels/testing/kernel_harness.h"
+#include "kernels/testing/test_data.h"
 
 namespace hxrt::kernels::testing {
 
@@ -87,22 +88,11 @@ inline HostTensor random_signed(Shape shape, std::mt19937& rng, float lo = 0.1f,
   return HostTensor::f32(shape, values);
 }
 
-// Random GGUF blocks of a quantized dtype (q8_0, q4_0, q4_1) for `rows` rows of `cols` values: random integers and
-// f16 scales (and minimums) in a range that keeps products of order one.
+// Random GGUF blocks of any quantized dtype for `rows` rows of `cols` values: random bits everywhere, then f16
+// scales (and minimums) in a range that keeps the values of order 0.1-1 (fill_random_blocks, test_data.h).
 inline HostTensor random_quantized(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
-  const auto block_bytes = static_cast<int64_t>(dtype_info(dtype).block_bytes);
-  std::vector<std::byte> bytes(static_cast<size_t>(rows * cols / 32 * block_bytes));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
-  for (size_t b = 0; b < bytes.size(); b += static_cast<size_t>(block_bytes)) {
-    for (int64_t i = 0; i < block_bytes; ++i) bytes[b + static_cast<size_t>(i)] = static_cast<std::byte>(byte(rng));
-    const uint16_t d = f32_to_f16(scale(rng));
-    std::memcpy(&bytes[b], &d, sizeof(d));
-    if (dtype == DType::kQ4_1) {
-      const uint16_t m = f32_to_f16(-8.0f * scale(rng));
-      std::memcpy(&bytes[b + 2], &m, sizeof(m));
-    }
-  }
+  std::vector<std::byte> bytes(storage_bytes(dtype, static_cast<uint64_t>(rows * cols)).value());
+  fill_random_blocks(dtype, bytes, rng);
   return HostTensor::raw(dtype, Shape{rows, cols}, std::move(bytes));
 }
 

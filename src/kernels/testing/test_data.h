@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "hxrt/base/dtype.h"
 #include "hxrt/base/host_tensor.h"
 #include "hxrt/base/shape.h"
 
@@ -23,6 +24,10 @@ std::vector<float> random_floats(int64_t n, std::mt19937& rng, float lo = -1.0f,
 
 // A bool tensor of `shape` with each element true with probability 1/2.
 HostTensor random_bools(const Shape& shape, std::mt19937& rng);
+
+// Fills `bytes` (a whole number of `dtype` blocks, any quantized type of dtype.h) with random bits, then sets every
+// block's f16 scale fields (d, and m / dmin where the type has one) so that its values are of order 0.1-1 and finite.
+void fill_random_blocks(DType dtype, std::span<std::byte> bytes, std::mt19937& rng);
 
 // The dims of `shape` as a vector (for comparisons and for index arithmetic on modified dims).
 std::vector<int64_t> dims_of(const Shape& shape);

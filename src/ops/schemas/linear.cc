@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/base/quant_types.h"
 #include "hxrt/ops/params/linear.h"
 #include "ops/schemas/schemas.h"
 
@@ -15,11 +16,9 @@ namespace {
 
 constexpr int kMatMulQGroupMaxWeights = 4;  // as kernels::cpu::kMaxGroupWeights
 
-// The W layouts MatMulQ reads (GGUF row layout, K contiguous).
-const std::vector<DType>& matmulq_weight_types() {
-  static const std::vector<DType> types = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32};
-  return types;
-}
+// The W layouts MatMulQ reads (GGUF row layout, K contiguous): every type whose rows dequantize (quant_types.h);
+// each backend's kernels say which of them they compute.
+const std::vector<DType>& matmulq_weight_types() { return row_dequantizable_types(); }
 
 // numpy matmul: A [..., M, K] · B [..., K, N] → broadcast(batch) + [M] + [N]; a rank-1 A drops M, a rank-1 B
 // drops N.
@@ -167,7 +166,7 @@ Status register_linear(OpSchemaRegistry& registry) {
   matmulq.outputs = {{"Y"}};
   matmulq.type_constraints = {{"T", float_types()}, {"TW", matmulq_weight_types()}};
   matmulq.infer = infer_matmulq;
-  matmulq.doc = "Y [..., N] = A [..., K] · W [N, K]ᵀ (+ bias [N]); W in q8_0/q4_0/q4_1/f16/f32 GGUF row layout";
+  matmulq.doc = "Y [..., N] = A [..., K] · W [N, K]ᵀ (+ bias [N]); W in any GGUF row layout (quant_types.h), f16, bf16 or f32";
   HXRT_RETURN_IF_ERROR(registry.add(std::move(matmulq)));
 
   // A layer's projections that read the same activation (Q, K, V; gate, up): one launch, A quantized once.

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/base/quant_types.h"
 #include "hxrt/ops/params/llm.h"
 #include "ops/schemas/schemas.h"
 
@@ -83,7 +84,7 @@ Status register_llm(OpSchemaRegistry& registry) {
   gather_rows.domain = "hxrt";
   gather_rows.inputs = {{.name = "data"}, {.name = "indices", .type_var = "Tind"}};
   gather_rows.outputs = {{.name = "output", .type_var = "Tout"}};
-  gather_rows.type_constraints = {{"T", {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}},
+  gather_rows.type_constraints = {{"T", row_dequantizable_types()},
                                   {"Tind", {DType::kI32, DType::kI64}},
                                   {"Tout", {DType::kF32}}};
   gather_rows.infer = infer_gather_rows;

@@ -38,9 +38,11 @@ namespace {
 constexpr int64_t kSliceToEnd = 2147483647;
 
 const std::vector<DType>& all_types() {
-  static const std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kI8,
-                                           DType::kI32,  DType::kI64,  DType::kU8,   DType::kBool,
-                                           DType::kQ8_0, DType::kQ4_0, DType::kQ4_1};
+  static const std::vector<DType> types = [] {
+    std::vector<DType> out;
+    for (int i = 0; i < kDTypeCount; ++i) out.push_back(static_cast<DType>(i));
+    return out;
+  }();
   return types;
 }
 

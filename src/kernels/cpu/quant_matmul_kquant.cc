@@ -1,0 +1,419 @@
+#include "kernels/cpu/quant_matmul_kquant.h"
+
+#include <immintrin.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "hxrt/base/float16.h"
+#include "hxrt/base/quant_blocks.h"
+
+namespace hxrt::kernels::cpu::kquant {
+namespace {
+
+// The floats and integer scales of one run (Note [Runs] in the header).
+struct RunInfo {
+  float d = 0.0f;
+  int16_t sc[2] = {1, 1};
+  float mn[2] = {0.0f, 0.0f};
+};
+
+// ---- Per-type traits ------------------------------------------------------------------------------------------
+// Each type: its block, runs per block, whether q is signed, the per-block decoded scales (Scales, from scales()),
+// a run's RunInfo (info()), its 32 integers in scalar code (q_scalar()) and in one AVX2 register (q_avx2()).
+
+__attribute__((target("avx2"))) inline __m256i expand_nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Byte i is 0xFF where bit i of `bits` is set.
+__attribute__((target("avx2"))) inline __m256i bits_to_bytes(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+__attribute__((target("avx2"))) inline __m256i iq4_lookup(__m256i nibbles) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues.data()));
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), nibbles);
+}
+
+__attribute__((target("avx2"))) inline __m256i load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Bits `shift`..`shift + width` of every byte of v, as bytes.
+__attribute__((target("avx2"))) inline __m256i byte_bits(__m256i v, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+inline uint32_t le32(const uint8_t* p) {
+  uint32_t v = 0;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+struct NoScales {};
+
+template <DType W>
+struct Traits;
+
+template <>
+struct Traits<DType::kQ5_0> {
+  using Block = BlockQ5_0;
+  using Scales = NoScales;
+  static constexpr int kRuns = 1;
+  static constexpr bool kSigned = true;
+  static Scales scales(const Block&) { return {}; }
+  static RunInfo info(const Block& b, const Scales&, int) { return {.d = f16_to_f32(b.d)}; }
+  static void q_scalar(const Block& b, int, int8_t* q) {
+    const uint32_t qh = le32(b.qh);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = static_cast<int8_t>(((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4)) - 16);
+      q[j + 16] = static_cast<int8_t>(((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
+    }
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) {
+    const __m256i high = _mm256_and_si256(bits_to_bytes(le32(b.qh)), _mm256_set1_epi8(0x10));
+    return _mm256_sub_epi8(_mm256_or_si256(expand_nibbles(b.qs), high), _mm256_set1_epi8(16));
+  }
+};
+
+template <>
+struct Traits<DType::kQ5_1> {
+  using Block = BlockQ5_1;
+  using Scales = NoScales;
+  static constexpr int kRuns = 1;
+  static constexpr bool kSigned = false;
+  static Scales scales(const Block&) { return {}; }
+  static RunInfo info(const Block& b, const Scales&, int) {
+    const float m = f16_to_f32(b.m);
+    return {.d = f16_to_f32(b.d), .mn = {-m, -m}};
+  }
+  static void q_scalar(const Block& b, int, int8_t* q) {
+    const uint32_t qh = le32(b.qh);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = static_cast<int8_t>((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
+      q[j + 16] = static_cast<int8_t>((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+    }
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) {
+    const __m256i high = _mm256_and_si256(bits_to_bytes(le32(b.qh)), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(expand_nibbles(b.qs), high);
+  }
+};
+
+template <>
+struct Traits<DType::kIQ4_NL> {
+  using Block = BlockIQ4_NL;
+  using Scales = NoScales;
+  static constexpr int kRuns = 1;
+  static constexpr bool kSigned = true;
+  static Scales scales(const Block&) { return {}; }
+  static RunInfo info(const Block& b, const Scales&, int) { return {.d = f16_to_f32(b.d)}; }
+  static void q_scalar(const Block& b, int, int8_t* q) {
+    for (int j = 0; j < 16; ++j) {
+      q[j] = kIQ4NLValues[b.qs[j] & 0x0F];
+      q[j + 16] = kIQ4NLValues[b.qs[j] >> 4];
+    }
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) {
+    return iq4_lookup(expand_nibbles(b.qs));
+  }
+};
+
+template <>
+struct Traits<DType::kQ2_K> {
+  using Block = BlockQ2_K;
+  struct Scales {
+    float d;
+    float dmin;
+  };
+  static constexpr int kRuns = 8;
+  static constexpr bool kSigned = false;
+  static Scales scales(const Block& b) { return {f16_to_f32(b.d), f16_to_f32(b.dmin)}; }
+  static RunInfo info(const Block& b, const Scales& s, int j) {
+    const uint8_t lo = b.scales[2 * j];
+    const uint8_t hi = b.scales[2 * j + 1];
+    return {.d = s.d,
+            .sc = {static_cast<int16_t>(lo & 0x0F), static_cast<int16_t>(hi & 0x0F)},
+            .mn = {s.dmin * static_cast<float>(lo >> 4), s.dmin * static_cast<float>(hi >> 4)}};
+  }
+  static void q_scalar(const Block& b, int j, int8_t* q) {
+    const uint8_t* src = b.qs + 32 * (j / 4);
+    const int shift = 2 * (j % 4);
+    for (int l = 0; l < 32; ++l) q[l] = static_cast<int8_t>((src[l] >> shift) & 3);
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int j) {
+    return byte_bits(load32(b.qs + 32 * (j / 4)), 2 * (j % 4), 3);
+  }
+};
+
+template <>
+struct Traits<DType::kQ3_K> {
+  using Block = BlockQ3_K;
+  struct Scales {
+    float d;
+    std::array<int8_t, 16> sc;
+  };
+  static constexpr int kRuns = 8;
+  static constexpr bool kSigned = true;
+  static Scales scales(const Block& b) { return {f16_to_f32(b.d), unpack_scales_q3_k(b.scales)}; }
+  static RunInfo info(const Block&, const Scales& s, int j) {
+    return {.d = s.d, .sc = {s.sc[static_cast<size_t>(2 * j)], s.sc[static_cast<size_t>(2 * j + 1)]}};
+  }
+  static void q_scalar(const Block& b, int j, int8_t* q) {
+    const uint8_t* src = b.qs + 32 * (j / 4);
+    const int shift = 2 * (j % 4);
+    for (int l = 0; l < 32; ++l) {
+      q[l] = static_cast<int8_t>(((src[l] >> shift) & 3) - ((b.hmask[l] >> j) & 1 ? 0 : 4));
+    }
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int j) {
+    const __m256i low = byte_bits(load32(b.qs + 32 * (j / 4)), 2 * (j % 4), 3);
+    const __m256i bit = _mm256_and_si256(load32(b.hmask), _mm256_set1_epi8(static_cast<char>(1 << j)));
+    const __m256i minus4 = _mm256_and_si256(_mm256_cmpeq_epi8(bit, _mm256_setzero_si256()), _mm256_set1_epi8(4));
+    return _mm256_sub_epi8(low, minus4);
+  }
+};
+
+// q4_K and q5_K share their scales: eight 6-bit (sc, mn) pairs, folded into d · sc and dmin · mn.
+struct ScalesK4 {
+  float d[8];
+  float mn[8];
+};
+inline ScalesK4 scales_k4(uint16_t d16, uint16_t dmin16, const uint8_t* packed) {
+  ScalesK4 s{};
+  const float d = f16_to_f32(d16);
+  const float dmin = f16_to_f32(dmin16);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc = 0;
+    uint8_t mn = 0;
+    unpack_scale_min_k4(j, packed, &sc, &mn);
+    s.d[j] = d * static_cast<float>(sc);
+    s.mn[j] = dmin * static_cast<float>(mn);
+  }
+  return s;
+}
+
+template <>
+struct Traits<DType::kQ4_K> {
+  using Block = BlockQ4_K;
+  using Scales = ScalesK4;
+  static constexpr int kRuns = 8;
+  static constexpr bool kSigned = false;
+  static Scales scales(const Block& b) { return scales_k4(b.d, b.dmin, b.scales); }
+  static RunInfo info(const Block&, const Scales& s, int j) { return {.d = s.d[j], .mn = {s.mn[j], s.mn[j]}}; }
+  static void q_scalar(const Block& b, int j, int8_t* q) {
+    const uint8_t* src = b.qs + 32 * (j / 2);
+    for (int l = 0; l < 32; ++l) q[l] = static_cast<int8_t>(j % 2 == 0 ? src[l] & 0x0F : src[l] >> 4);
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int j) {
+    return byte_bits(load32(b.qs + 32 * (j / 2)), 4 * (j % 2), 0x0F);
+  }
+};
+
+template <>
+struct Traits<DType::kQ5_K> {
+  using Block = BlockQ5_K;
+  using Scales = ScalesK4;
+  static constexpr int kRuns = 8;
+  static constexpr bool kSigned = false;
+  static Scales scales(const Block& b) { return scales_k4(b.d, b.dmin, b.scales); }
+  static RunInfo info(const Block&, const Scales& s, int j) { return {.d = s.d[j], .mn = {s.mn[j], s.mn[j]}}; }
+  static void q_scalar(const Block& b, int j, int8_t* q) {
+    const uint8_t* src = b.qs + 32 * (j / 2);
+    for (int l = 0; l < 32; ++l) {
+      const int nibble = j % 2 == 0 ? src[l] & 0x0F : src[l] >> 4;
+      q[l] = static_cast<int8_t>(nibble | (((b.qh[l] >> j) & 1) << 4));
+    }
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int j) {
+    const __m256i nibbles = byte_bits(load32(b.qs + 32 * (j / 2)), 4 * (j % 2), 0x0F);
+    const __m256i high = _mm256_slli_epi16(byte_bits(load32(b.qh), j, 1), 4);
+    return _mm256_or_si256(nibbles, high);
+  }
+};
+
+template <>
+struct Traits<DType::kQ6_K> {
+  using Block = BlockQ6_K;
+  using Scales = NoScales;
+  static constexpr int kRuns = 8;
+  static constexpr bool kSigned = true;
+  static Scales scales(const Block&) { return {}; }
+  static RunInfo info(const Block& b, const Scales&, int j) {
+    // Run j = 4·h + t covers groups 8·h + 2·t and 8·h + 2·t + 1, i.e. 2·j and 2·j + 1.
+    return {.d = f16_to_f32(b.d), .sc = {b.scales[2 * j], b.scales[2 * j + 1]}};
+  }
+  static void q_scalar(const Block& b, int j, int8_t* q) {
+    const int h = j / 4;
+    const int t = j % 4;
+    const uint8_t* ql = b.ql + 64 * h + 32 * (t % 2);
+    const uint8_t* qh = b.qh + 32 * h;
+    for (int l = 0; l < 32; ++l) {
+      const int nibble = t < 2 ? ql[l] & 0x0F : ql[l] >> 4;
+      q[l] = static_cast<int8_t>((nibble | (((qh[l] >> (2 * t)) & 3) << 4)) - 32);
+    }
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int j) {
+    const int h = j / 4;
+    const int t = j % 4;
+    const __m256i nibbles = byte_bits(load32(b.ql + 64 * h + 32 * (t % 2)), t < 2 ? 0 : 4, 0x0F);
+    const __m256i high = _mm256_slli_epi16(byte_bits(load32(b.qh + 32 * h), 2 * t, 3), 4);
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles, high), _mm256_set1_epi8(32));
+  }
+};
+
+template <>
+struct Traits<DType::kIQ4_XS> {
+  using Block = BlockIQ4_XS;
+  struct Scales {
+    float d[8];
+  };
+  static constexpr int kRuns = 8;
+  static constexpr bool kSigned = true;
+  static Scales scales(const Block& b) {
+    Scales s{};
+    const float d = f16_to_f32(b.d);
+    for (int j = 0; j < 8; ++j) {
+      const int ls = ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((b.scales_h >> (2 * j)) & 3) << 4);
+      s.d[j] = d * static_cast<float>(ls - 32);
+    }
+    return s;
+  }
+  static RunInfo info(const Block&, const Scales& s, int j) { return {.d = s.d[j]}; }
+  static void q_scalar(const Block& b, int j, int8_t* q) {
+    const uint8_t* qs = b.qs + 16 * j;
+    for (int l = 0; l < 16; ++l) {
+      q[l] = kIQ4NLValues[qs[l] & 0x0F];
+      q[l + 16] = kIQ4NLValues[qs[l] >> 4];
+    }
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int j) {
+    return iq4_lookup(expand_nibbles(b.qs + 16 * j));
+  }
+};
+
+// ---- Kernels ----------------------------------------------------------------------------------------------------
+
+// The min term of a run for one activation block.
+inline float min_term(const RunInfo& run, const BlockQ8A& a) {
+  return a.d * (run.mn[0] * static_cast<float>(a.sum[0]) + run.mn[1] * static_cast<float>(a.sum[1]));
+}
+
+template <DType W, int R>
+void rows_scalar(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {
+  using T = Traits<W>;
+  const auto* w = static_cast<const typename T::Block*>(w_row);
+  const int64_t blocks = nb / T::kRuns;
+  float sum[R] = {};
+  float extra[R] = {};
+  int8_t q[32];
+  for (int64_t b = 0; b < blocks; ++b) {
+    const typename T::Scales s = T::scales(w[b]);
+    for (int j = 0; j < T::kRuns; ++j) {
+      const RunInfo run = T::info(w[b], s, j);
+      T::q_scalar(w[b], j, q);
+      for (int r = 0; r < R; ++r) {
+        const BlockQ8A& ab = a[r * nb + b * T::kRuns + j];
+        int32_t half[2] = {0, 0};
+        for (int l = 0; l < 32; ++l) half[l / 16] += int32_t{q[l]} * int32_t{ab.qs[l]};
+        const int32_t isum = run.sc[0] * half[0] + run.sc[1] * half[1];
+        sum[r] += run.d * ab.d * static_cast<float>(isum);
+        extra[r] -= min_term(run, ab);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = sum[r] + extra[r];
+}
+
+__attribute__((target("avx2"))) inline float hsum256(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 shuf = _mm_movehdup_ps(lo);
+  __m128 sums = _mm_add_ps(lo, shuf);
+  shuf = _mm_movehl_ps(shuf, sums);
+  sums = _mm_add_ss(sums, shuf);
+  return _mm_cvtss_f32(sums);
+}
+
+template <DType W, int R>
+__attribute__((target("avx2,fma,f16c"))) void rows_avx2(const void* w_row, const BlockQ8A* a, int64_t nb,
+                                                         float* out) {
+  using T = Traits<W>;
+  const auto* w = static_cast<const typename T::Block*>(w_row);
+  const int64_t blocks = nb / T::kRuns;
+  __m256 acc[R];
+  float extra[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    extra[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const typename T::Scales s = T::scales(w[b]);
+    for (int j = 0; j < T::kRuns; ++j) {
+      const RunInfo run = T::info(w[b], s, j);
+      const __m256i q = T::q_avx2(w[b], j);
+      const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q;  // |q| for the signed types
+      const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(run.sc[1]), _mm_set1_epi16(run.sc[0]));
+      for (int r = 0; r < R; ++r) {
+        const BlockQ8A& ab = a[r * nb + b * T::kRuns + j];
+        __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+        if constexpr (T::kSigned) av = _mm256_sign_epi8(av, q);
+        const __m256i idot = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), scales);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(run.d * ab.d), acc[r]);
+        extra[r] -= min_term(run, ab);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) + extra[r];
+}
+
+template <DType W>
+RowsFn pick(QuantIsa isa, int rows) {
+  static constexpr RowsFn kScalar[kQuantTileRows + 1] = {nullptr, &rows_scalar<W, 1>, &rows_scalar<W, 2>,
+                                                         &rows_scalar<W, 3>, &rows_scalar<W, 4>};
+  static constexpr RowsFn kAvx2[kQuantTileRows + 1] = {nullptr, &rows_avx2<W, 1>, &rows_avx2<W, 2>,
+                                                       &rows_avx2<W, 3>, &rows_avx2<W, 4>};
+  if (rows < 1 || rows > kQuantTileRows) return nullptr;
+  return isa == QuantIsa::kScalar ? kScalar[rows] : kAvx2[rows];
+}
+
+}  // namespace
+
+bool handles(DType w_type) {
+  switch (w_type) {
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS: return true;
+    default: return false;
+  }
+}
+
+RowsFn rows_kernel(DType w_type, QuantIsa isa, int rows) {
+  switch (w_type) {
+    case DType::kQ5_0: return pick<DType::kQ5_0>(isa, rows);
+    case DType::kQ5_1: return pick<DType::kQ5_1>(isa, rows);
+    case DType::kIQ4_NL: return pick<DType::kIQ4_NL>(isa, rows);
+    case DType::kQ2_K: return pick<DType::kQ2_K>(isa, rows);
+    case DType::kQ3_K: return pick<DType::kQ3_K>(isa, rows);
+    case DType::kQ4_K: return pick<DType::kQ4_K>(isa, rows);
+    case DType::kQ5_K: return pick<DType::kQ5_K>(isa, rows);
+    case DType::kQ6_K: return pick<DType::kQ6_K>(isa, rows);
+    case DType::kIQ4_XS: return pick<DType::kIQ4_XS>(isa, rows);
+    default: return nullptr;
+  }
+}
+
+}  // namespace hxrt::kernels::cpu::kquant
