@@ -221,8 +221,8 @@ def run_llama_cpp(args) -> dict:
     }
 
 
-def hxrt_binary(args) -> str:
-    if args.hxrt:
+def hxrt_binary(args=None) -> str:
+    if args is not None and args.hxrt:
         return args.hxrt
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for build in ("build-release", "build"):

@@ -1,9 +1,13 @@
 // MatMulQ at SmolLM2-135M's shapes, in GB/s of weight bytes read (counter "weight_bytes"): the q4_1 layer GEMVs
 // (decode, M = 1) and the q8_0 49152-row output projection (the tied token embedding), on 1 thread and on a pool of
-// 2; plus prefill (M = 64).
+// 2; plus prefill (M = 64). BM_MatMulQ_Type runs every weight type on one ffn_down-sized weight, streamed from
+// memory (decode) and at M = 64 (prefill), for the per-type table in docs/llm.md.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -11,6 +15,7 @@
 
 #include "hxrt/base/float16.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/testing/test_data.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
@@ -118,6 +123,62 @@ BENCHMARK(BM_MatMulQ<DType::kQ4_1>)
 BENCHMARK(BM_MatMulQ<DType::kQ8_0>)
     ->Args({1, 576, 49152, 1})->Args({1, 576, 49152, 2})->Args({64, 576, 49152, 2})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Every MatMulQ weight type (in matmulq_weight_types() order: range 0 indexes it), W [n, k] random blocks, copies
+// cycled through 192 MiB as in BM_MatMulQ_Streamed; (type index, m, k, n, threads).
+void BM_MatMulQ_Type(benchmark::State& state) {
+  const DType type = matmulq_weight_types()[static_cast<size_t>(state.range(0))];
+  const int64_t m = state.range(1), k = state.range(2), n = state.range(3), threads = state.range(4);
+  std::mt19937 rng(1);
+  std::vector<std::byte> one(storage_bytes(type, static_cast<uint64_t>(n * k)).value());
+  if (dtype_info(type).is_quantized) {
+    testing::fill_random_blocks(type, one, rng);
+  } else {
+    std::uniform_int_distribution<int> small(0, 0x3BFF);  // finite f16/bf16 bit patterns; f32 random below
+    for (size_t i = 0; i + 1 < one.size(); i += 2) {
+      const auto h = static_cast<uint16_t>(small(rng));
+      std::memcpy(&one[i], &h, 2);
+    }
+    if (type == DType::kF32) {
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      for (size_t i = 0; i + 4 <= one.size(); i += 4) {
+        const float v = dist(rng);
+        std::memcpy(&one[i], &v, 4);
+      }
+    }
+  }
+  const size_t copies = m > 1 ? 1 : std::max<size_t>(2, (size_t{192} << 20) / one.size());
+  std::vector<std::byte> w(one.size() * copies);
+  for (size_t c = 0; c < copies; ++c) std::memcpy(w.data() + c * one.size(), one.data(), one.size());
+  std::vector<float> a(static_cast<size_t>(m * k));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& x : a) x = dist(rng);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
+  QuantMatMulTiles tiles;
+  tiles.tile_m = m <= 8 ? m : 32;
+  tiles.tile_n = std::clamp<int64_t>((n + 4 * threads - 1) / (4 * threads), 16, 128);
+  size_t c = 0;
+  for (auto _ : state) {
+    const Status status = quant_matmul(type, a.data(), m, k, w.data() + c * one.size(), n, nullptr, y.data(), tiles,
+                                       quant_best_isa(), pool.get());
+    if (!status.ok()) state.SkipWithError(status.to_string().c_str());
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  state.counters["weight_bytes"] =
+      benchmark::Counter(static_cast<double>(one.size()) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+  state.SetLabel(fmt::format("{} {}", dtype_name(type),
+                             quant_isa_name(matmulq_kernel_isa(type, quant_best_isa()))));
+}
+
+void matmulq_type_args(benchmark::internal::Benchmark* b) {
+  for (int64_t t = 0; t < static_cast<int64_t>(matmulq_weight_types().size()); ++t) {
+    b->Args({t, 1, 1536, 576, 1})->Args({t, 1, 1536, 576, 2})->Args({t, 64, 1536, 576, 2});
+  }
+}
+BENCHMARK(BM_MatMulQ_Type)->Apply(matmulq_type_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace hxrt::kernels::cpu

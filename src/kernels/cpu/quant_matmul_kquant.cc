@@ -302,9 +302,11 @@ struct Traits<DType::kIQ4_XS> {
 
 // ---- Kernels ----------------------------------------------------------------------------------------------------
 
-// The min term of a run for one activation block.
-inline float min_term(const RunInfo& run, const BlockQ8A& a) {
-  return a.d * (run.mn[0] * static_cast<float>(a.sum[0]) + run.mn[1] * static_cast<float>(a.sum[1]));
+// extra − d_a · (mn[0] · sum[0] + mn[1] · sum[1]) for one run and activation block, with explicit fused operations
+// so that no compiler contracts them differently (the JIT backends repeat them: kernels/jit/quant_blocks.cc).
+inline float minus_min_term(float extra, const RunInfo& run, const BlockQ8A& a) {
+  const float mins = std::fma(run.mn[0], static_cast<float>(a.sum[0]), run.mn[1] * static_cast<float>(a.sum[1]));
+  return std::fma(-a.d, mins, extra);
 }
 
 template <DType W, int R>
@@ -326,7 +328,7 @@ void rows_scalar(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {
         for (int l = 0; l < 32; ++l) half[l / 16] += int32_t{q[l]} * int32_t{ab.qs[l]};
         const int32_t isum = run.sc[0] * half[0] + run.sc[1] * half[1];
         sum[r] += run.d * ab.d * static_cast<float>(isum);
-        extra[r] -= min_term(run, ab);
+        extra[r] = minus_min_term(extra[r], run, ab);
       }
     }
   }
@@ -367,7 +369,7 @@ __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const void* w_row, const
         if constexpr (T::kSigned) av = _mm256_sign_epi8(av, q);
         const __m256i idot = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), scales);
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(run.d * ab.d), acc[r]);
-        extra[r] -= min_term(run, ab);
+        extra[r] = minus_min_term(extra[r], run, ab);
       }
     }
   }

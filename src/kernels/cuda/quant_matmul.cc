@@ -316,6 +316,11 @@ Status matmul_launch(hal::Stream& stream, const ops::KernelLaunch& launch) {
                        launch.tiling->launch, args);
 }
 
+std::shared_ptr<const CudaProgram> quant_blocks_program() {
+  static const auto program = std::make_shared<const CudaProgram>("hxrt_quant_blocks", jit::quant_blocks_source());
+  return program;
+}
+
 }  // namespace
 
 Status register_quant_matmul(ops::KernelRegistry& registry) {
@@ -326,11 +331,19 @@ Status register_quant_matmul(ops::KernelRegistry& registry) {
   def.priority = 10;
   def.tiling = matmul_tiling;
   def.launch = matmul_launch;
-  return registry.add(std::move(def));
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(def)));
+  // The other block types: one source for every JIT backend (kernels/jit/quant_blocks.cc).
+  return jit::register_quant_blocks(registry, cuda_backend(), quant_blocks_program());
 }
 
 std::vector<ProgramBuild> quant_matmul_builds() {
   std::vector<ProgramBuild> builds;
+  // Every block type of kernels/jit/quant_blocks.cc, at a decode and a prefill tile.
+  for (int qtype : {6, 7, 20, 10, 11, 12, 13, 14, 23}) {
+    builds.push_back({quant_blocks_program().get(), jit::quant_gather_options(qtype, false), {"gather_rows_q"}});
+    builds.push_back({quant_blocks_program().get(), jit::quant_matmul_options(qtype, 1, 48, true), {"matmul_kq"}});
+    builds.push_back({quant_blocks_program().get(), jit::quant_matmul_options(qtype, 4, 48, false), {"matmul_kq"}});
+  }
   // SmolLM2's shapes: K = 576 (NB 18) and 1536 (NB 48), decode (TILE_M 1) and prefill (TILE_M 4) tiles.
   for (int wtype = 0; wtype <= 4; ++wtype) {
     for (const auto& [tile_m, nb] : {std::pair<int, int>{1, 18}, {4, 48}}) {

@@ -89,4 +89,13 @@ Status register_llm_ops(ops::KernelRegistry& registry, const Backend& backend, s
 std::string gather_rows_options(int dtype_code, bool i64_indices);
 std::string attention_options(bool cache_f16, bool cpu_fma, int64_t max_ctx, int64_t head_dim);
 
+// quant_blocks.cc: GatherRows (function gather_rows_q: QTYPE, IDX_I64) and MatMulQ (function matmul_kq: QTYPE,
+// TILE_M, NB, WG, HAS_BIAS) for q5_0, q5_1, iq4_nl and the K-quants, from one source for every backend
+// (quant_blocks_source(), which maps its few backend-specific names itself); QTYPE is the ggml type id.
+Status register_quant_blocks(ops::KernelRegistry& registry, const Backend& backend,
+                             std::shared_ptr<const Program> program);
+std::string_view quant_blocks_source();
+std::string quant_gather_options(int ggml_type, bool i64_indices);
+std::string quant_matmul_options(int ggml_type, int64_t tile_m, int64_t nb, bool has_bias);
+
 }  // namespace hxrt::kernels::jit

@@ -48,6 +48,23 @@ TEST_P(DeviceLlmOpsTest, GatherRowsWidensEveryFormatExactlyAsTheCpu) {
   }
 }
 
+// q5_0, q5_1, iq4_nl and the K-quants (kernels/jit/quant_blocks.cc): ggml's float arithmetic, as the CPU's.
+TEST_P(DeviceLlmOpsTest, GatherRowsWidensEveryBlockTypeExactlyAsTheCpu) {
+  std::mt19937 rng(52);
+  for (DType dtype : {DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                      DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+    SCOPED_TRACE(fmt::format("{}", dtype));
+    OpCall call{.op_type = "GatherRows", .domain = "hxrt"};
+    call.inputs = {random_quantized(dtype, 13, 768, rng), HostTensor::i32(Shape{5}, {12, 0, 7, 7, 3})};
+    call.constant_inputs = {0};
+    expect_same_bytes(call, device(), "GatherRowsBlocks");
+    call.inputs[1] = HostTensor::i64(Shape{2}, {1, 11});
+    expect_same_bytes(call, device(), "GatherRowsBlocks");
+    call.inputs[1] = HostTensor::i32(Shape{1}, {13});
+    EXPECT_EQ(device_status(call, device()).code(), StatusCode::kInvalidArgument);
+  }
+}
+
 TEST_P(DeviceLlmOpsTest, GatherRowsIndexOutOfRangeFailsTheLaunch) {
   std::mt19937 rng(52);
   OpCall call{.op_type = "GatherRows", .domain = "hxrt", .device = device()};

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/quant_matmul.h"
 #include "kernels/jit/device_test_util.h"
 
 namespace hxrt::kernels::jit {
@@ -41,6 +42,37 @@ TEST_P(DeviceMatMulQTest, EveryWeightTypeAndTileMatchesTheCpu) {
       call.inputs = {random_signed(Shape{c.m, c.k}, rng), random_weight(dtype, c.n, c.k, rng)};
       call.constant_inputs = {1};
       expect_close_to_cpu(call, device(), "MatMulQ", 1e-5);
+    }
+  }
+}
+
+// The other block types (kernels/jit/quant_blocks.cc) keep the CPU AVX2 kernel's lanes: bit-identical to it (the
+// CPU runs those kernels on AVX2 and AVX-512 machines alike), within float rounding of its scalar path.
+TEST_P(DeviceMatMulQTest, EveryBlockTypeMatchesTheCpuBitForBit) {
+  std::mt19937 rng(44);
+  const bool cpu_lanes = cpu::quant_best_isa() != cpu::QuantIsa::kScalar;
+  struct Case {
+    int64_t m, n, k;
+  };
+  const std::vector<Case> cases = {{1, 200, 1536}, {5, 70, 512}, {3, 9, 256}, {17, 65, 768}, {2, 33, 8192}};
+  for (DType dtype : {DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                      DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+    for (const Case& c : cases) {
+      for (bool bias : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} m={} n={} k={} bias={}", dtype, c.m, c.n, c.k, bias));
+        OpCall call{.op_type = "MatMulQ", .domain = "hxrt"};
+        call.inputs = {random_signed(Shape{c.m, c.k}, rng), random_weight(dtype, c.n, c.k, rng)};
+        call.constant_inputs = {1};
+        if (bias) {
+          call.inputs.push_back(random_signed(Shape{c.n}, rng));
+          call.constant_inputs.push_back(2);
+        }
+        if (cpu_lanes) {
+          expect_same_bytes(call, device(), "MatMulQBlocks");
+        } else {
+          expect_close_to_cpu(call, device(), "MatMulQBlocks", 1e-5);
+        }
+      }
     }
   }
 }

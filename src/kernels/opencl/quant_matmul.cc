@@ -356,7 +356,10 @@ Status register_quant_matmul(ops::KernelRegistry& registry) {
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {
     return matmul_launch(stream, *program, launch);
   };
-  return registry.add(std::move(def));
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(def)));
+  // The other block types: one source for every JIT backend (kernels/jit/quant_blocks.cc).
+  return jit::register_quant_blocks(
+      registry, opencl_backend(), std::make_shared<const JitProgram>("hxrt_quant_blocks", jit::quant_blocks_source()));
 }
 
 }  // namespace hxrt::kernels::opencl
