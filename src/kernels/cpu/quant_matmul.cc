@@ -48,10 +48,6 @@ QuantIsa quant_best_isa() {
   return best;
 }
 
-QuantIsa matmulq_kernel_isa(DType w_type, QuantIsa isa) {
-  return isa == QuantIsa::kAvx512Vnni && kquant::handles(w_type) ? QuantIsa::kAvx2 : isa;
-}
-
 bool matmulq_weight_supported(DType w_type) {
   switch (w_type) {
     case DType::kQ8_0:

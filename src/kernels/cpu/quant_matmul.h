@@ -46,9 +46,6 @@ enum class QuantIsa : uint8_t { kScalar, kAvx2, kAvx512Vnni };
 std::string_view quant_isa_name(QuantIsa isa);
 bool quant_isa_supported(QuantIsa isa);
 QuantIsa quant_best_isa();  // detected once
-// The ISA whose kernels compute W of `w_type` when `isa` is asked for: the types of quant_matmul_kquant.h have no
-// AVX-512 VNNI kernels and run their AVX2 ones there.
-QuantIsa matmulq_kernel_isa(DType w_type, QuantIsa isa);
 
 // True for the W dtypes MatMulQ accepts; matmulq_weight_types() lists them (for the kernels' registrations).
 bool matmulq_weight_supported(DType w_type);

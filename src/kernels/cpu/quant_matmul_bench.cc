@@ -170,7 +170,7 @@ void BM_MatMulQ_Type(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(one.size()) * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
   state.SetLabel(fmt::format("{} {}", dtype_name(type),
-                             quant_isa_name(matmulq_kernel_isa(type, quant_best_isa()))));
+                             quant_isa_name(quant_best_isa())));
 }
 
 void matmulq_type_args(benchmark::internal::Benchmark* b) {

@@ -20,7 +20,7 @@ struct RunInfo {
 };
 
 // ---- Per-type traits ------------------------------------------------------------------------------------------
-// Each type: its block, runs per block, whether q is signed, the per-block decoded scales (Scales, from scales()),
+// Each type: its block, runs per block, whether q is signed (the unsigned types are those with mins), the per-block decoded scales (Scales, from scales()),
 // a run's RunInfo (info()), its 32 integers in scalar code (q_scalar()) and in one AVX2 register (q_avx2()).
 
 __attribute__((target("avx2"))) inline __m256i expand_nibbles(const uint8_t* qs) {
@@ -328,7 +328,7 @@ void rows_scalar(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {
         for (int l = 0; l < 32; ++l) half[l / 16] += int32_t{q[l]} * int32_t{ab.qs[l]};
         const int32_t isum = run.sc[0] * half[0] + run.sc[1] * half[1];
         sum[r] += run.d * ab.d * static_cast<float>(isum);
-        extra[r] = minus_min_term(extra[r], run, ab);
+        if constexpr (!T::kSigned) extra[r] = minus_min_term(extra[r], run, ab);
       }
     }
   }
@@ -344,37 +344,60 @@ __attribute__((target("avx2"))) inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(sums);
 }
 
-template <DType W, int R>
-__attribute__((target("avx2,fma,f16c"))) void rows_avx2(const void* w_row, const BlockQ8A* a, int64_t nb,
-                                                         float* out) {
-  using T = Traits<W>;
-  const auto* w = static_cast<const typename T::Block*>(w_row);
-  const int64_t blocks = nb / T::kRuns;
-  __m256 acc[R];
-  float extra[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    extra[r] = 0.0f;
-  }
-  for (int64_t b = 0; b < blocks; ++b) {
-    const typename T::Scales s = T::scales(w[b]);
-    for (int j = 0; j < T::kRuns; ++j) {
-      const RunInfo run = T::info(w[b], s, j);
-      const __m256i q = T::q_avx2(w[b], j);
-      const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q;  // |q| for the signed types
-      const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(run.sc[1]), _mm_set1_epi16(run.sc[0]));
-      for (int r = 0; r < R; ++r) {
-        const BlockQ8A& ab = a[r * nb + b * T::kRuns + j];
-        __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
-        if constexpr (T::kSigned) av = _mm256_sign_epi8(av, q);
-        const __m256i idot = _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), scales);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(run.d * ab.d), acc[r]);
-        extra[r] = minus_min_term(extra[r], run, ab);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) + extra[r];
+// The types whose two 16-value halves carry their own integer scales (the others fold one scale into d).
+constexpr bool group_scales(DType w) { return w == DType::kQ2_K || w == DType::kQ3_K || w == DType::kQ6_K; }
+
+// The eight int32 lanes of one run and one activation block, lane l = sc[l / 4] · Σ q·a over values 4l..4l+3:
+// AVX2 through vpmaddubsw and vpmaddwd against the scales; AVX-512 VNNI (256-bit) through one vpdpbusd, times the
+// scales where the type has them. The same integers either way, so both ISAs give the same bits.
+__attribute__((target("avx2"))) inline __m256i lanes_avx2(__m256i u, __m256i a, __m256i scales16, __m256i) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), scales16);
 }
+template <bool kScaled>
+__attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__m256i u, __m256i a, __m256i,
+                                                                               __m256i scales32) {
+  const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a);
+  return kScaled ? _mm256_mullo_epi32(sums, scales32) : sums;
+}
+
+// Note [One body per ISA]: a target attribute cannot depend on a template parameter, so the run loop is written
+// once here and stamped out for each ISA with its lane function.
+#define HXRT_KQUANT_ROWS(NAME, TARGET, LANES)                                                                    \
+  template <DType W, int R>                                                                                     \
+  __attribute__((target(TARGET))) void NAME(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {     \
+    using T = Traits<W>;                                                                                        \
+    const auto* w = static_cast<const typename T::Block*>(w_row);                                               \
+    const int64_t blocks = nb / T::kRuns;                                                                       \
+    __m256 acc[R];                                                                                              \
+    float extra[R];                                                                                             \
+    for (int r = 0; r < R; ++r) {                                                                               \
+      acc[r] = _mm256_setzero_ps();                                                                             \
+      extra[r] = 0.0f;                                                                                          \
+    }                                                                                                           \
+    for (int64_t b = 0; b < blocks; ++b) {                                                                      \
+      const typename T::Scales s = T::scales(w[b]);                                                             \
+      for (int j = 0; j < T::kRuns; ++j) {                                                                      \
+        const RunInfo run = T::info(w[b], s, j);                                                                \
+        const __m256i q = T::q_avx2(w[b], j);                                                                   \
+        const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q; /* |q| for the signed types */               \
+        const __m256i scales16 = _mm256_set_m128i(_mm_set1_epi16(run.sc[1]), _mm_set1_epi16(run.sc[0]));         \
+        const __m256i scales32 = _mm256_set_m128i(_mm_set1_epi32(run.sc[1]), _mm_set1_epi32(run.sc[0]));         \
+        for (int r = 0; r < R; ++r) {                                                                           \
+          const BlockQ8A& ab = a[r * nb + b * T::kRuns + j];                                                    \
+          __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));                             \
+          if constexpr (T::kSigned) av = _mm256_sign_epi8(av, q);                                               \
+          const __m256i idot = LANES(u, av, scales16, scales32);                                                \
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(run.d * ab.d), acc[r]);             \
+          if constexpr (!T::kSigned) extra[r] = minus_min_term(extra[r], run, ab);                              \
+        }                                                                                                       \
+      }                                                                                                         \
+    }                                                                                                           \
+    for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) + extra[r];                                            \
+  }
+
+HXRT_KQUANT_ROWS(rows_avx2, "avx2,fma,f16c", lanes_avx2)
+HXRT_KQUANT_ROWS(rows_vnni256, "avx2,fma,f16c,avx512vl,avx512vnni", lanes_vnni<group_scales(W)>)
+#undef HXRT_KQUANT_ROWS
 
 template <DType W>
 RowsFn pick(QuantIsa isa, int rows) {
@@ -382,8 +405,15 @@ RowsFn pick(QuantIsa isa, int rows) {
                                                          &rows_scalar<W, 3>, &rows_scalar<W, 4>};
   static constexpr RowsFn kAvx2[kQuantTileRows + 1] = {nullptr, &rows_avx2<W, 1>, &rows_avx2<W, 2>,
                                                        &rows_avx2<W, 3>, &rows_avx2<W, 4>};
+  static constexpr RowsFn kVnni[kQuantTileRows + 1] = {nullptr, &rows_vnni256<W, 1>, &rows_vnni256<W, 2>,
+                                                       &rows_vnni256<W, 3>, &rows_vnni256<W, 4>};
   if (rows < 1 || rows > kQuantTileRows) return nullptr;
-  return isa == QuantIsa::kScalar ? kScalar[rows] : kAvx2[rows];
+  switch (isa) {
+    case QuantIsa::kScalar: return kScalar[rows];
+    case QuantIsa::kAvx2: return kAvx2[rows];
+    case QuantIsa::kAvx512Vnni: return kVnni[rows];
+  }
+  return nullptr;
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ bool handles(DType w_type);
 // out[r] = dot(W row, activation row r) for r < rows (1..kQuantTileRows); activation rows are nb blocks of 32 apart.
 using RowsFn = void (*)(const void* w_row, const BlockQ8A* a, int64_t nb, float* out);
 
-// The kernel for `rows` rows on `isa` (AVX-512 VNNI runs the AVX2 kernels); nullptr for a type it does not handle.
+// The kernel for `rows` rows on `isa` (AVX-512 VNNI: 256-bit vpdpbusd, bit-identical to AVX2); nullptr for a type it
+// does not handle.
 RowsFn rows_kernel(DType w_type, QuantIsa isa, int rows);
 
 }  // namespace hxrt::kernels::cpu::kquant

@@ -144,6 +144,8 @@ HXQ_FN float hxq_half(const hxq_u8* p) { return hx_half_to_float((hx_u16)(p[0] |
 #define RUNS 1
 #endif
 #define BLOCK_VALUES (32 * RUNS)
+// The types whose runs have mins (their q are unsigned): the others skip the min terms, as the CPU kernel does.
+#define HAS_MINS (QTYPE == 7 || QTYPE == 10 || QTYPE == 12 || QTYPE == 13)
 
 HXQ_FN int hxq_iq4(int nibble) {
   switch (nibble) {
@@ -392,8 +394,10 @@ HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), H
           for (int e = 4 * l; e < 4 * l + 4; ++e) s += q[e] * (int)act_q[ab * 32 + e];
           acc[r][l] = HXQ_FMA((float)(sc[l / 4] * s), scale, acc[r][l]);
         }
+#if HAS_MINS
         const float mins = HXQ_FMA(mn[0], (float)act_sum[2 * ab], mn[1] * (float)act_sum[2 * ab + 1]);
         extra[r] = HXQ_FMA(-da, mins, extra[r]);  // the CPU's minus_min_term
+#endif
       }
     }
   }
