@@ -346,7 +346,9 @@ HXQ_FN float hxq_sum_lanes8(const float* v) {
 HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), HXQ_OUT(float, y), int m, int n) {
   HXQ_SHARED hxq_i8 act_q[TILE_M * NB * 32];  // (TILE_M, NB, 32) quantized activations
   HXQ_SHARED float act_d[TILE_M * NB];        // (TILE_M, NB) their scales
+#if HAS_MINS
   HXQ_SHARED int act_sum[TILE_M * NB * 2];    // (TILE_M, NB, 2) Σ q over each half, exactly
+#endif
   const int tid = HXQ_LOCAL_ID;
   const int i0 = HXQ_GROUP_Y * TILE_M;
   const int rows = min(TILE_M, m - i0);
@@ -364,8 +366,12 @@ HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), H
       half_sum[i / 16] += q;
     }
     act_d[blk] = hx_round_half(d);  // kept at f16 precision, as the CPU's quantize_activation_row
+#if HAS_MINS
     act_sum[2 * blk] = half_sum[0];
     act_sum[2 * blk + 1] = half_sum[1];
+#else
+    (void)half_sum;
+#endif
   }
   HXQ_SYNC();
   const int j = HXQ_GROUP_X * WG + tid;
