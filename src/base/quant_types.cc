@@ -128,46 +128,36 @@ void q3_k(const BlockQ3_K& b, T* y) {
   }
 }
 
+// q4_K and q5_K share their scales and nibbles; q5_K's fifth bits come from qh (null for q4_K): bit j of qh[l] is
+// bit 4 of value l of sub-block j.
 template <typename T>
-void q4_k(const BlockQ4_K& b, T* y) {
-  const T d = f16<T>(b.d);
-  const T dmin = f16<T>(b.dmin);
-  const uint8_t* q = b.qs;
-  for (int j = 0; j < 8; j += 2, q += 32) {
+void k4_blocks(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qs, const uint8_t* qh, T* y) {
+  const T d = f16<T>(d16);
+  const T dmin = f16<T>(dmin16);
+  const uint8_t* q = qs;
+  for (int j = 0; j < 8; ++j) {
     uint8_t sc = 0;
     uint8_t mn = 0;
-    unpack_scale_min_k4(j, b.scales, &sc, &mn);
-    const T d1 = d * static_cast<T>(sc);
-    const T m1 = dmin * static_cast<T>(mn);
-    unpack_scale_min_k4(j + 1, b.scales, &sc, &mn);
-    const T d2 = d * static_cast<T>(sc);
-    const T m2 = dmin * static_cast<T>(mn);
-    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<T>(q[l] & 0x0F) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<T>(q[l] >> 4) - m2;
+    unpack_scale_min_k4(j, scales, &sc, &mn);
+    const T dl = d * static_cast<T>(sc);
+    const T ml = dmin * static_cast<T>(mn);
+    for (int l = 0; l < 32; ++l) {
+      const int nibble = j % 2 == 0 ? q[l] & 0x0F : q[l] >> 4;
+      const int high = qh != nullptr ? ((qh[l] >> j) & 1) << 4 : 0;
+      *y++ = dl * static_cast<T>(nibble + high) - ml;
+    }
+    if (j % 2 == 1) q += 32;
   }
 }
 
 template <typename T>
+void q4_k(const BlockQ4_K& b, T* y) {
+  k4_blocks(b.d, b.dmin, b.scales, b.qs, nullptr, y);
+}
+
+template <typename T>
 void q5_k(const BlockQ5_K& b, T* y) {
-  const T d = f16<T>(b.d);
-  const T dmin = f16<T>(b.dmin);
-  const uint8_t* q = b.qs;
-  for (int j = 0; j < 8; j += 2, q += 32) {
-    uint8_t sc = 0;
-    uint8_t mn = 0;
-    unpack_scale_min_k4(j, b.scales, &sc, &mn);
-    const T d1 = d * static_cast<T>(sc);
-    const T m1 = dmin * static_cast<T>(mn);
-    unpack_scale_min_k4(j + 1, b.scales, &sc, &mn);
-    const T d2 = d * static_cast<T>(sc);
-    const T m2 = dmin * static_cast<T>(mn);
-    for (int l = 0; l < 32; ++l) {
-      *y++ = d1 * static_cast<T>((q[l] & 0x0F) + (((b.qh[l] >> j) & 1) << 4)) - m1;
-    }
-    for (int l = 0; l < 32; ++l) {
-      *y++ = d2 * static_cast<T>((q[l] >> 4) + (((b.qh[l] >> (j + 1)) & 1) << 4)) - m2;
-    }
-  }
+  k4_blocks(b.d, b.dmin, b.scales, b.qs, b.qh, y);
 }
 
 template <typename T>

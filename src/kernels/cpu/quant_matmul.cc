@@ -14,6 +14,7 @@
 #include "hxrt/base/float16.h"
 #include "hxrt/ops/kernel_def.h"
 #include "kernels/cpu/quant_matmul_kquant.h"
+#include "kernels/cpu/quant_simd.h"
 #include "kernels/cpu/quant_matmul_vnni.h"
 
 namespace hxrt::kernels::cpu {
@@ -208,22 +209,6 @@ void rows_scalar(int rows, const void* w_row, const BlockQ8A* a, int64_t nb, flo
 }
 
 // --- AVX2 -------------------------------------------------------------------------------------------------------
-
-__attribute__((target("avx2"))) inline __m256i expand_nibbles(const uint8_t* qs) {
-  // Low nibbles are elements 0..15 (low lane), high nibbles elements 16..31 (high lane).
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-__attribute__((target("avx2"))) inline float hsum256(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  __m128 shuf = _mm_movehdup_ps(lo);
-  __m128 sums = _mm_add_ps(lo, shuf);
-  shuf = _mm_movehl_ps(shuf, sums);
-  sums = _mm_add_ss(sums, shuf);
-  return _mm_cvtss_f32(sums);
-}
 
 // Unsigned W integers of one block, the sign source for q8_0, the scale and the offset coefficient.
 struct DecodedBlock {

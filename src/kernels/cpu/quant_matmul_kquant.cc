@@ -8,6 +8,7 @@
 
 #include "hxrt/base/float16.h"
 #include "hxrt/base/quant_blocks.h"
+#include "kernels/cpu/quant_simd.h"
 
 namespace hxrt::kernels::cpu::kquant {
 namespace {
@@ -22,12 +23,6 @@ struct RunInfo {
 // ---- Per-type traits ------------------------------------------------------------------------------------------
 // Each type: its block, runs per block, whether q is signed (the unsigned types are those with mins), the per-block decoded scales (Scales, from scales()),
 // a run's RunInfo (info()), its 32 integers in scalar code (q_scalar()) and in one AVX2 register (q_avx2()).
-
-__attribute__((target("avx2"))) inline __m256i expand_nibbles(const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
 
 // Byte i is 0xFF where bit i of `bits` is set.
 __attribute__((target("avx2"))) inline __m256i bits_to_bytes(uint32_t bits) {
@@ -201,42 +196,39 @@ inline ScalesK4 scales_k4(uint16_t d16, uint16_t dmin16, const uint8_t* packed) 
   return s;
 }
 
-template <>
-struct Traits<DType::kQ4_K> {
-  using Block = BlockQ4_K;
+// What q4_K and q5_K share: the block's scales and mins, and the nibbles of run j.
+template <typename B>
+struct TraitsK4 {
+  using Block = B;
   using Scales = ScalesK4;
   static constexpr int kRuns = 8;
   static constexpr bool kSigned = false;
   static Scales scales(const Block& b) { return scales_k4(b.d, b.dmin, b.scales); }
   static RunInfo info(const Block&, const Scales& s, int j) { return {.d = s.d[j], .mn = {s.mn[j], s.mn[j]}}; }
-  static void q_scalar(const Block& b, int j, int8_t* q) {
+  static void nibbles_scalar(const Block& b, int j, int8_t* q) {
     const uint8_t* src = b.qs + 32 * (j / 2);
     for (int l = 0; l < 32; ++l) q[l] = static_cast<int8_t>(j % 2 == 0 ? src[l] & 0x0F : src[l] >> 4);
   }
-  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int j) {
+  __attribute__((target("avx2"))) static __m256i nibbles_avx2(const Block& b, int j) {
     return byte_bits(load32(b.qs + 32 * (j / 2)), 4 * (j % 2), 0x0F);
   }
 };
 
 template <>
-struct Traits<DType::kQ5_K> {
-  using Block = BlockQ5_K;
-  using Scales = ScalesK4;
-  static constexpr int kRuns = 8;
-  static constexpr bool kSigned = false;
-  static Scales scales(const Block& b) { return scales_k4(b.d, b.dmin, b.scales); }
-  static RunInfo info(const Block&, const Scales& s, int j) { return {.d = s.d[j], .mn = {s.mn[j], s.mn[j]}}; }
+struct Traits<DType::kQ4_K> : TraitsK4<BlockQ4_K> {
+  static void q_scalar(const Block& b, int j, int8_t* q) { nibbles_scalar(b, j, q); }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int j) { return nibbles_avx2(b, j); }
+};
+
+template <>
+struct Traits<DType::kQ5_K> : TraitsK4<BlockQ5_K> {
   static void q_scalar(const Block& b, int j, int8_t* q) {
-    const uint8_t* src = b.qs + 32 * (j / 2);
-    for (int l = 0; l < 32; ++l) {
-      const int nibble = j % 2 == 0 ? src[l] & 0x0F : src[l] >> 4;
-      q[l] = static_cast<int8_t>(nibble | (((b.qh[l] >> j) & 1) << 4));
-    }
+    nibbles_scalar(b, j, q);
+    for (int l = 0; l < 32; ++l) q[l] = static_cast<int8_t>(q[l] | (((b.qh[l] >> j) & 1) << 4));
   }
   __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int j) {
-    const __m256i nibbles = byte_bits(load32(b.qs + 32 * (j / 2)), 4 * (j % 2), 0x0F);
     const __m256i high = _mm256_slli_epi16(byte_bits(load32(b.qh), j, 1), 4);
-    return _mm256_or_si256(nibbles, high);
+    return _mm256_or_si256(nibbles_avx2(b, j), high);
   }
 };
 
@@ -333,15 +325,6 @@ void rows_scalar(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {
     }
   }
   for (int r = 0; r < R; ++r) out[r] = sum[r] + extra[r];
-}
-
-__attribute__((target("avx2"))) inline float hsum256(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  __m128 shuf = _mm_movehdup_ps(lo);
-  __m128 sums = _mm_add_ps(lo, shuf);
-  shuf = _mm_movehl_ps(shuf, sums);
-  sums = _mm_add_ss(sums, shuf);
-  return _mm_cvtss_f32(sums);
 }
 
 // The types whose two 16-value halves carry their own integer scales (the others fold one scale into d).
