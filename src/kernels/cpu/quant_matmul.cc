@@ -465,7 +465,7 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
   const int64_t nb = k / kQuantBlock;
   // AVX-512 VNNI: the activations in the kernels' layout, (m, nb) (Note [VNNI-512 pairs] in quant_matmul_vnni.h).
   const bool kquant_w = kquant::handles(w_type);
-  const bool vnni512 = quantized && !kquant_w && isa == QuantIsa::kAvx512Vnni;
+  const bool vnni512 = vnni512::handles(w_type) && isa == QuantIsa::kAvx512Vnni;
   std::vector<vnni512::ActBlock> act(vnni512 ? static_cast<size_t>(m * nb) : 0);
   if (quantized) {
     aq.resize(static_cast<size_t>(m * nb));

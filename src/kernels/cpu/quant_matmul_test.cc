@@ -363,8 +363,10 @@ TEST(QuantMatMulTest, RowAloneEqualsRowInABatchOfFiveAtEveryKTail) {
 TEST(QuantMatMulTest, Avx512VnniGivesTheAvx2Bits) {
   if (!quant_isa_supported(QuantIsa::kAvx512Vnni)) GTEST_SKIP() << "no AVX-512 VNNI here";
   std::mt19937 rng(8);
-  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+  for (DType type : matmulq_weight_types()) {
+    if (!dtype_info(type).is_quantized) continue;
     for (int64_t k : {32, 64, 96, 160, 576, 1536}) {
+      if (k % dtype_info(type).block_elements != 0) continue;
       for (int64_t m : {1, 2, 5}) {
         const int64_t n = 13;
         const std::vector<std::byte> w = random_weights(type, n, k, rng);

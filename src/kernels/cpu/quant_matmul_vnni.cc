@@ -31,6 +31,40 @@ struct Layout<DType::kQ8_0> {
   static constexpr int kStepBlocks = 2;
   static constexpr int kOffsetWord = 0;  // no offset
 };
+template <>
+struct Layout<DType::kIQ4_NL> {
+  using Block = BlockIQ4_NL;
+  static constexpr int kStepBlocks = 4;
+  static constexpr int kOffsetWord = 0;  // no offset
+};
+// The q5 steps are three blocks: their d (and m) words lie in a step's first 64 bytes, which the step fills.
+template <>
+struct Layout<DType::kQ5_0> {
+  using Block = BlockQ5_0;
+  static constexpr int kStepBlocks = 3;
+  static constexpr int kOffsetWord = 0;  // no offset
+};
+template <>
+struct Layout<DType::kQ5_1> {
+  using Block = BlockQ5_1;
+  static constexpr int kStepBlocks = 3;
+  static constexpr int kOffsetWord = 1;  // the min term of quant_matmul_kquant.cc, with mn = -m
+};
+
+// The types whose integers go in as q + 128 against an accumulator started at ActBlock::corr (signed × signed).
+constexpr bool biased(DType w) {
+  return w == DType::kQ8_0 || w == DType::kQ5_0 || w == DType::kIQ4_NL;
+}
+// The types with a high bit per value in qh (bit i of the little-endian uint32 is bit 4 of value i).
+constexpr bool five_bit(DType w) {
+  return w == DType::kQ5_0 || w == DType::kQ5_1;
+}
+
+inline uint32_t le32(const std::byte* p) {
+  uint32_t v = 0;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
 
 struct alignas(64) WordIndex {
   uint16_t word[32];
@@ -80,6 +114,17 @@ constexpr WordIndex make_nibble_shifts() {
 }
 constexpr WordIndex kNibbleShifts = make_nibble_shifts();
 
+// kIQ4NLValues + 128, the unsigned integers of iq4_nl (biased()), in each 128-bit lane.
+struct alignas(64) ByteTable {
+  uint8_t byte[64];
+};
+constexpr ByteTable make_iq4_biased() {
+  ByteTable t{};
+  for (int i = 0; i < 64; ++i) t.byte[i] = static_cast<uint8_t>(kIQ4NLValues[static_cast<size_t>(i % 16)] + 128);
+  return t;
+}
+constexpr ByteTable kIQ4Biased = make_iq4_biased();
+
 #define HXRT_VNNI512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside several AVX-512 intrinsics (their _mm512_undefined_* sources);
@@ -127,6 +172,10 @@ HXRT_VNNI512_TARGET void micro_kernel(const ActBlock* act, int64_t nb, const std
   constexpr int kBlockBytes = static_cast<int>(sizeof(typename L::Block));
   constexpr int kStepBytes = L::kStepBlocks * kBlockBytes;
   constexpr int kQsByte = static_cast<int>(offsetof(typename L::Block, qs));
+  constexpr int kQhByte = [] {
+    if constexpr (five_bit(W)) return static_cast<int>(offsetof(typename L::Block, qh));
+    return 0;
+  }();
   const std::byte* rows[P][2];
   for (int p = 0; p < P; ++p) {
     rows[p][0] = w + static_cast<uint64_t>(2 * p) * row_bytes;
@@ -135,9 +184,11 @@ HXRT_VNNI512_TARGET void micro_kernel(const ActBlock* act, int64_t nb, const std
   const __m512i idx_header = _mm512_load_si512(Index::kHeader.word);
   const __m512i shifts = _mm512_load_si512(kNibbleShifts.word);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
-  const __m512 header_scale = W == DType::kQ4_0
-                                  ? _mm512_mask_blend_ps(__mmask16{0xFF00}, _mm512_set1_ps(1.0f), _mm512_set1_ps(-8.0f))
-                                  : _mm512_set1_ps(1.0f);
+  const __m512i iq4_table = _mm512_load_si512(kIQ4Biased.byte);
+  // The offset words times -8 (q4_0: c = -8·d) or -1 (q5_1: mn = -m).
+  const float offset_scale = W == DType::kQ4_0 ? -8.0f : W == DType::kQ5_1 ? -1.0f : 1.0f;
+  const __m512 header_scale =
+      _mm512_mask_blend_ps(__mmask16{0xFF00}, _mm512_set1_ps(1.0f), _mm512_set1_ps(offset_scale));
   __m512 acc[RA][P];
   __m128 ext[RA][P];
 #pragma GCC unroll 4
@@ -190,16 +241,29 @@ HXRT_VNNI512_TARGET void micro_kernel(const ActBlock* act, int64_t nb, const std
           wq =
               _mm512_mask_broadcast_i32x4(wq, __mmask16{0xFF00}, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1)));
           wq = _mm512_and_si512(_mm512_srlv_epi16(wq, shifts), nibble);
+          if constexpr (W == DType::kIQ4_NL) wq = _mm512_shuffle_epi8(iq4_table, wq);
+          if constexpr (five_bit(W)) {
+            // Byte i of the pair's zmm is value i of row c (i < 32) or value i - 32 of row c + 1: one mask of both qh.
+            const uint64_t qh = uint64_t{le32(q0 - kQsByte + kQhByte)} | uint64_t{le32(q1 - kQsByte + kQhByte)} << 32;
+            if constexpr (W == DType::kQ5_0) wq = _mm512_add_epi8(wq, _mm512_set1_epi8(112));  // q + 128
+            wq = _mm512_mask_add_epi8(wq, _cvtu64_mask64(qh), wq, _mm512_set1_epi8(16));
+          }
         }
         const __m512 dw = permute(idx_scale, header[p]);
         const __m128 cw = low128(permute(idx_offset, header[p]));
 #pragma GCC unroll 4
         for (int r = 0; r < RA; ++r) {
           const ActBlock& a = act[r * nb + b];
-          const __m512i init = W == DType::kQ8_0 ? _mm512_load_si512(a.corr) : _mm512_setzero_si512();
+          const __m512i init = biased(W) ? _mm512_load_si512(a.corr) : _mm512_setzero_si512();
           const __m512i idot = _mm512_dpbusd_epi32(init, wq, _mm512_load_si512(a.qs));
           acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[r][p]);
-          if constexpr (W != DType::kQ8_0) ext[r][p] = _mm_fmadd_ps(cw, _mm_set1_ps(a.s), ext[r][p]);
+          if constexpr (W == DType::kQ4_0 || W == DType::kQ4_1) {
+            ext[r][p] = _mm_fmadd_ps(cw, _mm_set1_ps(a.s), ext[r][p]);
+          } else if constexpr (W == DType::kQ5_1) {
+            // As minus_min_term in quant_matmul_kquant.cc, lane by lane.
+            const __m128 mins = _mm_fmadd_ps(cw, _mm_set1_ps(a.sum[0]), _mm_mul_ps(cw, _mm_set1_ps(a.sum[1])));
+            ext[r][p] = _mm_fnmadd_ps(_mm_set1_ps(a.d), mins, ext[r][p]);
+          }
         }
       }
     }
@@ -263,11 +327,25 @@ void pack_activation_row(DType w_type, const BlockQ8A* row, int64_t nb, ActBlock
     std::memcpy(block.qs + 32, row[b].qs, 32);
     block.d = row[b].d;
     block.s = row[b].s;
-    if (w_type == DType::kQ8_0) {
+    block.sum[0] = static_cast<float>(row[b].sum[0]);
+    block.sum[1] = static_cast<float>(row[b].sum[1]);
+    if (biased(w_type)) {
       for (int l = 0; l < 16; ++l) {
         block.corr[l] = -128 * (block.qs[4 * l] + block.qs[4 * l + 1] + block.qs[4 * l + 2] + block.qs[4 * l + 3]);
       }
     }
+  }
+}
+
+bool handles(DType w_type) {
+  switch (w_type) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL: return true;
+    default: return false;
   }
 }
 
@@ -277,6 +355,9 @@ void tile(DType w_type, const ActBlock* act, int64_t rows, const std::byte* w, u
     case DType::kQ8_0: tile_impl<DType::kQ8_0>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ4_0: tile_impl<DType::kQ4_0>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ4_1: tile_impl<DType::kQ4_1>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ5_0: tile_impl<DType::kQ5_0>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ5_1: tile_impl<DType::kQ5_1>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kIQ4_NL: tile_impl<DType::kIQ4_NL>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     default: HXRT_CHECK(false, "vnni512::tile: {} is not a block type", w_type);
   }
 }
