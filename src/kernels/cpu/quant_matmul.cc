@@ -465,7 +465,10 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
   const int64_t nb = k / kQuantBlock;
   // AVX-512 VNNI: the activations in the kernels' layout, (m, nb) (Note [VNNI-512 pairs] in quant_matmul_vnni.h).
   const bool kquant_w = kquant::handles(w_type);
-  const bool vnni512 = vnni512::handles(w_type) && isa == QuantIsa::kAvx512Vnni;
+  // The K-quant pairs pay per block for decoding two rows' scales into vectors, which one activation row does not
+  // repay: a lone row (decode) takes the rows kernel. Both give the same bits (Note [K-quant pairs]).
+  const bool pairs512 = kquant::handles_pairs(w_type) && isa == QuantIsa::kAvx512Vnni && m >= 2;
+  const bool vnni512 = (vnni512::handles(w_type) || pairs512) && isa == QuantIsa::kAvx512Vnni;
   std::vector<vnni512::ActBlock> act(vnni512 ? static_cast<size_t>(m * nb) : 0);
   if (quantized) {
     aq.resize(static_cast<size_t>(m * nb));
@@ -491,6 +494,11 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
       const auto* wb = static_cast<const std::byte*>(out.w);
       const float* bias = out.bias;
       float* y = out.y;
+      if (pairs512) {
+        kquant::pair_tile(w_type, act.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
+                          w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
+        continue;
+      }
       if (vnni512) {
         vnni512::tile(w_type, act.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
                       w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);

@@ -5,7 +5,9 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
+#include "hxrt/base/check.h"
 #include "hxrt/base/float16.h"
 #include "hxrt/base/quant_blocks.h"
 #include "kernels/cpu/quant_simd.h"
@@ -382,6 +384,156 @@ HXRT_KQUANT_ROWS(rows_avx2, "avx2,fma,f16c", lanes_avx2)
 HXRT_KQUANT_ROWS(rows_vnni256, "avx2,fma,f16c,avx512vl,avx512vnni", lanes_vnni<group_scales(W)>)
 #undef HXRT_KQUANT_ROWS
 
+// ---- AVX-512 VNNI: pairs of W rows -----------------------------------------------------------------------------
+// Note [K-quant pairs]: as the 32-value types in quant_matmul_vnni.cc (Note [VNNI-512 pairs]), two W rows share a
+// zmm — lanes 0..7 are row c's eight lanes of a run, lanes 8..15 row c + 1's — against the activation block stored
+// twice (ActBlock), so one vpdpbusd gives both rows' lane sums. The run's integers are the AVX2 kernel's (q_avx2 of
+// each row), the signed types biased by 128 against the accumulator start ActBlock::corr, so every lane holds
+// exactly the integer of lanes_avx2 and the float operations follow rows_avx2 one for one: the same bits.
+// Per block and row the decoded scales go to a BlockVec once; per run one permute each spreads d, the integer
+// scales and the mins over the pair's lanes.
+
+#define HXRT_KQUANT512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+// One block's RunInfo of all runs, in the arrays the permutes read: d per run, sc and mn per 16-value half.
+struct alignas(64) BlockVec {
+  float d[16];  // d[j], j < kRuns (lanes 8..15 unused)
+  int32_t sc[16];
+  float mn[16];
+};
+
+template <DType W>
+inline void block_vec(const typename Traits<W>::Block& b, BlockVec* v) {
+  using T = Traits<W>;
+  const typename T::Scales s = T::scales(b);
+  for (int j = 0; j < T::kRuns; ++j) {
+    const RunInfo run = T::info(b, s, j);
+    v->d[j] = run.d;
+    v->sc[2 * j] = run.sc[0];
+    v->sc[2 * j + 1] = run.sc[1];
+    v->mn[2 * j] = run.mn[0];
+    v->mn[2 * j + 1] = run.mn[1];
+  }
+}
+
+struct alignas(64) PermuteIndex {
+  int32_t lane[16];
+};
+// d of run j of row c (lanes 0..7) and of row c + 1 (8..15), from [d of c | d of c + 1] at lanes 0.. and 16..
+constexpr PermuteIndex make_d_index(int j) {
+  PermuteIndex idx{};
+  for (int l = 0; l < 16; ++l) idx.lane[l] = l < 8 ? j : 16 + j;
+  return idx;
+}
+// sc of run j: lane l covers values 4(l % 8)..+3 of its row, half (l % 8) / 4.
+constexpr PermuteIndex make_sc_index(int j) {
+  PermuteIndex idx{};
+  for (int l = 0; l < 16; ++l) idx.lane[l] = (l < 8 ? 0 : 16) + 2 * j + (l % 8) / 4;
+  return idx;
+}
+// mn of run j: lanes 0, 1 = (mn[0] of c, of c + 1), lanes 4, 5 = (mn[1] of c, of c + 1).
+constexpr PermuteIndex make_mn_index(int j) {
+  PermuteIndex idx{};
+  idx.lane[0] = 2 * j;
+  idx.lane[1] = 16 + 2 * j;
+  idx.lane[4] = 2 * j + 1;
+  idx.lane[5] = 16 + 2 * j + 1;
+  return idx;
+}
+template <int... J>
+constexpr std::array<PermuteIndex, sizeof...(J)> index_table(PermuteIndex (*make)(int),
+                                                             std::integer_sequence<int, J...>) {
+  return {make(J)...};
+}
+constexpr auto kDIndex = index_table(&make_d_index, std::make_integer_sequence<int, 8>{});
+constexpr auto kScIndex = index_table(&make_sc_index, std::make_integer_sequence<int, 8>{});
+constexpr auto kMnIndex = index_table(&make_mn_index, std::make_integer_sequence<int, 8>{});
+
+template <DType W, int RA, int P>
+HXRT_KQUANT512_TARGET void pair_kernel(const vnni512::ActBlock* act, int64_t nb, const std::byte* w,
+                                       uint64_t row_bytes, int64_t cols, const float* bias, float* y, int64_t ldy) {
+  using T = Traits<W>;
+  using Block = typename T::Block;
+  const Block* rows[P][2];
+  for (int p = 0; p < P; ++p) {
+    rows[p][0] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(2 * p) * row_bytes);
+    rows[p][1] = 2 * p + 1 < cols ? reinterpret_cast<const Block*>(w + static_cast<uint64_t>(2 * p + 1) * row_bytes)
+                                  : rows[p][0];
+  }
+  __m512 acc[RA][P];
+  __m128 ext[RA][P];
+#pragma GCC unroll 4
+  for (int r = 0; r < RA; ++r) {
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      acc[r][p] = _mm512_setzero_ps();
+      ext[r][p] = _mm_setzero_ps();
+    }
+  }
+  const int64_t blocks = nb / T::kRuns;
+  for (int64_t b = 0; b < blocks; ++b) {
+    BlockVec v[P][2];
+    for (int p = 0; p < P; ++p) {
+      block_vec<W>(rows[p][0][b], &v[p][0]);
+      block_vec<W>(rows[p][1][b], &v[p][1]);
+    }
+    for (int j = 0; j < T::kRuns; ++j) {
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        __m512i wq = from_halves(T::q_avx2(rows[p][0][b], j), T::q_avx2(rows[p][1][b], j));
+        if constexpr (T::kSigned) wq = _mm512_xor_si512(wq, _mm512_set1_epi8(static_cast<char>(0x80)));  // q + 128
+        const __m512 dw = _mm512_permutex2var_ps(_mm512_load_ps(v[p][0].d), _mm512_load_si512(kDIndex[j].lane),
+                                                 _mm512_load_ps(v[p][1].d));
+        __m512i scales = _mm512_setzero_si512();
+        if constexpr (group_scales(W)) {
+          scales = _mm512_permutex2var_epi32(_mm512_load_si512(v[p][0].sc), _mm512_load_si512(kScIndex[j].lane),
+                                             _mm512_load_si512(v[p][1].sc));
+        }
+        __m128 mn0 = _mm_setzero_ps();
+        __m128 mn1 = _mm_setzero_ps();
+        if constexpr (!T::kSigned) {
+          const __m512 mn = _mm512_permutex2var_ps(_mm512_load_ps(v[p][0].mn), _mm512_load_si512(kMnIndex[j].lane),
+                                                   _mm512_load_ps(v[p][1].mn));
+          mn0 = low128(mn);
+          mn1 = lane1_128(mn);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < RA; ++r) {
+          const vnni512::ActBlock& a = act[r * nb + b * T::kRuns + j];
+          const __m512i init = T::kSigned ? _mm512_load_si512(a.corr) : _mm512_setzero_si512();
+          __m512i idot = _mm512_dpbusd_epi32(init, wq, _mm512_load_si512(a.qs));
+          if constexpr (group_scales(W)) idot = _mm512_mullo_epi32(idot, scales);
+          acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[r][p]);
+          if constexpr (!T::kSigned) {
+            // minus_min_term, lane by lane for the pair.
+            const __m128 mins = _mm_fmadd_ps(mn0, _mm_set1_ps(a.sum[0]), _mm_mul_ps(mn1, _mm_set1_ps(a.sum[1])));
+            ext[r][p] = _mm_fnmadd_ps(_mm_set1_ps(a.d), mins, ext[r][p]);
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < RA; ++r) {
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) store_pair(acc[r][p], ext[r][p], cols - 2 * p, bias, 2 * p, y + r * ldy);
+  }
+}
+#undef HXRT_KQUANT512_TARGET
+
+template <DType W>
+void pair_tile(const vnni512::ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
+               int64_t cols, const float* bias, float* y, int64_t ldy) {
+  using vnni512::max_pairs;
+  static constexpr vnni512::MicroKernelTable kKernels = {{
+      {&pair_kernel<W, 1, 1>, &pair_kernel<W, 1, max_pairs(1)>},
+      {&pair_kernel<W, 2, 1>, &pair_kernel<W, 2, max_pairs(2)>},
+      {&pair_kernel<W, 3, 1>, &pair_kernel<W, 3, max_pairs(3)>},
+      {&pair_kernel<W, 4, 1>, &pair_kernel<W, 4, max_pairs(4)>},
+  }};
+  vnni512::run_tile(kKernels, act, rows, w, row_bytes, nb, cols, bias, y, ldy);
+}
+
 template <DType W>
 RowsFn pick(QuantIsa isa, int rows) {
   static constexpr RowsFn kScalar[kQuantTileRows + 1] = {nullptr, &rows_scalar<W, 1>, &rows_scalar<W, 2>,
@@ -413,6 +565,31 @@ bool handles(DType w_type) {
     case DType::kQ6_K:
     case DType::kIQ4_XS: return true;
     default: return false;
+  }
+}
+
+bool handles_pairs(DType w_type) {
+  switch (w_type) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS: return true;
+    default: return false;
+  }
+}
+
+void pair_tile(DType w_type, const vnni512::ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes,
+               int64_t nb, int64_t cols, const float* bias, float* y, int64_t ldy) {
+  switch (w_type) {
+    case DType::kQ2_K: pair_tile<DType::kQ2_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ3_K: pair_tile<DType::kQ3_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ4_K: pair_tile<DType::kQ4_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ5_K: pair_tile<DType::kQ5_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ6_K: pair_tile<DType::kQ6_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kIQ4_XS: pair_tile<DType::kIQ4_XS>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    default: HXRT_CHECK(false, "kquant::pair_tile: {} is not a super-block type", w_type);
   }
 }
 

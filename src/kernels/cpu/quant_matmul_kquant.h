@@ -19,6 +19,7 @@
 
 #include "hxrt/base/dtype.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_matmul_vnni.h"
 
 namespace hxrt::kernels::cpu::kquant {
 
@@ -31,5 +32,14 @@ using RowsFn = void (*)(const void* w_row, const BlockQ8A* a, int64_t nb, float*
 // The kernel for `rows` rows on `isa` (AVX-512 VNNI: 256-bit vpdpbusd, bit-identical to AVX2); nullptr for a type it
 // does not handle.
 RowsFn rows_kernel(DType w_type, QuantIsa isa, int rows);
+
+// True for the super-block types pair_tile computes (q2_K..q6_K, iq4_xs).
+bool handles_pairs(DType w_type);
+
+// AVX-512 VNNI, two W rows per zmm (Note [K-quant pairs] in the .cc), bit-identical to the AVX2 rows kernels:
+// y[i * ldy + j] = dot(activation row i, W row j) (+ bias[j]) for i < rows, j < cols, as vnni512::tile. Needs
+// quant_isa_supported(QuantIsa::kAvx512Vnni).
+void pair_tile(DType w_type, const vnni512::ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes,
+               int64_t nb, int64_t cols, const float* bias, float* y, int64_t ldy);
 
 }  // namespace hxrt::kernels::cpu::kquant

@@ -358,14 +358,14 @@ TEST(QuantMatMulTest, RowAloneEqualsRowInABatchOfFiveAtEveryKTail) {
   }
 }
 
-// Note [VNNI-512 pairs]: the AVX-512 VNNI kernels give the AVX2 kernel's bits (and so the OpenCL kernel's, which
+// Note [VNNI-512 pairs] and Note [K-quant pairs]: the AVX-512 VNNI kernels give the AVX2 kernel's bits (and so the OpenCL kernel's, which
 // mirrors its lanes): rows paired or alone, any step tail, with and without bias.
 TEST(QuantMatMulTest, Avx512VnniGivesTheAvx2Bits) {
   if (!quant_isa_supported(QuantIsa::kAvx512Vnni)) GTEST_SKIP() << "no AVX-512 VNNI here";
   std::mt19937 rng(8);
   for (DType type : matmulq_weight_types()) {
     if (!dtype_info(type).is_quantized) continue;
-    for (int64_t k : {32, 64, 96, 160, 576, 1536}) {
+    for (int64_t k : {32, 64, 96, 160, 256, 576, 768, 1536}) {
       if (k % dtype_info(type).block_elements != 0) continue;
       for (int64_t m : {1, 2, 5}) {
         const int64_t n = 13;

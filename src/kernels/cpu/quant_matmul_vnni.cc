@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "hxrt/base/check.h"
+#include "kernels/cpu/quant_simd.h"
 
 namespace hxrt::kernels::cpu::vnni512 {
 namespace {
@@ -127,18 +128,11 @@ constexpr ByteTable kIQ4Biased = make_iq4_biased();
 
 #define HXRT_VNNI512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
-// GCC 12 reports a false -Wmaybe-uninitialized inside several AVX-512 intrinsics (their _mm512_undefined_* sources);
-// these wrappers keep the plain instruction forms and silence it in one place.
+// More wrappers of AVX-512 intrinsics that GCC 12 warns in (as those of quant_simd.h).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 HXRT_VNNI512_TARGET inline __m256i low256(__m512i v) {
   return _mm512_castsi512_si256(v);
-}
-HXRT_VNNI512_TARGET inline __m128 low128(__m512 v) {
-  return _mm512_castps512_ps128(v);
-}
-HXRT_VNNI512_TARGET inline __m512 to_float(__m512i v) {
-  return _mm512_cvtepi32_ps(v);
 }
 HXRT_VNNI512_TARGET inline __m512 permute(__m512i idx, __m512 v) {
   return _mm512_permutexvar_ps(idx, v);
@@ -146,20 +140,8 @@ HXRT_VNNI512_TARGET inline __m512 permute(__m512i idx, __m512 v) {
 HXRT_VNNI512_TARGET inline __m512i broadcast128(const std::byte* p) {
   return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-HXRT_VNNI512_TARGET inline __m512i from_halves(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
 #pragma GCC diagnostic pop
 
-// As hsum256 in quant_matmul.cc, operation for operation.
-HXRT_VNNI512_TARGET inline float hsum256(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  __m128 shuf = _mm_movehdup_ps(lo);
-  __m128 sums = _mm_add_ps(lo, shuf);
-  shuf = _mm_movehl_ps(shuf, sums);
-  sums = _mm_add_ss(sums, shuf);
-  return _mm_cvtss_f32(sums);
-}
 
 constexpr int kPrefetchPairs = 4;  // prefetch distance, in pairs of W rows
 
@@ -271,54 +253,40 @@ HXRT_VNNI512_TARGET void micro_kernel(const ActBlock* act, int64_t nb, const std
 #pragma GCC unroll 4
   for (int r = 0; r < RA; ++r) {
 #pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      alignas(64) float lanes[16];
-      alignas(16) float extra[4];
-      _mm512_store_ps(lanes, acc[r][p]);
-      _mm_store_ps(extra, ext[r][p]);
-      for (int h = 0; h < 2 && 2 * p + h < cols; ++h) {
-        const float b = bias != nullptr ? bias[2 * p + h] : 0.0f;
-        y[r * ldy + 2 * p + h] = (hsum256(_mm256_load_ps(lanes + 8 * h)) + extra[h]) + b;
-      }
-    }
+    for (int p = 0; p < P; ++p) store_pair(acc[r][p], ext[r][p], cols - 2 * p, bias, 2 * p, y + r * ldy);
   }
-}
-
-using MicroKernel = void (*)(const ActBlock* act, int64_t nb, const std::byte* w, uint64_t row_bytes, int64_t cols,
-                             const float* bias, float* y, int64_t ldy);
-
-constexpr int kMaxRows = 4;  // activation rows per micro-kernel
-// Pairs of W rows per micro-kernel: more when fewer activation rows share each W block (registers permitting).
-constexpr int max_pairs(int rows) {
-  return rows == 1 ? 2 : 1;
 }
 
 template <DType W>
 void tile_impl(const ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb, int64_t cols,
                const float* bias, float* y, int64_t ldy) {
-  // [rows - 1][0]: one pair (the tail); [rows - 1][1]: max_pairs(rows).
-  static constexpr MicroKernel kKernels[kMaxRows][2] = {
+  static constexpr MicroKernelTable kKernels = {{
       {&micro_kernel<W, 1, 1>, &micro_kernel<W, 1, max_pairs(1)>},
       {&micro_kernel<W, 2, 1>, &micro_kernel<W, 2, max_pairs(2)>},
       {&micro_kernel<W, 3, 1>, &micro_kernel<W, 3, max_pairs(3)>},
       {&micro_kernel<W, 4, 1>, &micro_kernel<W, 4, max_pairs(4)>},
-  };
+  }};
+  run_tile(kKernels, act, rows, w, row_bytes, nb, cols, bias, y, ldy);
+}
+
+}  // namespace
+
+void run_tile(const MicroKernelTable& kernels, const ActBlock* act, int64_t rows, const std::byte* w,
+              uint64_t row_bytes, int64_t nb, int64_t cols, const float* bias, float* y, int64_t ldy) {
   for (int64_t i = 0; i < rows; i += kMaxRows) {
     const int ra = static_cast<int>(std::min<int64_t>(kMaxRows, rows - i));
     const int64_t wide = 2 * max_pairs(ra);
     int64_t j = 0;
     for (; j + wide <= cols; j += wide) {
-      kKernels[ra - 1][1](act + i * nb, nb, w + static_cast<uint64_t>(j) * row_bytes, row_bytes, wide,
-                          bias != nullptr ? bias + j : nullptr, y + i * ldy + j, ldy);
+      kernels[ra - 1][1](act + i * nb, nb, w + static_cast<uint64_t>(j) * row_bytes, row_bytes, wide,
+                         bias != nullptr ? bias + j : nullptr, y + i * ldy + j, ldy);
     }
     for (; j < cols; j += 2) {
-      kKernels[ra - 1][0](act + i * nb, nb, w + static_cast<uint64_t>(j) * row_bytes, row_bytes,
-                          std::min<int64_t>(2, cols - j), bias != nullptr ? bias + j : nullptr, y + i * ldy + j, ldy);
+      kernels[ra - 1][0](act + i * nb, nb, w + static_cast<uint64_t>(j) * row_bytes, row_bytes,
+                         std::min<int64_t>(2, cols - j), bias != nullptr ? bias + j : nullptr, y + i * ldy + j, ldy);
     }
   }
 }
-
-}  // namespace
 
 void pack_activation_row(DType w_type, const BlockQ8A* row, int64_t nb, ActBlock* out) {
   for (int64_t b = 0; b < nb; ++b) {
@@ -329,7 +297,7 @@ void pack_activation_row(DType w_type, const BlockQ8A* row, int64_t nb, ActBlock
     block.s = row[b].s;
     block.sum[0] = static_cast<float>(row[b].sum[0]);
     block.sum[1] = static_cast<float>(row[b].sum[1]);
-    if (biased(w_type)) {
+    if (biased(w_type) || w_type == DType::kQ3_K || w_type == DType::kQ6_K || w_type == DType::kIQ4_XS) {
       for (int l = 0; l < 16; ++l) {
         block.corr[l] = -128 * (block.qs[4 * l] + block.qs[4 * l + 1] + block.qs[4 * l + 2] + block.qs[4 * l + 3]);
       }

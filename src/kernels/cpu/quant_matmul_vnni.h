@@ -24,6 +24,7 @@
 // Thread-safety: every function is reentrant.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -43,6 +44,23 @@ struct alignas(64) ActBlock {
 
 // True for the W types tile() computes: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl.
 bool handles(DType w_type);
+
+// A micro-kernel: RA activation rows (act, nb blocks apiece) × the W rows [0, cols) of a tile (cols <= 2P), writing
+// y[r * ldy + c] (+ bias[c]; bias may be null).
+using MicroKernel = void (*)(const ActBlock* act, int64_t nb, const std::byte* w, uint64_t row_bytes, int64_t cols,
+                             const float* bias, float* y, int64_t ldy);
+inline constexpr int kMaxRows = 4;  // activation rows per micro-kernel
+// Pairs of W rows per micro-kernel: more when fewer activation rows share each W block (registers permitting).
+constexpr int max_pairs(int rows) {
+  return rows == 1 ? 2 : 1;
+}
+// [RA - 1][0]: RA rows × one pair (the tail); [RA - 1][1]: RA rows × max_pairs(RA) pairs.
+using MicroKernelTable = std::array<std::array<MicroKernel, 2>, kMaxRows>;
+
+// Covers rows × cols of a tile with the table's micro-kernels (the driver tile() and the K-quant pairs of
+// quant_matmul_kquant.cc share).
+void run_tile(const MicroKernelTable& kernels, const ActBlock* act, int64_t rows, const std::byte* w,
+              uint64_t row_bytes, int64_t nb, int64_t cols, const float* bias, float* y, int64_t ldy);
 
 // Lays out one quantized activation row of nb blocks (w_type picks whether corr is filled).
 void pack_activation_row(DType w_type, const BlockQ8A* row, int64_t nb, ActBlock* out);

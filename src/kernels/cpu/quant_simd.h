@@ -1,4 +1,4 @@
-// AVX2 helpers the MatMulQ kernels share (quant_matmul.cc, quant_matmul_kquant.cc); internal.
+// AVX2 and AVX-512 helpers the MatMulQ kernels share (quant_matmul*.cc); internal.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -24,6 +24,38 @@ __attribute__((target("avx2"))) inline float hsum256(__m256 v) {
   shuf = _mm_movehl_ps(shuf, sums);
   sums = _mm_add_ss(sums, shuf);
   return _mm_cvtss_f32(sums);
+}
+
+// GCC 12 reports a false -Wmaybe-uninitialized inside several AVX-512 intrinsics (their _mm512_undefined_* sources);
+// these wrappers keep the plain instruction forms and silence it in one place.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) inline __m128 low128(__m512 v) {
+  return _mm512_castps512_ps128(v);
+}
+__attribute__((target("avx512f"))) inline __m128 lane1_128(__m512 v) {
+  return _mm512_extractf32x4_ps(v, 1);
+}
+__attribute__((target("avx512f"))) inline __m512 to_float(__m512i v) {
+  return _mm512_cvtepi32_ps(v);
+}
+__attribute__((target("avx512f"))) inline __m512i from_halves(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+#pragma GCC diagnostic pop
+
+// Writes the results of one pair of W rows (Note [VNNI-512 pairs] in quant_matmul_vnni.h): lanes 0..7 of acc and lane 0
+// of ext are column col0, lanes 8..15 and lane 1 column col0 + 1 (when cols > 1); y[c] = (hsum256 + ext) + bias[c].
+__attribute__((target("avx512f,avx2"))) inline void store_pair(__m512 acc, __m128 ext, int64_t cols, const float* bias,
+                                                               int64_t col0, float* y) {
+  alignas(64) float lanes[16];
+  alignas(16) float extra[4];
+  _mm512_store_ps(lanes, acc);
+  _mm_store_ps(extra, ext);
+  for (int64_t h = 0; h < 2 && h < cols; ++h) {
+    const float b = bias != nullptr ? bias[col0 + h] : 0.0f;
+    y[col0 + h] = (hsum256(_mm256_load_ps(lanes + 8 * h)) + extra[h]) + b;
+  }
 }
 
 }  // namespace hxrt::kernels::cpu
