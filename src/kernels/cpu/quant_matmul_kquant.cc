@@ -524,14 +524,14 @@ HXRT_KQUANT512_TARGET void pair_kernel(const vnni512::ActBlock* act, int64_t nb,
 template <DType W>
 void pair_tile(const vnni512::ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
                int64_t cols, const float* bias, float* y, int64_t ldy) {
-  using vnni512::max_pairs;
+  // One pair per kernel: two made prefill 1.6x slower here (the BlockVecs of four rows spill).
   static constexpr vnni512::MicroKernelTable kKernels = {{
-      {&pair_kernel<W, 1, 1>, &pair_kernel<W, 1, max_pairs(1)>},
-      {&pair_kernel<W, 2, 1>, &pair_kernel<W, 2, max_pairs(2)>},
-      {&pair_kernel<W, 3, 1>, &pair_kernel<W, 3, max_pairs(3)>},
-      {&pair_kernel<W, 4, 1>, &pair_kernel<W, 4, max_pairs(4)>},
+      {&pair_kernel<W, 1, 1>, &pair_kernel<W, 1, 1>},
+      {&pair_kernel<W, 2, 1>, &pair_kernel<W, 2, 1>},
+      {&pair_kernel<W, 3, 1>, &pair_kernel<W, 3, 1>},
+      {&pair_kernel<W, 4, 1>, &pair_kernel<W, 4, 1>},
   }};
-  vnni512::run_tile(kKernels, act, rows, w, row_bytes, nb, cols, bias, y, ldy);
+  vnni512::run_tile(kKernels, 1, act, rows, w, row_bytes, nb, cols, bias, y, ldy);
 }
 
 template <DType W>

@@ -50,17 +50,14 @@ bool handles(DType w_type);
 using MicroKernel = void (*)(const ActBlock* act, int64_t nb, const std::byte* w, uint64_t row_bytes, int64_t cols,
                              const float* bias, float* y, int64_t ldy);
 inline constexpr int kMaxRows = 4;  // activation rows per micro-kernel
-// Pairs of W rows per micro-kernel: more when fewer activation rows share each W block (registers permitting).
-constexpr int max_pairs(int rows) {
-  return rows == 1 ? 2 : 1;
-}
-// [RA - 1][0]: RA rows × one pair (the tail); [RA - 1][1]: RA rows × max_pairs(RA) pairs.
+// [RA - 1][0]: RA rows × one pair (the tail); [RA - 1][1]: RA rows × `wide_pairs` pairs.
 using MicroKernelTable = std::array<std::array<MicroKernel, 2>, kMaxRows>;
 
 // Covers rows × cols of a tile with the table's micro-kernels (the driver tile() and the K-quant pairs of
-// quant_matmul_kquant.cc share).
-void run_tile(const MicroKernelTable& kernels, const ActBlock* act, int64_t rows, const std::byte* w,
-              uint64_t row_bytes, int64_t nb, int64_t cols, const float* bias, float* y, int64_t ldy);
+// quant_matmul_kquant.cc share): wide kernels of `wide_pairs` pairs, then one pair at a time.
+void run_tile(const MicroKernelTable& kernels, int wide_pairs, const ActBlock* act, int64_t rows,
+              const std::byte* w, uint64_t row_bytes, int64_t nb, int64_t cols, const float* bias, float* y,
+              int64_t ldy);
 
 // Lays out one quantized activation row of nb blocks (w_type picks whether corr is filled).
 void pack_activation_row(DType w_type, const BlockQ8A* row, int64_t nb, ActBlock* out);
