@@ -504,11 +504,7 @@ HXRT_KQUANT512_TARGET void pair_kernel(const vnni512::ActBlock* act, int64_t nb,
           __m512i idot = _mm512_dpbusd_epi32(init, wq, _mm512_load_si512(a.qs));
           if constexpr (group_scales(W)) idot = _mm512_mullo_epi32(idot, scales);
           acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[r][p]);
-          if constexpr (!T::kSigned) {
-            // minus_min_term, lane by lane for the pair.
-            const __m128 mins = _mm_fmadd_ps(mn0, _mm_set1_ps(a.sum[0]), _mm_mul_ps(mn1, _mm_set1_ps(a.sum[1])));
-            ext[r][p] = _mm_fnmadd_ps(_mm_set1_ps(a.d), mins, ext[r][p]);
-          }
+          if constexpr (!T::kSigned) ext[r][p] = minus_min_lanes(ext[r][p], mn0, mn1, a.d, a.sum[0], a.sum[1]);
         }
       }
     }
@@ -569,15 +565,7 @@ bool handles(DType w_type) {
 }
 
 bool handles_pairs(DType w_type) {
-  switch (w_type) {
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kIQ4_XS: return true;
-    default: return false;
-  }
+  return handles(w_type) && dtype_info(w_type).block_elements == 256;
 }
 
 void pair_tile(DType w_type, const vnni512::ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes,

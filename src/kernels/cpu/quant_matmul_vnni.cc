@@ -242,9 +242,7 @@ HXRT_VNNI512_TARGET void micro_kernel(const ActBlock* act, int64_t nb, const std
           if constexpr (W == DType::kQ4_0 || W == DType::kQ4_1) {
             ext[r][p] = _mm_fmadd_ps(cw, _mm_set1_ps(a.s), ext[r][p]);
           } else if constexpr (W == DType::kQ5_1) {
-            // As minus_min_term in quant_matmul_kquant.cc, lane by lane.
-            const __m128 mins = _mm_fmadd_ps(cw, _mm_set1_ps(a.sum[0]), _mm_mul_ps(cw, _mm_set1_ps(a.sum[1])));
-            ext[r][p] = _mm_fnmadd_ps(_mm_set1_ps(a.d), mins, ext[r][p]);
+            ext[r][p] = minus_min_lanes(ext[r][p], cw, cw, a.d, a.sum[0], a.sum[1]);
           }
         }
       }

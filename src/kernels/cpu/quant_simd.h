@@ -44,6 +44,14 @@ __attribute__((target("avx512f"))) inline __m512i from_halves(__m256i lo, __m256
 }
 #pragma GCC diagnostic pop
 
+// The min term of quant_matmul_kquant.cc (minus_min_term) for both rows of a pair at once, lane by lane:
+// ext − d_a · (mn0 · sum0 + mn1 · sum1).
+__attribute__((target("avx2,fma"))) inline __m128 minus_min_lanes(__m128 ext, __m128 mn0, __m128 mn1, float d_a,
+                                                                  float sum0, float sum1) {
+  const __m128 mins = _mm_fmadd_ps(mn0, _mm_set1_ps(sum0), _mm_mul_ps(mn1, _mm_set1_ps(sum1)));
+  return _mm_fnmadd_ps(_mm_set1_ps(d_a), mins, ext);
+}
+
 // Writes the results of one pair of W rows (Note [VNNI-512 pairs] in quant_matmul_vnni.h): lanes 0..7 of acc and lane 0
 // of ext are column col0, lanes 8..15 and lane 1 column col0 + 1 (when cols > 1); y[c] = (hsum256 + ext) + bias[c].
 __attribute__((target("avx512f,avx2"))) inline void store_pair(__m512 acc, __m128 ext, int64_t cols, const float* bias,
