@@ -1,6 +1,7 @@
 // CPU kernels of the LLM ops (docs/ops.md, "LLM ops"): GatherRows and PagedAttention.
 //
-// PagedAttention works per (sequence, query head), one task each, reading the cached keys and values where they lie
+// PagedAttention works per (sequence, query head), one task each, over the positions each token sees (0..p, or the
+// last `window` of them on a sliding-window layer), reading the cached keys and values where they lie
 // (an f16 cache is widened eight values at a time inside the dot product and the accumulation, never copied). Each
 // token's output is a fixed sequence of float operations over its own sequence's cache — dot products with eight
 // partial sums combined in a fixed order, a max-subtracted softmax summed left to right, V accumulated left to
@@ -122,6 +123,15 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_avx2(float p, const T* x, flo
   for (; d < n; ++d) y[d] += p * widen(x[d]);
 }
 
+// Note [Score softcap]: softcap · tanh(score / softcap), written with exp as softcap · (1 - 2 / (exp(2x) + 1)) so that
+// the JIT kernels, whose hx_exp is glibc's expf, give the same bits (tanh has no such twin there). The
+// cancellation near 0 costs at most softcap · 2^-24 absolute, far below the scores' own rounding.
+inline float capped(float score, float softcap) {
+  if (softcap <= 0.0f) return score;
+  const float e = std::exp(2.0f * (score / softcap));
+  return softcap * (1.0f - 2.0f / (e + 1.0f));
+}
+
 // Note [Attention fast path]
 // One query against an f16 cache, head_dim = 8·kVecs: the same float operations as the generic dot_f16 / softmax /
 // axpy_f16 sequence in compute_paged_attention, key for key and lane for lane, so the results are bit-identical
@@ -132,7 +142,7 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_avx2(float p, const T* x, flo
 template <int kVecs>
 __attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, const std::byte* kc, const std::byte* vc,
                                                               const int64_t* rows, int64_t n_visible, float scale,
-                                                              float* scores, float* y) {
+                                                              float softcap, float* scores, float* y) {
   constexpr int64_t kDim = 8 * kVecs;
   __m256 qv[kVecs];
   for (int i = 0; i < kVecs; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i);
@@ -156,12 +166,12 @@ __attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, co
     alignas(16) float d[4];
     _mm_store_ps(d, dots);
     for (int u = 0; u < 4; ++u) {
-      scores[j + u] = d[u] * scale;
+      scores[j + u] = capped(d[u] * scale, softcap);
       max_score = std::max(max_score, scores[j + u]);
     }
   }
   for (; j < n_visible; ++j) {
-    scores[j] = dot_avx2(q, key(j), kDim) * scale;
+    scores[j] = capped(dot_avx2(q, key(j), kDim) * scale, softcap);
     max_score = std::max(max_score, scores[j]);
   }
   float sum = 0.0f;
@@ -193,19 +203,22 @@ bool generic_attention_only() {
   return env != nullptr && env[0] == '1';
 }
 
-using AttendFn = void (*)(const float*, const std::byte*, const std::byte*, const int64_t*, int64_t, float, float*,
-                          float*);
+using AttendFn = void (*)(const float*, const std::byte*, const std::byte*, const int64_t*, int64_t, float, float,
+                          float*, float*);
 
 // The fast path for this head size on this CPU, or null (then the generic loops run).
 AttendFn attend_f16_fast(int64_t head_dim) {
   static const bool supported =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   if (!supported) return nullptr;
+  // Every multiple of 8 up to 128, then the larger head sizes models use (Gemma's 256).
   static constexpr AttendFn kByVecs[] = {
       &attend_f16_avx2<1>,  &attend_f16_avx2<2>,  &attend_f16_avx2<3>,  &attend_f16_avx2<4>,
       &attend_f16_avx2<5>,  &attend_f16_avx2<6>,  &attend_f16_avx2<7>,  &attend_f16_avx2<8>,
       &attend_f16_avx2<9>,  &attend_f16_avx2<10>, &attend_f16_avx2<11>, &attend_f16_avx2<12>,
       &attend_f16_avx2<13>, &attend_f16_avx2<14>, &attend_f16_avx2<15>, &attend_f16_avx2<16>};
+  if (head_dim == 192) return &attend_f16_avx2<24>;
+  if (head_dim == 256) return &attend_f16_avx2<32>;
   if (head_dim % 8 != 0 || head_dim < 8 || head_dim > 128) return nullptr;
   return kByVecs[head_dim / 8 - 1];
 }
@@ -333,23 +346,26 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
       rows.resize(static_cast<size_t>(n_ctx));
       for (int64_t j = 0; j < n_ctx; ++j) rows[static_cast<size_t>(j)] = slot_of(s, j) * slot_bytes + g * row_bytes;
       for (int64_t t : tokens_of[static_cast<size_t>(s)]) {
-        const int64_t n_visible = pos_of[t] + 1;
+        // The visible positions [first, pos]: all of them, or the last `window` (a sliding-window layer).
+        const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos_of[t] - params.window + 1) : 0;
+        const int64_t n_visible = pos_of[t] + 1 - first;
+        const int64_t* visible = rows.data() + first;
         const float* qh = pq + (t * n_heads + h) * head_dim;
         if (half_products) {
           query.assign(qh, qh + head_dim);
           for (float& x : query) x = f16_to_f32(f32_to_f16(x));
           qh = query.data();
           if (fast != nullptr) {
-            fast(qh, kc, vc, rows.data(), n_visible, scale, scores.data(), py + (t * n_heads + h) * head_dim);
+            fast(qh, kc, vc, visible, n_visible, scale, params.softcap, scores.data(), py + (t * n_heads + h) * head_dim);
             continue;
           }
         }
         float max_score = -INFINITY;
         for (int64_t j = 0; j < n_visible; ++j) {
-          const std::byte* key = kc + rows[static_cast<size_t>(j)];
+          const std::byte* key = kc + visible[j];
           const float score = half_products ? isa.dot_f16(qh, reinterpret_cast<const uint16_t*>(key), head_dim)
                                             : isa.dot(qh, reinterpret_cast<const float*>(key), head_dim);
-          scores[static_cast<size_t>(j)] = score * scale;
+          scores[static_cast<size_t>(j)] = capped(score * scale, params.softcap);
           max_score = std::max(max_score, scores[static_cast<size_t>(j)]);
         }
         float sum = 0.0f;
@@ -362,7 +378,7 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
         std::fill(yh, yh + head_dim, 0.0f);
         for (int64_t j = 0; j < n_visible; ++j) {
           float p = scores[static_cast<size_t>(j)] * inv;
-          const std::byte* value = vc + rows[static_cast<size_t>(j)];
+          const std::byte* value = vc + visible[j];
           if (half_products) {
             p = f16_to_f32(f32_to_f16(p));
             isa.axpy_f16(p, reinterpret_cast<const uint16_t*>(value), yh, head_dim);

@@ -68,6 +68,8 @@ TEST(GatherRowsTest, IndexOutOfRangeIsAnErrorNamingIt) {
 struct Scenario {
   int64_t n_heads = 6, n_kv = 2, head_dim = 40, n_layers = 2, n_blocks = 12, block_size = 4, max_blocks = 5;
   int64_t layer = 1;
+  int64_t window = 0;   // attribute 'window' (0: all positions)
+  double softcap = 0.0; // attribute 'softcap' (0: none)
   DType cache_type = DType::kF16;
   std::vector<int32_t> tables;     // (n_seqs, max_blocks)
   std::vector<int32_t> token_seq;  // (n_tokens)
@@ -95,6 +97,8 @@ struct Scenario {
   OpCall call() const {
     OpCall c{.op_type = "PagedAttention", .domain = "hxrt"};
     c.attrs.set("layer", graph::Attribute(layer));
+    if (window != 0) c.attrs.set("window", graph::Attribute(window));
+    if (softcap != 0.0) c.attrs.set("softcap", graph::Attribute(softcap));
     const int64_t t = n_tokens();
     c.inputs = {HostTensor::f32(Shape{t, n_heads, head_dim}, q), HostTensor::f32(Shape{t, n_kv, head_dim}, k),
                 HostTensor::f32(Shape{t, n_kv, head_dim}, v), cache_tensor(k_cache), cache_tensor(v_cache),
@@ -122,22 +126,25 @@ struct Scenario {
       const int64_t s = token_seq[static_cast<size_t>(t)], p = positions[static_cast<size_t>(t)];
       for (int64_t h = 0; h < n_heads; ++h) {
         const int64_t g = h / (n_heads / n_kv);
-        std::vector<double> scores(static_cast<size_t>(p + 1));
+        const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+        std::vector<double> scores(static_cast<size_t>(p + 1 - first));
         double max_score = -INFINITY;
-        for (int64_t j = 0; j <= p; ++j) {
+        for (int64_t j = first; j <= p; ++j) {
           double acc = 0.0;
           const size_t at = cache_index(layer, slot(s, j), g);
           for (int64_t d = 0; d < head_dim; ++d) acc += round(q[static_cast<size_t>((t * n_heads + h) * head_dim + d)]) * kc[at + static_cast<size_t>(d)];
-          scores[static_cast<size_t>(j)] = acc * scale;
-          max_score = std::max(max_score, acc * scale);
+          double score = acc * scale;
+          if (softcap > 0.0) score = softcap * std::tanh(score / softcap);
+          scores[static_cast<size_t>(j - first)] = score;
+          max_score = std::max(max_score, score);
         }
         double sum = 0.0;
         for (double& x : scores) sum += (x = std::exp(x - max_score));
-        for (int64_t j = 0; j <= p; ++j) {
+        for (int64_t j = first; j <= p; ++j) {
           const size_t at = cache_index(layer, slot(s, j), g);
           for (int64_t d = 0; d < head_dim; ++d) {
             out[static_cast<size_t>((t * n_heads + h) * head_dim + d)] +=
-                round(static_cast<float>(scores[static_cast<size_t>(j)] / sum)) * vc[at + static_cast<size_t>(d)];
+                round(static_cast<float>(scores[static_cast<size_t>(j - first)] / sum)) * vc[at + static_cast<size_t>(d)];
           }
         }
       }
@@ -187,6 +194,31 @@ TEST(PagedAttentionTest, MixedPrefillAndDecodeMatchTheReference) {
   }
 }
 
+// A sliding-window layer sees the last `window` positions; softcapped scores bend toward ±softcap (Gemma 2). Both
+// on the fast path (f16, head_dim 40 and Gemma's 256) and the generic loops (f32).
+TEST(PagedAttentionTest, SlidingWindowAndSoftcapMatchTheReference) {
+  for (DType cache_type : {DType::kF16, DType::kF32}) {
+    for (int64_t head_dim : {40, 256}) {
+      for (const auto& [window, softcap] : std::vector<std::pair<int64_t, double>>{{3, 0.0}, {0, 0.5}, {4, 1.5}, {1, 0.0}}) {
+        std::mt19937 rng(static_cast<unsigned>(17 + window + head_dim));
+        Scenario sc = mixed_scenario(cache_type, rng, head_dim);
+        sc.window = window;
+        sc.softcap = softcap;
+        Result<testing::OpResult> result = run_op(sc.call());
+        ASSERT_TRUE(result.ok()) << result.status().to_string();
+        EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), sc.reference()), 2e-6)
+            << dtype_name(cache_type) << " head_dim " << head_dim << " window " << window << " softcap " << softcap;
+        // The window changes the result (the test would pass vacuously otherwise).
+        if (window > 0) {
+          Scenario all = sc;
+          all.window = 0;
+          EXPECT_GT(normalized_max_error(result->outputs[0].to_f32(), all.reference()), 1e-3);
+        }
+      }
+    }
+  }
+}
+
 TEST(PagedAttentionTest, ATokensResultDoesNotDependOnTheRestOfTheBatch) {
   std::mt19937 rng(3);
   const Scenario full = mixed_scenario(DType::kF16, rng);
@@ -211,9 +243,11 @@ TEST(PagedAttentionTest, ATokensResultDoesNotDependOnTheRestOfTheBatch) {
 // Note [Attention fast path]: GQA groups of 1, 3 and 10 query heads per kv head (10 runs as 8 + 2).
 TEST(PagedAttentionTest, TheFastPathIsBitIdenticalToTheGenericLoops) {
   for (const auto& [head_dim, n_heads, n_kv] : std::vector<std::array<int64_t, 3>>{
-           {40, 6, 2}, {64, 6, 2}, {128, 6, 2}, {64, 2, 2}, {64, 9, 3}, {32, 20, 2}}) {
+           {40, 6, 2}, {64, 6, 2}, {128, 6, 2}, {64, 2, 2}, {64, 9, 3}, {32, 20, 2}, {256, 4, 1}, {192, 2, 1}}) {
     std::mt19937 rng(static_cast<unsigned>(head_dim * 100 + n_heads));
-    const Scenario sc = mixed_scenario(DType::kF16, rng, head_dim, n_heads, n_kv);
+    Scenario sc = mixed_scenario(DType::kF16, rng, head_dim, n_heads, n_kv);
+    sc.softcap = head_dim == 256 ? 0.7 : 0.0;
+    sc.window = head_dim == 256 ? 3 : 0;
     Result<testing::OpResult> fast = run_op(sc.call());
     ASSERT_TRUE(fast.ok()) << fast.status().to_string();
     ::setenv("HXRT_GENERIC_ATTENTION", "1", 1);

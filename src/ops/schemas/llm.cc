@@ -105,14 +105,17 @@ Status register_llm(OpSchemaRegistry& registry) {
                       {.name = "positions", .type_var = "Tint"}};
   attention.outputs = {{.name = "output"}};
   attention.attrs = {{.name = "layer", .type = graph::AttrType::kInt, .required = true},
-                     {.name = "scale", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(0.0)}};
+                     {.name = "scale", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(0.0)},
+                     {.name = "window", .type = graph::AttrType::kInt, .default_value = graph::Attribute(int64_t{0})},
+                     {.name = "softcap", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(0.0)}};
   attention.type_constraints = {{"T", {DType::kF32}}, {"Tcache", {DType::kF16, DType::kF32}}, {"Tint", {DType::kI32}}};
   attention.infer = infer_paged_attention;
   attention.doc =
       "causal grouped-query attention over a paged KV cache (Note [KV cache state inputs]): token t belongs to "
       "sequence s = token_seq[t] at position p = positions[t]; its k/v are written into cache layer `layer` at slot "
-      "block_tables[s][p / block_size] * block_size + p % block_size, then it attends to positions 0..p of s; "
-      "scale 0 means 1/sqrt(head_dim)";
+      "block_tables[s][p / block_size] * block_size + p % block_size, then it attends to positions 0..p of s "
+      "(window > 0: only the last `window` of them, p - window < j <= p); score = scale · q·k (scale 0 means "
+      "1/sqrt(head_dim)), then softcap · tanh(score / softcap) when softcap > 0";
   return registry.add(std::move(attention));
 }
 
