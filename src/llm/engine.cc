@@ -95,7 +95,7 @@ Engine::Engine(runtime::Session& session, const formats::GgufFile& file, EngineO
 Engine::~Engine() { session_.default_stream().synchronize().ignore(); }
 
 Status Engine::init() {
-  HXRT_ASSIGN_OR_RETURN(config_, LlamaConfig::from_gguf(file_));
+  HXRT_ASSIGN_OR_RETURN(config_, ModelConfig::from_gguf(file_));
   registries_ = options_.registries;
   if (registries_ == nullptr) {
     HXRT_ASSIGN_OR_RETURN(own_registries_, kernels::make_builtin_registries());
@@ -114,7 +114,7 @@ Status Engine::init() {
     graph_options.group_projections = graph_options.group_projections || def->device == session_.device().info().kind;
   }
   graph_options.group_projections = graph_options.group_projections && options_.fuse;
-  HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_llama_graph(file_, config_, graph_options));
+  HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_decoder_graph(file_, config_, graph_options));
   runtime::PlanOptions plan_options;
   plan_options.max_streams = options_.max_streams;
   plan_options.fuse = options_.fuse;

@@ -1,6 +1,6 @@
 // Engine: runs a decoder graph for many requests at once — continuous batching over a paged KV cache.
 //
-// The decoder is one ExecutionPlan (llama_model.h) run by one Executor; the KV cache's buffers are bound to it as
+// The decoder is one ExecutionPlan (decoder.h) run by one Executor; the KV cache's buffers are bound to it as
 // state. Each step() serves every running sequence with one forward launch:
 //   1. decode sequences contribute their one pending token, sequences still in prefill a chunk of their prompt,
 //      and waiting requests are admitted (prefix hits first reuse cached blocks) while the step's token budget
@@ -33,7 +33,7 @@
 #include "hxrt/base/status.h"
 #include "hxrt/formats/gguf.h"
 #include "hxrt/kv/kv_cache.h"
-#include "hxrt/llm/llama_model.h"
+#include "hxrt/llm/decoder.h"
 #include "hxrt/llm/sampler.h"
 #include "hxrt/ops/kernel_def.h"
 #include "hxrt/ops/registries.h"
@@ -176,7 +176,7 @@ class Engine {
   // also the request's deadline (the earlier of it and Request::deadline): past it, DeadlineExceeded.
   Result<RequestResult> generate(Request request, hal::Duration timeout = hal::kInfinite);
 
-  const LlamaConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const EngineOptions& options() const { return options_; }
   const EngineStats& stats() const { return stats_; }
   const kv::KvCache& cache() const { return *cache_; }
@@ -204,7 +204,7 @@ class Engine {
   runtime::Session& session_;
   const formats::GgufFile& file_;
   EngineOptions options_;
-  LlamaConfig config_;
+  ModelConfig config_;
   std::unique_ptr<ops::Registries> own_registries_;  // when options_.registries is null
   const ops::Registries* registries_ = nullptr;
   std::unique_ptr<runtime::Executor> executor_;

@@ -1,5 +1,6 @@
-#include "hxrt/llm/llama_model.h"
+#include "hxrt/llm/decoder.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -7,35 +8,6 @@
 
 namespace hxrt::llm {
 namespace {
-
-Result<int> int_key(const formats::GgufFile& file, const std::string& key, bool required, int fallback = 0) {
-  Result<int64_t> value = file.get_i64(key);
-  if (!value.ok()) {
-    if (!required && value.status().code() == StatusCode::kNotFound) return fallback;
-    return std::move(value).take_status().with_context("reading the model's hyperparameters");
-  }
-  if (*value <= 0 || *value > (int64_t{1} << 30)) return invalid_argument("GGUF key '{}' = {} is out of range", key, *value);
-  return static_cast<int>(*value);
-}
-
-Result<float> float_key(const formats::GgufFile& file, const std::string& key, float fallback) {
-  Result<float> value = file.get_f32(key);
-  if (!value.ok()) {
-    if (value.status().code() == StatusCode::kNotFound) return fallback;
-    return value.status();
-  }
-  return *value;
-}
-
-// Checks that `name` exists with a computable dtype and the row-major shape `expected`.
-Status check_tensor(const formats::GgufFile& file, const std::string& name, const Shape& expected) {
-  HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* tensor, file.tensor(name));
-  HXRT_RETURN_IF_ERROR(file.tensor_dtype(*tensor).status());
-  if (tensor->shape() != expected) {
-    return invalid_argument("tensor '{}' has shape {}, the model's hyperparameters need {}", name, tensor->shape(), expected);
-  }
-  return ok_status();
-}
 
 // Builds the graph node by node; errors carry the node name.
 class Builder {
@@ -50,6 +22,43 @@ class Builder {
     std::vector<graph::Dim> dims;
     for (int64_t d : shape.dims()) dims.emplace_back(d);
     HXRT_RETURN_IF_ERROR(graph_.add_initializer(name, {dtype, graph::SymShape(std::move(dims))}, std::move(data)).status());
+    return name;
+  }
+
+  // Row ranges [0, rows[0]), [rows[0], rows[0] + rows[1]) ... of the row-major tensor `name` as initializers of
+  // their own (`name`[part]): views of the file's bytes, since a row of any GGUF type is whole blocks. A 1-D tensor
+  // (a fused bias) splits by elements.
+  Result<std::vector<std::string>> row_slices(const std::string& name, const std::vector<int64_t>& rows,
+                                              const std::vector<std::string>& parts) {
+    HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* tensor, file_.tensor(name));
+    HXRT_ASSIGN_OR_RETURN(const DType dtype, file_.tensor_dtype(*tensor));
+    HXRT_ASSIGN_OR_RETURN(const graph::WeightData data, file_.weight(*tensor));
+    const Shape shape = tensor->shape();
+    int64_t total = 0;
+    for (int64_t r : rows) total += r;
+    if (shape.rank() < 1 || shape.rank() > 2 || shape.dim(0) != total || data.size % static_cast<uint64_t>(total) != 0) {
+      return invalid_argument("tensor '{}' of shape {} cannot be split into row ranges of {} rows", name, shape, total);
+    }
+    const uint64_t row_bytes = data.size / static_cast<uint64_t>(total);
+    std::vector<std::string> out;
+    uint64_t offset = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<graph::Dim> dims = {graph::Dim(rows[i])};
+      if (shape.rank() == 2) dims.emplace_back(shape.dim(1));
+      const uint64_t bytes = static_cast<uint64_t>(rows[i]) * row_bytes;
+      graph::WeightData part{data.data + offset, bytes, data.keepalive};
+      out.push_back(fmt::format("{}[{}]", name, parts[i]));
+      HXRT_RETURN_IF_ERROR(graph_.add_initializer(out.back(), {dtype, graph::SymShape(std::move(dims))}, std::move(part)).status());
+      offset += bytes;
+    }
+    return out;
+  }
+
+  // A constant f32 of shape [1] (broadcast scales).
+  Result<std::string> scalar(const std::string& name, float value) {
+    std::vector<std::byte> bytes(sizeof(float));
+    std::memcpy(bytes.data(), &value, sizeof(float));
+    HXRT_RETURN_IF_ERROR(graph_.add_initializer(name, {DType::kF32, {1}}, graph::WeightData::copy_of(bytes)).status());
     return name;
   }
 
@@ -113,70 +122,17 @@ class Builder {
 
 }  // namespace
 
-Result<LlamaConfig> LlamaConfig::from_gguf(const formats::GgufFile& file) {
-  LlamaConfig c;
-  HXRT_ASSIGN_OR_RETURN(std::string_view arch, file.get_string("general.architecture"));
-  c.architecture = std::string(arch);
-  if (c.architecture != "llama") {
-    return unimplemented("architecture '{}' is not supported (hxrt builds the 'llama' decoder family)", c.architecture);
-  }
-  if (Result<std::string_view> name = file.get_string("general.name"); name.ok()) c.name = std::string(*name);
-  const std::string p = c.architecture + ".";
-  HXRT_ASSIGN_OR_RETURN(c.n_layers, int_key(file, p + "block_count", true));
-  HXRT_ASSIGN_OR_RETURN(c.n_embd, int_key(file, p + "embedding_length", true));
-  HXRT_ASSIGN_OR_RETURN(c.n_ff, int_key(file, p + "feed_forward_length", true));
-  HXRT_ASSIGN_OR_RETURN(c.n_heads, int_key(file, p + "attention.head_count", true));
-  HXRT_ASSIGN_OR_RETURN(c.n_kv_heads, int_key(file, p + "attention.head_count_kv", false, c.n_heads));
-  HXRT_ASSIGN_OR_RETURN(c.context_length, int_key(file, p + "context_length", false, 2048));
-  if (c.n_embd % c.n_heads != 0) return invalid_argument("embedding_length {} is not a multiple of head_count {}", c.n_embd, c.n_heads);
-  if (c.n_heads % c.n_kv_heads != 0) return invalid_argument("head_count {} is not a multiple of head_count_kv {}", c.n_heads, c.n_kv_heads);
-  c.head_dim = c.n_embd / c.n_heads;
-  HXRT_ASSIGN_OR_RETURN(c.rope_dims, int_key(file, p + "rope.dimension_count", false, c.head_dim));
-  if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0) {
-    return invalid_argument("rope.dimension_count {} must be even and at most head_dim {}", c.rope_dims, c.head_dim);
-  }
-  HXRT_ASSIGN_OR_RETURN(c.rope_theta, float_key(file, p + "rope.freq_base", 10000.0f));
-  HXRT_ASSIGN_OR_RETURN(c.rms_epsilon, float_key(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
-  HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* embd, file.tensor("token_embd.weight"));
-  if (embd->dims.size() != 2) return invalid_argument("tensor 'token_embd.weight' must have 2 dims");
-  c.vocab_size = static_cast<int>(embd->shape().dim(0));
-  if (Result<int> vocab = int_key(file, p + "vocab_size", false, c.vocab_size); vocab.ok() && *vocab != c.vocab_size) {
-    return invalid_argument("{}vocab_size {} disagrees with token_embd.weight's {} rows", p, *vocab, c.vocab_size);
-  }
-  c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
 
-  const int64_t e = c.n_embd, kv = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-  HXRT_RETURN_IF_ERROR(check_tensor(file, "token_embd.weight", Shape{c.vocab_size, e}));
-  HXRT_RETURN_IF_ERROR(check_tensor(file, "output_norm.weight", Shape{e}));
-  if (!c.tied_embeddings) HXRT_RETURN_IF_ERROR(check_tensor(file, "output.weight", Shape{c.vocab_size, e}));
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string b = fmt::format("blk.{}.", l);
-    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_norm.weight", Shape{e}));
-    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_q.weight", Shape{e, e}));
-    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_k.weight", Shape{kv, e}));
-    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_v.weight", Shape{kv, e}));
-    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_output.weight", Shape{e, e}));
-    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_norm.weight", Shape{e}));
-    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_gate.weight", Shape{c.n_ff, e}));
-    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_up.weight", Shape{c.n_ff, e}));
-    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_down.weight", Shape{e, c.n_ff}));
+Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const ModelConfig& c,
+                                         const DecoderGraphOptions& options) {
+  if (c.family == nullptr || c.layers.size() != static_cast<size_t>(c.n_layers)) {
+    return invalid_argument("the ModelConfig does not come from ModelConfig::from_gguf (no family or layer list)");
   }
-  return c;
-}
-
-std::string LlamaConfig::to_string() const {
-  return fmt::format("{} '{}': {} layers, dim {}, ffn {}, {} heads / {} kv heads × {}, vocab {}, ctx {}, rope θ={} dims={}, "
-                     "rms ε={}{}",
-                     architecture, name, n_layers, n_embd, n_ff, n_heads, n_kv_heads, head_dim, vocab_size,
-                     context_length, rope_theta, rope_dims, rms_epsilon, tied_embeddings ? ", tied embeddings" : "");
-}
-
-Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const LlamaConfig& c,
-                                       const DecoderGraphOptions& options) {
   if (options.kv_dtype != DType::kF16 && options.kv_dtype != DType::kF32) {
     return invalid_argument("the KV cache holds f16 or f32, not {}", options.kv_dtype);
   }
   if (options.block_size <= 0) return invalid_argument("block_size {} must be positive", options.block_size);
+  const ModelFamily& f = *c.family;
   graph::Graph g(c.name.empty() ? c.architecture : c.name);
   const graph::Dim n_tokens = graph::Dim::symbol("n_tokens");
   const graph::SymShape cache_shape{static_cast<int64_t>(c.n_layers), graph::Dim::symbol("n_blocks"),
@@ -196,33 +152,65 @@ Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const Llam
   auto wrap = [](Status s, int layer) { return std::move(s).with_context(fmt::format("building layer {}", layer)); };
   HXRT_ASSIGN_OR_RETURN(std::string embd, b.weight("token_embd.weight"));
   HXRT_ASSIGN_OR_RETURN(std::string x, b.hxrt("embed", "GatherRows", {embd, decoder::kTokens}));
+  if (f.scale_embeddings) {
+    HXRT_ASSIGN_OR_RETURN(std::string scale, b.scalar("embed.scale", std::sqrt(static_cast<float>(c.n_embd))));
+    HXRT_ASSIGN_OR_RETURN(x, b.node("embed.scaled", "Mul", {x, scale}, {}, "", 14));
+  }
   HXRT_ASSIGN_OR_RETURN(std::string q_shape, b.constant("shape.q", {-1, c.n_heads, c.head_dim}));
   HXRT_ASSIGN_OR_RETURN(std::string kv_shape, b.constant("shape.kv", {-1, c.n_kv_heads, c.head_dim}));
-  HXRT_ASSIGN_OR_RETURN(std::string flat_shape, b.constant("shape.flat", {-1, c.n_embd}));
-  graph::AttributeMap rope;
-  rope.set("theta", graph::Attribute(static_cast<double>(c.rope_theta)));
-  rope.set("rotary_dims", graph::Attribute(static_cast<int64_t>(c.rope_dims)));
-  rope.set("mode", graph::Attribute("normal"));
+  HXRT_ASSIGN_OR_RETURN(std::string flat_shape, b.constant("shape.flat", {-1, c.q_dim()}));
+  graph::AttributeMap gelu;
+  gelu.set("approximate", graph::Attribute("tanh"));
   for (int l = 0; l < c.n_layers; ++l) {
+    const LayerConfig& layer = c.layers[static_cast<size_t>(l)];
     const std::string w = fmt::format("blk.{}.", l);
     const std::string n = fmt::format("l{}.", l);
     Result<std::string> layer_out = [&]() -> Result<std::string> {
       HXRT_ASSIGN_OR_RETURN(std::string h, b.rms_norm(n + "attn_norm", x, w + "attn_norm.weight", c.rms_epsilon));
-      HXRT_ASSIGN_OR_RETURN(std::string wq, b.weight(w + "attn_q.weight"));
-      HXRT_ASSIGN_OR_RETURN(std::string wk, b.weight(w + "attn_k.weight"));
-      HXRT_ASSIGN_OR_RETURN(std::string wv, b.weight(w + "attn_v.weight"));
-      HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> qkv, b.projections(n + "qkv", {n + "q", n + "k", n + "v"}, h,
-                                                                              {wq, wk, wv}, options.group_projections));
-      const std::string& q = qkv[0];
-      const std::string& k = qkv[1];
-      const std::string& v = qkv[2];
-      HXRT_ASSIGN_OR_RETURN(std::string q3, b.node(n + "q.heads", "Reshape", {q, q_shape}, {}, "", 14));
-      HXRT_ASSIGN_OR_RETURN(std::string k3, b.node(n + "k.heads", "Reshape", {k, kv_shape}, {}, "", 14));
-      HXRT_ASSIGN_OR_RETURN(std::string v3, b.node(n + "v.heads", "Reshape", {v, kv_shape}, {}, "", 14));
+      const std::vector<int64_t> qkv_rows = {c.q_dim(), c.kv_dim(), c.kv_dim()};
+      std::vector<std::string> wqkv;
+      if (c.fused_qkv) {
+        HXRT_ASSIGN_OR_RETURN(wqkv, b.row_slices(w + "attn_qkv.weight", qkv_rows, {"q", "k", "v"}));
+      } else {
+        for (const char* part : {"attn_q", "attn_k", "attn_v"}) {
+          HXRT_ASSIGN_OR_RETURN(std::string id, b.weight(w + part + ".weight"));
+          wqkv.push_back(std::move(id));
+        }
+      }
+      HXRT_ASSIGN_OR_RETURN(std::vector<std::string> qkv, b.projections(n + "qkv", {n + "q", n + "k", n + "v"}, h, wqkv,
+                                                                        options.group_projections));
+      if (c.attention_bias) {
+        std::vector<std::string> biases;
+        if (c.fused_qkv) {
+          HXRT_ASSIGN_OR_RETURN(biases, b.row_slices(w + "attn_qkv.bias", qkv_rows, {"q", "k", "v"}));
+        } else {
+          for (const char* part : {"attn_q", "attn_k", "attn_v"}) {
+            HXRT_ASSIGN_OR_RETURN(std::string id, b.weight(w + part + ".bias"));
+            biases.push_back(std::move(id));
+          }
+        }
+        for (size_t i = 0; i < 3; ++i) {
+          HXRT_ASSIGN_OR_RETURN(qkv[i], b.node(qkv[i] + ".bias", "Add", {qkv[i], biases[i]}, {}, "", 14));
+        }
+      }
+      HXRT_ASSIGN_OR_RETURN(std::string q3, b.node(n + "q.heads", "Reshape", {qkv[0], q_shape}, {}, "", 14));
+      HXRT_ASSIGN_OR_RETURN(std::string k3, b.node(n + "k.heads", "Reshape", {qkv[1], kv_shape}, {}, "", 14));
+      HXRT_ASSIGN_OR_RETURN(std::string v3, b.node(n + "v.heads", "Reshape", {qkv[2], kv_shape}, {}, "", 14));
+      if (f.qk_norm) {
+        HXRT_ASSIGN_OR_RETURN(q3, b.rms_norm(n + "q_norm", q3, w + "attn_q_norm.weight", c.rms_epsilon));
+        HXRT_ASSIGN_OR_RETURN(k3, b.rms_norm(n + "k_norm", k3, w + "attn_k_norm.weight", c.rms_epsilon));
+      }
+      graph::AttributeMap rope;
+      rope.set("theta", graph::Attribute(static_cast<double>(layer.rope_theta)));
+      rope.set("rotary_dims", graph::Attribute(static_cast<int64_t>(c.rope_dims)));
+      rope.set("mode", graph::Attribute(f.rope == RopeStyle::kNeox ? "neox" : "normal"));
       HXRT_ASSIGN_OR_RETURN(std::string qr, b.hxrt(n + "q.rope", "RoPE", {q3, decoder::kPositions}, rope));
-      HXRT_ASSIGN_OR_RETURN(std::string kr, b.hxrt(n + "k.rope", "RoPE", {k3, decoder::kPositions}, rope));
+      HXRT_ASSIGN_OR_RETURN(std::string kr, b.hxrt(n + "k.rope", "RoPE", {k3, decoder::kPositions}, std::move(rope)));
       graph::AttributeMap attention;
       attention.set("layer", graph::Attribute(static_cast<int64_t>(l)));
+      if (c.attention_scale > 0) attention.set("scale", graph::Attribute(static_cast<double>(c.attention_scale)));
+      if (layer.window > 0) attention.set("window", graph::Attribute(static_cast<int64_t>(layer.window)));
+      if (c.attention_softcap > 0) attention.set("softcap", graph::Attribute(static_cast<double>(c.attention_softcap)));
       HXRT_ASSIGN_OR_RETURN(std::string a,
                             b.hxrt(n + "attention", "PagedAttention",
                                    {qr, kr, v3, decoder::kKCache, decoder::kVCache, decoder::kBlockTables,
@@ -231,19 +219,34 @@ Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const Llam
       HXRT_ASSIGN_OR_RETURN(std::string a2, b.node(n + "attention.flat", "Reshape", {a, flat_shape}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string wo, b.weight(w + "attn_output.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string o, b.hxrt(n + "o", "MatMulQ", {a2, wo}));
+      if (f.post_norms) {
+        HXRT_ASSIGN_OR_RETURN(o, b.rms_norm(n + "post_attention_norm", o, w + "post_attention_norm.weight", c.rms_epsilon));
+      }
       HXRT_ASSIGN_OR_RETURN(std::string x1, b.node(n + "attn.residual", "Add", {x, o}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string h2, b.rms_norm(n + "ffn_norm", x1, w + "ffn_norm.weight", c.rms_epsilon));
-      HXRT_ASSIGN_OR_RETURN(std::string wg, b.weight(w + "ffn_gate.weight"));
-      HXRT_ASSIGN_OR_RETURN(std::string wu, b.weight(w + "ffn_up.weight"));
+      std::vector<std::string> wgu;
+      if (f.fused_gate_up) {
+        HXRT_ASSIGN_OR_RETURN(wgu, b.row_slices(w + "ffn_up.weight", {c.n_ff, c.n_ff}, {"gate", "up"}));
+      } else {
+        for (const char* part : {"ffn_gate", "ffn_up"}) {
+          HXRT_ASSIGN_OR_RETURN(std::string id, b.weight(w + part + ".weight"));
+          wgu.push_back(std::move(id));
+        }
+      }
       HXRT_ASSIGN_OR_RETURN(std::string wd, b.weight(w + "ffn_down.weight"));
-      HXRT_ASSIGN_OR_RETURN(
-          const std::vector<std::string> gate_up,
-          b.projections(n + "gate_up", {n + "gate", n + "up"}, h2, {wg, wu}, options.group_projections));
-      const std::string& gate = gate_up[0];
-      const std::string& up = gate_up[1];
-      HXRT_ASSIGN_OR_RETURN(std::string act, b.hxrt(n + "gate.silu", "Silu", {gate}));
-      HXRT_ASSIGN_OR_RETURN(std::string gated, b.node(n + "swiglu", "Mul", {act, up}, {}, "", 14));
+      HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> gate_up,
+                            b.projections(n + "gate_up", {n + "gate", n + "up"}, h2, wgu, options.group_projections));
+      std::string act;
+      if (f.gate == FfnGate::kSilu) {
+        HXRT_ASSIGN_OR_RETURN(act, b.hxrt(n + "gate.silu", "Silu", {gate_up[0]}));
+      } else {
+        HXRT_ASSIGN_OR_RETURN(act, b.node(n + "gate.gelu", "Gelu", {gate_up[0]}, gelu, "", 20));
+      }
+      HXRT_ASSIGN_OR_RETURN(std::string gated, b.node(n + "ffn.gated", "Mul", {act, gate_up[1]}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string down, b.hxrt(n + "down", "MatMulQ", {gated, wd}));
+      if (f.post_norms) {
+        HXRT_ASSIGN_OR_RETURN(down, b.rms_norm(n + "post_ffw_norm", down, w + "post_ffw_norm.weight", c.rms_epsilon));
+      }
       return b.node(n + "ffn.residual", "Add", {x1, down}, {}, "", 14);
     }();
     if (!layer_out.ok()) return wrap(std::move(layer_out).take_status(), l);
@@ -255,7 +258,17 @@ Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const Llam
   if (!c.tied_embeddings) {
     HXRT_ASSIGN_OR_RETURN(head, b.weight("output.weight"));
   }
-  HXRT_RETURN_IF_ERROR(b.hxrt(decoder::kLogits, "MatMulQ", {normed, head}).status());
+  if (c.final_softcap > 0) {
+    // logits = c · tanh(raw / c)
+    HXRT_ASSIGN_OR_RETURN(std::string raw, b.hxrt("logits.raw", "MatMulQ", {normed, head}));
+    HXRT_ASSIGN_OR_RETURN(std::string inv, b.scalar("logits.softcap.inv", 1.0f / c.final_softcap));
+    HXRT_ASSIGN_OR_RETURN(std::string cap, b.scalar("logits.softcap", c.final_softcap));
+    HXRT_ASSIGN_OR_RETURN(std::string scaled, b.node("logits.scaled", "Mul", {raw, inv}, {}, "", 14));
+    HXRT_ASSIGN_OR_RETURN(std::string tanh, b.node("logits.tanh", "Tanh", {scaled}, {}, "", 13));
+    HXRT_RETURN_IF_ERROR(b.node(decoder::kLogits, "Mul", {tanh, cap}, {}, "", 14).status());
+  } else {
+    HXRT_RETURN_IF_ERROR(b.hxrt(decoder::kLogits, "MatMulQ", {normed, head}).status());
+  }
   HXRT_RETURN_IF_ERROR(g.mark_output(decoder::kLogits));
   return g;
 }

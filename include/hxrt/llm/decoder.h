@@ -1,54 +1,36 @@
-// The Llama-family decoder (SmolLM2, Llama 2/3, TinyLlama ...) as an hxrt graph built from GGUF metadata.
+// The decoder every family shares, as an hxrt graph built from a ModelConfig (model_family.h) and the GGUF file.
 //
 // One graph serves prefill, decode and batches of both: every token of the launch is a row, `n_tokens` is a
 // symbol, and each token says which sequence it belongs to and at which position; attention reads the paged KV
 // cache through the block tables (PagedAttention, Note [KV cache state inputs] in ops/schemas/llm.cc).
 //
-//   x      = GatherRows(token_embd, tokens)                                   (n_tokens, n_embd)
+//   x      = GatherRows(token_embd, tokens) (· sqrt(n_embd))                  (n_tokens, n_embd)
 //   per layer:
 //     h    = RMSNorm(x) · attn_norm
-//     q, k, v = MatMulQ(h, Wq / Wk / Wv) → (n_tokens, heads, head_dim), RoPE on q and k at positions
-//     a    = PagedAttention(q, k, v, caches, block_tables, token_seq, positions)
-//     x    = x + MatMulQ(a, Wo)
+//     q, k, v = MatMulQ(h, Wq / Wk / Wv) (+ bias) → (n_tokens, heads, head_dim)   [or one Wqkv, row slices]
+//     q, k = RMSNorm(q) · q_norm, RMSNorm(k) · k_norm                           [qk_norm]
+//     q, k = RoPE(q, k) at positions, the layer's base, adjacent or NeoX pairs
+//     a    = PagedAttention(q, k, v, caches, ...) with the layer's window and the model's scale and softcap
+//     o    = MatMulQ(a, Wo) (· post_attention_norm after RMSNorm)              [post_norms]
+//     x    = x + o
 //     h    = RMSNorm(x) · ffn_norm
-//     x    = x + MatMulQ(Silu(MatMulQ(h, Wgate)) · MatMulQ(h, Wup), Wdown)
-//   logits = MatMulQ(RMSNorm(Gather(x, logit_rows)) · output_norm, output or token_embd)   (n_outputs, vocab)
+//     f    = MatMulQ(act(MatMulQ(h, Wgate)) · MatMulQ(h, Wup), Wdown) (RMSNorm · post_ffw_norm)
+//     x    = x + f
+//   logits = MatMulQ(RMSNorm(Gather(x, logit_rows)) · output_norm, output or token_embd) (softcap)
 //
-// The graph's weights are the GGUF file's bytes in place (the file must outlive the graph's plans).
+// The graph's weights are the GGUF file's bytes in place (the file must outlive the graph's plans); a fused
+// projection's parts are row ranges of its tensor, not copies.
 //
 // Thread-safety: plain functions and immutable data.
 #pragma once
-
-#include <string>
 
 #include "hxrt/base/dtype.h"
 #include "hxrt/base/status.h"
 #include "hxrt/formats/gguf.h"
 #include "hxrt/graph/graph.h"
+#include "hxrt/llm/model_family.h"
 
 namespace hxrt::llm {
-
-struct LlamaConfig {
-  std::string architecture;  // general.architecture: "llama"
-  std::string name;          // general.name
-  int n_layers = 0;
-  int n_embd = 0;
-  int n_ff = 0;
-  int n_heads = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  int vocab_size = 0;
-  int context_length = 0;
-  int rope_dims = 0;
-  float rope_theta = 10000.0f;
-  float rms_epsilon = 1e-5f;
-  bool tied_embeddings = false;  // no output.weight: the logits reuse token_embd
-
-  // Reads {arch}.* keys and checks every tensor the decoder needs (presence, dtype hxrt computes, shape).
-  // Errors name the key or tensor and what was expected.
-  static Result<LlamaConfig> from_gguf(const formats::GgufFile& file);
-  std::string to_string() const;
-};
 
 // Names of the decoder graph's inputs and output.
 namespace decoder {
@@ -71,7 +53,7 @@ struct DecoderGraphOptions {
   bool group_projections = false;
 };
 
-Result<graph::Graph> build_llama_graph(const formats::GgufFile& file, const LlamaConfig& config,
-                                       const DecoderGraphOptions& options = {});
+Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const ModelConfig& config,
+                                         const DecoderGraphOptions& options = {});
 
 }  // namespace hxrt::llm

@@ -1,0 +1,92 @@
+// Decoder families and the model configuration read from a GGUF file.
+//
+// A ModelFamily describes one `general.architecture` (llama, qwen2, qwen3, gemma2, gemma3, phi3): which variants
+// of the one pre-norm decoder it uses (biases, q/k norm, post norms, fused projections, RoPE style, FFN gate,
+// embedding scaling) and, in its `configure` hook, the keys only it has (sliding-window pattern, local RoPE base,
+// softcaps). Any family may store Q, K and V as one attn_qkv tensor (its row ranges become the three weights, no
+// copy), as llama.cpp's loader allows. Each family is one short file under src/llm/families/; the decoder builder (decoder.h) turns the
+// ModelConfig into the graph; the engine, KV cache, server and tools see only ModelConfig.
+//
+// Thread-safety: the family table is immutable; ModelConfig is a value.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hxrt/base/status.h"
+#include "hxrt/formats/gguf.h"
+
+namespace hxrt::llm {
+
+enum class RopeStyle {
+  kAdjacent,  // pairs (2i, 2i+1): Llama (RoPE mode "normal")
+  kNeox,      // pairs (i, i + d/2): Qwen, Gemma, Phi-3 (RoPE mode "neox")
+};
+
+enum class FfnGate {
+  kSilu,      // down(silu(gate) · up)
+  kGeluTanh,  // down(gelu_tanh(gate) · up): Gemma
+};
+
+struct ModelConfig;
+
+struct ModelFamily {
+  std::string_view architecture;  // general.architecture
+  std::string_view models;        // what ships in it, for `hxrt inspect` and errors
+  RopeStyle rope = RopeStyle::kAdjacent;
+  FfnGate gate = FfnGate::kSilu;
+  bool qkv_bias = false;          // attn_{q,k,v}.bias required (other families use them when present)
+  bool qk_norm = false;           // attn_q_norm / attn_k_norm [head_dim]: RMSNorm of each head before RoPE
+  bool post_norms = false;        // post_attention_norm, post_ffw_norm on each block's output before the residual
+  bool fused_gate_up = false;     // ffn_up [2·n_ff, n_embd] holds gate rows then up rows, no ffn_gate
+  bool scale_embeddings = false;  // x = token_embd[t] · sqrt(n_embd)
+  // Reads the family's own keys after the common ones (layers already sized, every layer full attention at the
+  // file's RoPE base); errors name the key.
+  Status (*configure)(const formats::GgufFile& file, ModelConfig& config) = nullptr;
+
+  std::string variants() const;  // "rope=neox gate=gelu_tanh qk_norm post_norms scale_embeddings"
+};
+
+// Every family hxrt builds, in a fixed order.
+const std::vector<const ModelFamily*>& model_families();
+// NotFound listing the supported families when `architecture` is none of them.
+Result<const ModelFamily*> find_model_family(std::string_view architecture);
+
+struct LayerConfig {
+  float rope_theta = 10000.0f;
+  int window = 0;  // > 0: sliding-window attention over the last `window` positions; 0: full attention
+};
+
+struct ModelConfig {
+  const ModelFamily* family = nullptr;
+  std::string architecture;  // general.architecture
+  std::string name;          // general.name
+  int n_layers = 0;
+  int n_embd = 0;
+  int n_ff = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;          // {arch}.attention.key_length, else n_embd / n_heads
+  int vocab_size = 0;
+  int context_length = 0;
+  int rope_dims = 0;
+  float rope_theta = 10000.0f;  // the file's base; layers may differ (LayerConfig)
+  float rms_epsilon = 1e-5f;
+  float attention_scale = 0.0f;    // 0: 1/sqrt(head_dim)
+  float attention_softcap = 0.0f;  // > 0: scores become c·tanh(score/c)
+  float final_softcap = 0.0f;      // > 0: logits become c·tanh(logit/c)
+  bool tied_embeddings = false;    // no output.weight: the logits reuse token_embd
+  bool fused_qkv = false;          // the file stores attn_qkv, not attn_q/k/v
+  bool attention_bias = false;     // the file has attn_{q,k,v} (or attn_qkv) biases
+  std::vector<LayerConfig> layers;
+
+  // Finds the family of general.architecture, reads {arch}.* keys and checks every tensor the decoder needs
+  // (presence, a dtype hxrt computes, shape). Errors name the key or tensor and what was expected.
+  static Result<ModelConfig> from_gguf(const formats::GgufFile& file);
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+  std::string to_string() const;
+};
+
+}  // namespace hxrt::llm

@@ -1,0 +1,216 @@
+// ModelConfig::from_gguf: the keys every family shares, then the family's own (ModelFamily::configure), then the
+// tensors the decoder will read, each checked for presence, a computable dtype and its shape.
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "hxrt/llm/model_family.h"
+#include "llm/families/families.h"
+
+namespace hxrt::llm {
+namespace {
+
+// Checks that `name` exists with a computable dtype and the row-major shape `expected`.
+Status check_tensor(const formats::GgufFile& file, const std::string& name, const Shape& expected) {
+  HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* tensor, file.tensor(name));
+  HXRT_RETURN_IF_ERROR(file.tensor_dtype(*tensor).status());
+  if (tensor->shape() != expected) {
+    return invalid_argument("tensor '{}' has shape {}, the model's hyperparameters need {}", name, tensor->shape(), expected);
+  }
+  return ok_status();
+}
+
+// As check_tensor when `name` is in the file or `required`; false when it is absent and optional.
+Result<bool> check_optional(const formats::GgufFile& file, const std::string& name, const Shape& expected, bool required) {
+  if (!required && file.find_tensor(name) == nullptr) return false;
+  HXRT_RETURN_IF_ERROR(check_tensor(file, name, expected));
+  return true;
+}
+
+Status check_tensors(const formats::GgufFile& file, ModelConfig& c) {
+  const ModelFamily& f = *c.family;
+  const int64_t e = c.n_embd, q = c.q_dim(), kv = c.kv_dim(), d = c.head_dim, ff = c.n_ff;
+  HXRT_RETURN_IF_ERROR(check_tensor(file, "token_embd.weight", Shape{c.vocab_size, e}));
+  HXRT_RETURN_IF_ERROR(check_tensor(file, "output_norm.weight", Shape{e}));
+  if (!c.tied_embeddings) HXRT_RETURN_IF_ERROR(check_tensor(file, "output.weight", Shape{c.vocab_size, e}));
+  c.fused_qkv = file.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+  c.attention_bias = file.find_tensor(c.fused_qkv ? "blk.0.attn_qkv.bias" : "blk.0.attn_q.bias") != nullptr;
+  if (f.qkv_bias && !c.attention_bias) return invalid_argument("{} needs tensor 'blk.0.attn_q.bias'", f.architecture);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_norm.weight", Shape{e}));
+    if (c.fused_qkv) {
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_qkv.weight", Shape{q + 2 * kv, e}));
+      HXRT_RETURN_IF_ERROR(check_optional(file, b + "attn_qkv.bias", Shape{q + 2 * kv}, c.attention_bias).status());
+    } else {
+      const std::pair<const char*, int64_t> parts[] = {{"attn_q", q}, {"attn_k", kv}, {"attn_v", kv}};
+      for (const auto& [part, rows] : parts) {
+        HXRT_RETURN_IF_ERROR(check_tensor(file, b + part + ".weight", Shape{rows, e}));
+        HXRT_RETURN_IF_ERROR(check_optional(file, b + part + ".bias", Shape{rows}, c.attention_bias).status());
+      }
+    }
+    if (f.qk_norm) {
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_q_norm.weight", Shape{d}));
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_k_norm.weight", Shape{d}));
+    }
+    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "attn_output.weight", Shape{e, q}));
+    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_norm.weight", Shape{e}));
+    if (f.post_norms) {
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "post_attention_norm.weight", Shape{e}));
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "post_ffw_norm.weight", Shape{e}));
+    }
+    if (f.fused_gate_up) {
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_up.weight", Shape{2 * ff, e}));
+    } else {
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_gate.weight", Shape{ff, e}));
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_up.weight", Shape{ff, e}));
+    }
+    HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_down.weight", Shape{e, ff}));
+  }
+  // Variants a family may carry that the builder does not compute yet: refuse them by name, never ignore them.
+  for (const char* name : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (file.find_tensor(name) != nullptr) {
+      return unimplemented("tensor '{}' (RoPE frequency factors: Llama 3.1+ / Phi-3 long-context scaling) is not "
+                           "supported yet",
+                           name);
+    }
+  }
+  return ok_status();
+}
+
+// UNIMPLEMENTED naming {arch}.rope.scaling.type when the file scales RoPE (factor != 1): no family computes RoPE
+// scaling yet.
+Status refuse_rope_scaling(const formats::GgufFile& file, const ModelConfig& c) {
+  const std::string type_key = c.architecture + ".rope.scaling.type";
+  Result<std::string_view> type = file.get_string(type_key);
+  if (!type.ok() || *type == "none") return ok_status();
+  HXRT_ASSIGN_OR_RETURN(const float factor, families::float_key(file, c.architecture + ".rope.scaling.factor", 1.0f));
+  if (factor == 1.0f) return ok_status();
+  return unimplemented("GGUF key '{}' = '{}' (factor {}): RoPE scaling is not supported yet", type_key, *type, factor);
+}
+
+}  // namespace
+
+Result<int> families::int_key(const formats::GgufFile& file, const std::string& key, bool required, int fallback) {
+  Result<int64_t> value = file.get_i64(key);
+  if (!value.ok()) {
+    if (!required && value.status().code() == StatusCode::kNotFound) return fallback;
+    return std::move(value).take_status().with_context("reading the model's hyperparameters");
+  }
+  if (*value <= 0 || *value > (int64_t{1} << 30)) return invalid_argument("GGUF key '{}' = {} is out of range", key, *value);
+  return static_cast<int>(*value);
+}
+
+Result<float> families::float_key(const formats::GgufFile& file, const std::string& key, float fallback) {
+  Result<float> value = file.get_f32(key);
+  if (!value.ok()) {
+    if (value.status().code() == StatusCode::kNotFound) return fallback;
+    return value.status();
+  }
+  if (!std::isfinite(*value) || *value < 0.0f) return invalid_argument("GGUF key '{}' = {} must be finite and >= 0", key, *value);
+  return *value;
+}
+
+Status families::set_sliding_pattern(const formats::GgufFile& file, ModelConfig& c, int window, int pattern,
+                                     float local_rope_theta) {
+  HXRT_ASSIGN_OR_RETURN(pattern, int_key(file, c.architecture + ".attention.sliding_window_pattern", false, pattern));
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (l % pattern < pattern - 1) c.layers[static_cast<size_t>(l)] = LayerConfig{local_rope_theta, window};
+  }
+  return ok_status();
+}
+
+std::string ModelFamily::variants() const {
+  std::string out = fmt::format("rope={} gate={}", rope == RopeStyle::kNeox ? "neox" : "adjacent",
+                                gate == FfnGate::kSilu ? "silu" : "gelu_tanh");
+  if (qkv_bias) out += " qkv_bias";
+  if (qk_norm) out += " qk_norm";
+  if (post_norms) out += " post_norms";
+  if (fused_gate_up) out += " fused_gate_up";
+  if (scale_embeddings) out += " scale_embeddings";
+  return out;
+}
+
+Result<const ModelFamily*> find_model_family(std::string_view architecture) {
+  std::string known;
+  for (const ModelFamily* family : model_families()) {
+    if (family->architecture == architecture) return family;
+    known += fmt::format("{}{} ({})", known.empty() ? "" : ", ", family->architecture, family->models);
+  }
+  return unimplemented("architecture '{}' is not supported; hxrt builds these decoder families: {}", architecture, known);
+}
+
+Result<ModelConfig> ModelConfig::from_gguf(const formats::GgufFile& file) {
+  using families::float_key;
+  using families::int_key;
+  ModelConfig c;
+  HXRT_ASSIGN_OR_RETURN(std::string_view arch, file.get_string("general.architecture"));
+  c.architecture = std::string(arch);
+  HXRT_ASSIGN_OR_RETURN(c.family, find_model_family(arch));
+  if (Result<std::string_view> name = file.get_string("general.name"); name.ok()) c.name = std::string(*name);
+  const std::string p = c.architecture + ".";
+  if (Result<int64_t> experts = file.get_i64(p + "expert_count"); experts.ok() && *experts > 0) {
+    return unimplemented("GGUF key '{}expert_count' = {}: mixture-of-experts decoders are not supported yet", p, *experts);
+  }
+  HXRT_ASSIGN_OR_RETURN(c.n_layers, int_key(file, p + "block_count", true));
+  HXRT_ASSIGN_OR_RETURN(c.n_embd, int_key(file, p + "embedding_length", true));
+  HXRT_ASSIGN_OR_RETURN(c.n_ff, int_key(file, p + "feed_forward_length", true));
+  HXRT_ASSIGN_OR_RETURN(c.n_heads, int_key(file, p + "attention.head_count", true));
+  HXRT_ASSIGN_OR_RETURN(c.n_kv_heads, int_key(file, p + "attention.head_count_kv", false, c.n_heads));
+  HXRT_ASSIGN_OR_RETURN(c.context_length, int_key(file, p + "context_length", false, 2048));
+  if (c.n_heads % c.n_kv_heads != 0) return invalid_argument("head_count {} is not a multiple of head_count_kv {}", c.n_heads, c.n_kv_heads);
+  if (file.find(p + "attention.key_length") == nullptr && c.n_embd % c.n_heads != 0) {
+    return invalid_argument("embedding_length {} is not a multiple of head_count {} and {}attention.key_length is absent",
+                            c.n_embd, c.n_heads, p);
+  }
+  HXRT_ASSIGN_OR_RETURN(c.head_dim, int_key(file, p + "attention.key_length", false, c.n_embd / c.n_heads));
+  HXRT_ASSIGN_OR_RETURN(const int value_length, int_key(file, p + "attention.value_length", false, c.head_dim));
+  if (value_length != c.head_dim) {
+    return unimplemented("{}attention.value_length {} differs from key_length {} (hxrt's KV cache holds one head_dim)",
+                         p, value_length, c.head_dim);
+  }
+  HXRT_ASSIGN_OR_RETURN(c.rope_dims, int_key(file, p + "rope.dimension_count", false, c.head_dim));
+  if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0) {
+    return invalid_argument("rope.dimension_count {} must be even and at most head_dim {}", c.rope_dims, c.head_dim);
+  }
+  HXRT_ASSIGN_OR_RETURN(c.rope_theta, float_key(file, p + "rope.freq_base", 10000.0f));
+  HXRT_ASSIGN_OR_RETURN(c.rms_epsilon, float_key(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
+  HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* embd, file.tensor("token_embd.weight"));
+  if (embd->dims.size() != 2) return invalid_argument("tensor 'token_embd.weight' must have 2 dims");
+  c.vocab_size = static_cast<int>(embd->shape().dim(0));
+  if (Result<int> vocab = int_key(file, p + "vocab_size", false, c.vocab_size); vocab.ok() && *vocab != c.vocab_size) {
+    return invalid_argument("{}vocab_size {} disagrees with token_embd.weight's {} rows", p, *vocab, c.vocab_size);
+  }
+  c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  c.layers.assign(static_cast<size_t>(c.n_layers), LayerConfig{c.rope_theta, 0});
+  HXRT_RETURN_IF_ERROR(refuse_rope_scaling(file, c));
+  if (c.family->configure != nullptr) {
+    HXRT_RETURN_IF_ERROR_CTX(c.family->configure(file, c), "reading the {} family's keys", c.architecture);
+  }
+  HXRT_RETURN_IF_ERROR(check_tensors(file, c));
+  return c;
+}
+
+std::string ModelConfig::to_string() const {
+  int sliding = 0;
+  for (const LayerConfig& layer : layers) sliding += layer.window > 0 ? 1 : 0;
+  std::string out = fmt::format(
+      "{} '{}': {} layers, dim {}, ffn {}, {} heads / {} kv heads × {}, vocab {}, ctx {}, rope θ={} dims={}, rms ε={}",
+      architecture, name, n_layers, n_embd, n_ff, n_heads, n_kv_heads, head_dim, vocab_size, context_length,
+      rope_theta, rope_dims, rms_epsilon);
+  if (sliding > 0) {
+    const LayerConfig* local = nullptr;
+    for (const LayerConfig& layer : layers) local = layer.window > 0 ? &layer : local;
+    out += fmt::format(", {} sliding-window layers (window {}, rope θ={})", sliding, local->window, local->rope_theta);
+  }
+  if (attention_scale > 0) out += fmt::format(", attention scale {}", attention_scale);
+  if (attention_softcap > 0) out += fmt::format(", attention softcap {}", attention_softcap);
+  if (final_softcap > 0) out += fmt::format(", final softcap {}", final_softcap);
+  if (fused_qkv) out += ", fused qkv";
+  if (attention_bias) out += ", attention bias";
+  if (tied_embeddings) out += ", tied embeddings";
+  return out;
+}
+
+}  // namespace hxrt::llm
