@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/llm/goldens/quant/: a tiny random-weight Llama model quantized by llama.cpp into each K-quant file
 type people download, with llama.cpp's greedy tokens and per-step logits on it (read by
-tests/llm/quant_model_golden_test.cc). CI cannot build llama.cpp; these files are generated once and committed.
+tests/llm/model_golden_test.cc). CI cannot build llama.cpp; these files are generated once and committed.
 
     PY=$(scripts/setup_llama_cpp_peer.sh | tail -1)
     $PY -m pip install gguf==0.19.0          # into the same venv: writes the f32 model
