@@ -29,7 +29,7 @@ import gguf
 import llama_cpp as L
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_quant_model_goldens import N_PREDICT, greedy, quantize, vocab  # noqa: E402
+from make_quant_model_goldens import N_PREDICT, add_vocab, greedy, quantize, vocab  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "llm" / "goldens" / "families"
 Q8_0 = 7  # LLAMA_FTYPE_MOSTLY_Q8_0
@@ -49,7 +49,7 @@ FAMILIES = {
 
 def write_f32_model(path: str, arch: str, h: dict) -> None:
     rng = np.random.default_rng(sum(map(ord, arch)))
-    tokens, scores, types = vocab()
+    tokens = vocab()[0]
     e, d, ff = h["embd"], h["head_dim"], h["ff"]
     q, kv = h["heads"] * d, h["kv_heads"] * d
     w = gguf.GGUFWriter(path, arch)
@@ -73,14 +73,7 @@ def write_f32_model(path: str, arch: str, h: dict) -> None:
         w.add_float32(f"{arch}.attn_logit_softcapping", h["attn_softcap"])
     if "final_softcap" in h:
         w.add_float32(f"{arch}.final_logit_softcapping", h["final_softcap"])
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
+    add_vocab(w)
 
     def mat(rows: int, cols: int, scale: float) -> np.ndarray:
         return (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols)).astype(np.float32)

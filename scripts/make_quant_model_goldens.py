@@ -50,9 +50,22 @@ def vocab() -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, types
 
 
+def add_vocab(w: gguf.GGUFWriter) -> None:
+    """The tokenizer keys of vocab(): SentencePiece ("llama"), bos 1, eos 2, unk 0, BOS added."""
+    tokens, scores, types = vocab()
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+
+
 def write_f32_model(path: str) -> None:
     rng = np.random.default_rng(2026)
-    tokens, scores, types = vocab()
+    tokens = vocab()[0]
     w = gguf.GGUFWriter(path, "llama")
     w.add_name("hxrt-tiny-llama")
     w.add_context_length(512)
@@ -65,14 +78,7 @@ def write_f32_model(path: str) -> None:
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(0)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
+    add_vocab(w)
 
     def mat(rows: int, cols: int, scale: float) -> np.ndarray:
         return (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols)).astype(np.float32)

@@ -54,6 +54,17 @@ class Builder {
     return out;
   }
 
+  // weight(prefix + part + suffix) for each part.
+  Result<std::vector<std::string>> weights(const std::string& prefix, const std::vector<std::string>& parts,
+                                           const std::string& suffix) {
+    std::vector<std::string> out;
+    for (const std::string& part : parts) {
+      HXRT_ASSIGN_OR_RETURN(std::string id, weight(prefix + part + suffix));
+      out.push_back(std::move(id));
+    }
+    return out;
+  }
+
   // A constant f32 of shape [1] (broadcast scales).
   Result<std::string> scalar(const std::string& name, float value) {
     std::vector<std::byte> bytes(sizeof(float));
@@ -168,27 +179,16 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
     Result<std::string> layer_out = [&]() -> Result<std::string> {
       HXRT_ASSIGN_OR_RETURN(std::string h, b.rms_norm(n + "attn_norm", x, w + "attn_norm.weight", c.rms_epsilon));
       const std::vector<int64_t> qkv_rows = {c.q_dim(), c.kv_dim(), c.kv_dim()};
-      std::vector<std::string> wqkv;
-      if (c.fused_qkv) {
-        HXRT_ASSIGN_OR_RETURN(wqkv, b.row_slices(w + "attn_qkv.weight", qkv_rows, {"q", "k", "v"}));
-      } else {
-        for (const char* part : {"attn_q", "attn_k", "attn_v"}) {
-          HXRT_ASSIGN_OR_RETURN(std::string id, b.weight(w + part + ".weight"));
-          wqkv.push_back(std::move(id));
-        }
-      }
+      // The Q, K and V tensors with `suffix` (".weight", ".bias"): three of them, or row ranges of attn_qkv.
+      const auto qkv_tensors = [&](const std::string& suffix) {
+        return c.fused_qkv ? b.row_slices(w + "attn_qkv" + suffix, qkv_rows, {"q", "k", "v"})
+                           : b.weights(w, {"attn_q", "attn_k", "attn_v"}, suffix);
+      };
+      HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> wqkv, qkv_tensors(".weight"));
       HXRT_ASSIGN_OR_RETURN(std::vector<std::string> qkv, b.projections(n + "qkv", {n + "q", n + "k", n + "v"}, h, wqkv,
                                                                         options.group_projections));
       if (c.attention_bias) {
-        std::vector<std::string> biases;
-        if (c.fused_qkv) {
-          HXRT_ASSIGN_OR_RETURN(biases, b.row_slices(w + "attn_qkv.bias", qkv_rows, {"q", "k", "v"}));
-        } else {
-          for (const char* part : {"attn_q", "attn_k", "attn_v"}) {
-            HXRT_ASSIGN_OR_RETURN(std::string id, b.weight(w + part + ".bias"));
-            biases.push_back(std::move(id));
-          }
-        }
+        HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> biases, qkv_tensors(".bias"));
         for (size_t i = 0; i < 3; ++i) {
           HXRT_ASSIGN_OR_RETURN(qkv[i], b.node(qkv[i] + ".bias", "Add", {qkv[i], biases[i]}, {}, "", 14));
         }
@@ -224,15 +224,9 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
       }
       HXRT_ASSIGN_OR_RETURN(std::string x1, b.node(n + "attn.residual", "Add", {x, o}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string h2, b.rms_norm(n + "ffn_norm", x1, w + "ffn_norm.weight", c.rms_epsilon));
-      std::vector<std::string> wgu;
-      if (f.fused_gate_up) {
-        HXRT_ASSIGN_OR_RETURN(wgu, b.row_slices(w + "ffn_up.weight", {c.n_ff, c.n_ff}, {"gate", "up"}));
-      } else {
-        for (const char* part : {"ffn_gate", "ffn_up"}) {
-          HXRT_ASSIGN_OR_RETURN(std::string id, b.weight(w + part + ".weight"));
-          wgu.push_back(std::move(id));
-        }
-      }
+      HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> wgu,
+                            f.fused_gate_up ? b.row_slices(w + "ffn_up.weight", {c.n_ff, c.n_ff}, {"gate", "up"})
+                                            : b.weights(w, {"ffn_gate", "ffn_up"}, ".weight"));
       HXRT_ASSIGN_OR_RETURN(std::string wd, b.weight(w + "ffn_down.weight"));
       HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> gate_up,
                             b.projections(n + "gate_up", {n + "gate", n + "up"}, h2, wgu, options.group_projections));

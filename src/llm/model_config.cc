@@ -121,6 +121,10 @@ Status families::set_sliding_pattern(const formats::GgufFile& file, ModelConfig&
   return ok_status();
 }
 
+void families::gemma_query_scale(ModelConfig& c, int layers_27b) {
+  if (c.n_layers == layers_27b) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_heads));
+}
+
 std::string ModelFamily::variants() const {
   std::string out = fmt::format("rope={} gate={}", rope == RopeStyle::kNeox ? "neox" : "adjacent",
                                 gate == FfnGate::kSilu ? "silu" : "gelu_tanh");

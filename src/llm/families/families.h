@@ -27,4 +27,8 @@ Result<float> float_key(const formats::GgufFile& file, const std::string& key, f
 Status set_sliding_pattern(const formats::GgufFile& file, ModelConfig& config, int window, int pattern,
                            float local_rope_theta);
 
+// Gemma's 27B models (`layers_27b` blocks) scale queries by 1/sqrt(n_embd / n_heads), the others by 1/sqrt(head_dim)
+// (gemma_pytorch's query_pre_attn_scalar, as llama.cpp reads it from the layer count).
+void gemma_query_scale(ModelConfig& config, int layers_27b);
+
 }  // namespace hxrt::llm::families

@@ -1,7 +1,5 @@
 // gemma2: Gemma 2. Embeddings scaled by sqrt(n_embd), GELU-tanh gate, post-attention and post-FFN norms, every
 // other layer (the even ones) sliding-window at the same RoPE base, attention and final logit softcapping.
-#include <cmath>
-
 #include "llm/families/families.h"
 
 namespace hxrt::llm::families {
@@ -14,8 +12,8 @@ Status configure(const formats::GgufFile& file, ModelConfig& c) {
   HXRT_RETURN_IF_ERROR(set_sliding_pattern(file, c, window, 2, local_theta));
   HXRT_ASSIGN_OR_RETURN(c.attention_softcap, float_key(file, p + "attn_logit_softcapping", 50.0f));
   HXRT_ASSIGN_OR_RETURN(c.final_softcap, float_key(file, p + "final_logit_softcapping", 30.0f));
-  // Gemma 2 27B scales queries by n_embd / n_heads, the others by head_dim (gemma_pytorch's query_pre_attn_scalar).
-  if (c.n_layers == 46) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_heads));
+  // Gemma 2 27B has 46 layers.
+  gemma_query_scale(c, 46);
   return ok_status();
 }
 

@@ -1,7 +1,5 @@
 // gemma3: Gemma 3 (text). Gemma 2's block without the attention softcap, with RMSNorm of each query and key head;
 // five sliding-window layers (RoPE base 10000 unless rope.freq_base_swa says otherwise) for every global one.
-#include <cmath>
-
 #include "llm/families/families.h"
 
 namespace hxrt::llm::families {
@@ -15,8 +13,8 @@ Status configure(const formats::GgufFile& file, ModelConfig& c) {
     HXRT_RETURN_IF_ERROR(set_sliding_pattern(file, c, window, 6, local_theta));
   }
   HXRT_ASSIGN_OR_RETURN(c.final_softcap, float_key(file, p + "final_logit_softcapping", 0.0f));
-  // Gemma 3 27B scales queries by n_embd / n_heads, the others by head_dim (gemma_pytorch's query_pre_attn_scalar).
-  if (c.n_layers == 62) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_heads));
+  // Gemma 3 27B has 62 layers.
+  gemma_query_scale(c, 62);
   return ok_status();
 }
 
