@@ -140,9 +140,8 @@ Status run_generate(GenerateFlags& flags) {
     messages.push_back({"user", flags.prompt});
     HXRT_ASSIGN_OR_RETURN(prompt, loaded->tokenizer().apply_chat_template(messages, true));
   }
-  HXRT_ASSIGN_OR_RETURN(
-      std::vector<int32_t> tokens,
-      loaded->tokenizer().encode(prompt, llm::EncodeOptions{.add_special = true, .parse_special = flags.chat}));
+  HXRT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, flags.chat ? loaded->tokenizer().encode_chat(prompt)
+                                                                : loaded->tokenizer().encode(prompt));
   if (flags.prompt_tokens > 0) {
     std::vector<int32_t> sized;
     while (static_cast<int>(sized.size()) < flags.prompt_tokens) {
@@ -196,7 +195,7 @@ Status run_chat(const GenerateFlags& flags) {
     HXRT_ASSIGN_OR_RETURN(std::string prompt, loaded->tokenizer().apply_chat_template(messages, true));
     HXRT_ASSIGN_OR_RETURN(
         std::vector<int32_t> tokens,
-        loaded->tokenizer().encode(prompt, llm::EncodeOptions{.add_special = true, .parse_special = true}));
+        loaded->tokenizer().encode_chat(prompt));
     HXRT_ASSIGN_OR_RETURN(std::string reply, stream_reply(*loaded, flags, std::move(tokens)));
     fmt::print("\n");
     messages.push_back({"assistant", reply});

@@ -258,7 +258,7 @@ class Llm {
     std::vector<hxrt::llm::ChatMessage> chat;
     for (const auto& [role, content] : messages) chat.push_back({role, content});
     const std::string prompt = take(llm_->tokenizer().apply_chat_template(chat, true));
-    return take(llm_->tokenizer().encode(prompt, hxrt::llm::EncodeOptions{.add_special = true, .parse_special = true}));
+    return take(llm_->tokenizer().encode_chat(prompt));
   }
   void set_profiling(bool on) { llm_->session().profiler().set_enabled(on); }
   void write_trace(const std::string& path) const { check(llm_->session().profiler().write_chrome_trace(path)); }

@@ -98,7 +98,7 @@ Result<Generation> Llm::chat(std::span<const ChatMessage> messages, const Genera
   HXRT_ASSIGN_OR_RETURN(std::string prompt, tokenizer_->apply_chat_template(
                                                 std::vector<ChatMessage>(messages.begin(), messages.end()), true));
   HXRT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens,
-                        tokenizer_->encode(prompt, EncodeOptions{.add_special = true, .parse_special = true}));
+                        tokenizer_->encode_chat(prompt));
   return generate_tokens(std::move(tokens), options);
 }
 

@@ -1,6 +1,7 @@
 // Tokenizer: spec validation, special-token partitioning, and the encode/decode paths shared by both vocabulary
 // styles. The word-level algorithms live in bpe.cc, spm.cc and pretokenize.cc.
 #include "hxrt/llm/tokenizer.h"
+#include "llm/chat_template.h"
 
 #include <algorithm>
 #include <array>
@@ -177,6 +178,8 @@ struct Tokenizer::Impl {
   bool clean_spaces = false;
   bool ignore_merges = false;
   std::string chat_template;
+  std::optional<jinja::Template> parsed_template;  // parsed once at create(); empty: template_error says why
+  Status template_error;
 
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
   std::string_view piece(TokenId id, bool special) const;
@@ -265,7 +268,12 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerSpec spec) {
   impl->add_bos = spec.add_bos;
   impl->add_eos = spec.add_eos;
   impl->add_space_prefix = spec.add_space_prefix;
-  impl->chat_template = std::move(spec.chat_template);
+  impl->chat_template = std::string(builtin_chat_template(spec.chat_template).value_or(spec.chat_template));
+  if (Result<jinja::Template> parsed = detail::parse_chat_template(impl->chat_template); parsed.ok()) {
+    impl->parsed_template = std::move(*parsed);
+  } else {  // a model whose template hxrt cannot parse still tokenizes; chats fail with this error
+    impl->template_error = parsed.status();
+  }
 
   if (spec.model == TokenizerModel::kBpe) {
     const detail::PreTokenizerConfig* pre_config = detail::find_pre_tokenizer_config(spec.pre);
@@ -426,9 +434,22 @@ Result<std::string> Tokenizer::decode(std::span<const TokenId> ids, const Decode
   return text;
 }
 
-Result<std::string> Tokenizer::apply_chat_template(std::span<const ChatMessage> messages,
-                                                   bool add_generation_prompt) const {
-  return llm::apply_chat_template(impl_->chat_template, messages, add_generation_prompt);
+Result<std::vector<TokenId>> Tokenizer::encode_chat(std::string_view rendered) const {
+  const bool has_bos = impl_->bos != kNoToken && impl_->add_bos &&
+                       rendered.starts_with(impl_->vocab.texts[static_cast<size_t>(impl_->bos)]);
+  HXRT_ASSIGN_OR_RETURN(std::vector<TokenId> ids, encode(rendered, {.add_special = true, .parse_special = true}));
+  if (has_bos && ids.size() >= 2 && ids[0] == impl_->bos && ids[1] == impl_->bos) ids.erase(ids.begin());
+  return ids;
+}
+
+Result<std::string> Tokenizer::apply_chat_template(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                                   const ChatOptions& options) const {
+  if (!impl_->parsed_template.has_value()) return impl_->template_error;
+  auto text_of = [&](TokenId id) {
+    return id == kNoToken ? std::string_view() : std::string_view(impl_->vocab.texts[static_cast<size_t>(id)]);
+  };
+  return detail::render_chat(*impl_->parsed_template, messages, add_generation_prompt, text_of(impl_->bos),
+                             text_of(impl_->eos), options);
 }
 
 TokenizerModel Tokenizer::model() const {

@@ -120,6 +120,9 @@ Result<TokenizerSpec> tokenizer_spec_from_gguf(const formats::GgufFile& file) {
   if (file.find(kChatTemplateKey) != nullptr) {
     HXRT_ASSIGN_OR_RETURN(const std::string_view chat_template, file.get_string(kChatTemplateKey));
     spec.chat_template = std::string(chat_template);
+  } else {  // the family's format, as llama.cpp falls back to one (docs/llm.md, "Chat templates")
+    const Result<std::string_view> architecture = file.get_string("general.architecture");
+    spec.chat_template = std::string(default_chat_template(architecture.ok() ? *architecture : "", spec.tokens));
   }
   return spec;
 }

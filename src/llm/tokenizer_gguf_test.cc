@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hxrt/formats/gguf.h"
+#include "hxrt/llm/jinja.h"
 #include "hxrt/llm/tokenizer.h"
 #include "llm/tokenizer_utf8.h"
 #include "testing/default_model.h"
@@ -224,6 +225,38 @@ TEST_F(SmolLm2Tokenizer, EveryVocabularyPieceRoundTrips) {
   EXPECT_GT(single, normal * 99 / 100);
   EXPECT_LT(seconds, 30.0);
   RecordProperty("vocab_roundtrip_seconds", fmt::format("{:.3f}", seconds));
+}
+
+// SmolLM2's own template, read from the model file, renders every conversation of the chat-template goldens as
+// Python's jinja2 renders it (scripts/make_chat_template_goldens.py, cases "@model:smollm2").
+TEST_F(SmolLm2Tokenizer, OwnTemplateRendersAsJinja2) {
+  const std::string dir = std::string(HXRT_SOURCE_DIR) + "/tests/llm/goldens/chat_templates/";
+  std::ifstream goldens_file(dir + "goldens.json");
+  std::ifstream conversations_file(dir + "conversations.json");
+  ASSERT_TRUE(goldens_file && conversations_file);
+  const auto goldens = nlohmann::ordered_json::parse(goldens_file);
+  const auto conversations = nlohmann::ordered_json::parse(conversations_file);
+  Result<jinja::Template> own = jinja::Template::parse(tokenizer_->chat_template());
+  ASSERT_TRUE(own.ok()) << own.status().to_string();
+  int checked = 0;
+  for (const auto& c : goldens) {
+    if (c["template"] != "@model:smollm2") continue;
+    const std::string conversation = c["conversation"].get<std::string>();
+    Result<jinja::Value> context = jinja::value_from_json(conversations.at(conversation).dump());
+    ASSERT_TRUE(context.ok());
+    context->set("add_generation_prompt", jinja::Value(c["add_generation_prompt"].get<bool>()));
+    context->set("bos_token", jinja::Value(c["bos_token"].get<std::string>()));
+    context->set("eos_token", jinja::Value(c["eos_token"].get<std::string>()));
+    Result<std::string> rendered = own->render(*context);
+    if (c.contains("error")) {
+      EXPECT_FALSE(rendered.ok()) << conversation;
+    } else {
+      ASSERT_TRUE(rendered.ok()) << conversation << ": " << rendered.status().to_string();
+      EXPECT_EQ(*rendered, c["output"].get<std::string>()) << conversation << " (did the model file change?)";
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 20);
 }
 
 TEST_F(SmolLm2Tokenizer, ChatTemplateIsTheModelsChatMl) {

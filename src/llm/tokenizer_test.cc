@@ -286,6 +286,16 @@ TEST(BpeTokenizer, AddSpecialAddsBosOnlyWhenTheModelAsks) {
             "<|endoftext|>a");
 }
 
+TEST(BpeTokenizer, EncodeChatKeepsOneBosWhenTheTemplateWritesIt) {
+  TokenizerSpec spec = toy_bpe_spec({});
+  spec.add_bos = true;
+  auto tokenizer = make(std::move(spec));
+  EXPECT_THAT(*tokenizer->encode_chat("<|endoftext|>a"), ElementsAre(kEndOfText, byte_id('a')));
+  EXPECT_THAT(*tokenizer->encode_chat("a"), ElementsAre(kEndOfText, byte_id('a')));
+  EXPECT_THAT(*tokenizer->encode_chat("<|endoftext|><|endoftext|>a"),  // the template's own two stay two
+              ElementsAre(kEndOfText, kEndOfText, byte_id('a')));
+}
+
 // ---- Special tokens -------------------------------------------------------------------------------------------
 
 TEST(SpecialTokens, ControlTokensNeedParseSpecial) {
@@ -575,14 +585,61 @@ TEST(ChatTemplate, PlainChatMl) {
             "<|im_start|>user\nhi<|im_end|>\n");
 }
 
-TEST(ChatTemplate, OtherTemplatesAreUnimplemented) {
+TEST(ChatTemplate, AnyJinjaTemplateRenders) {
+  const std::vector<ChatMessage> chat = {{"user", "hi"}, {"assistant", "hello"}};
+  const auto llama2 = apply_chat_template(
+      "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}[INST] {{ m['content'] }} [/INST]"
+      "{% else %} {{ m.content }}{{ eos_token }}{% endif %}{% endfor %}",
+      chat, false, "<s>", "</s>");
+  ASSERT_TRUE(llama2.ok()) << llama2.status().to_string();
+  EXPECT_EQ(*llama2, "<s>[INST] hi [/INST] hello</s>");
+}
+
+TEST(ChatTemplate, BadTemplatesAreInvalidArguments) {
   const std::vector<ChatMessage> chat = {{"user", "hi"}};
-  const auto llama2 =
-      apply_chat_template("{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}", chat, true);
-  ASSERT_FALSE(llama2.ok());
-  EXPECT_EQ(llama2.status().code(), StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(llama2.status().message()), ::testing::HasSubstr("[INST]"));
-  EXPECT_EQ(apply_chat_template("", chat, true).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(apply_chat_template("", chat, true).status().code(), StatusCode::kInvalidArgument);
+  const auto unclosed = apply_chat_template("line one\n{% for m in messages %}", chat, true);
+  EXPECT_EQ(unclosed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unclosed.status().message()), ::testing::HasSubstr("expected 'endfor'"));
+  const auto refused = apply_chat_template("{{ raise_exception('no system role, please') }}", chat, true);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(refused.status().message()), "chat template: no system role, please");
+}
+
+TEST(ChatTemplate, FilesWithoutATemplateGetTheirFamilysFormat) {
+  const std::vector<std::string> llama3 = {"a", "<|start_header_id|>"};
+  const std::vector<std::string> chatml = {"<|im_start|>"};
+  const std::vector<std::string> plain = {"a"};
+  EXPECT_EQ(default_chat_template("llama", llama3), "llama3");
+  EXPECT_EQ(default_chat_template("llama", chatml), "chatml");
+  EXPECT_EQ(default_chat_template("llama", plain), "llama2");
+  EXPECT_EQ(default_chat_template("gemma3", plain), "gemma");
+  EXPECT_EQ(default_chat_template("qwen2", plain), "qwen");
+  EXPECT_EQ(default_chat_template("phi3", plain), "phi3");
+  EXPECT_EQ(default_chat_template("mamba", plain), "chatml");
+  for (const char* name : {"chatml", "qwen", "llama3", "llama2", "mistral", "gemma", "phi3"}) {
+    ASSERT_TRUE(builtin_chat_template(name).has_value()) << name;
+  }
+  const std::vector<ChatMessage> chat = {{"system", "Be brief."}, {"user", "hi"}};
+  const auto gemma = apply_chat_template("gemma", chat, true, "<bos>", "<eos>");
+  ASSERT_TRUE(gemma.ok()) << gemma.status().to_string();
+  EXPECT_EQ(*gemma, "<bos><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n<start_of_turn>model\n");
+}
+
+TEST(ChatTemplate, ToolCallsAndToolsReachTheTemplate) {
+  std::vector<ChatMessage> chat = {{"user", "weather?"}};
+  chat.push_back({.role = "assistant",
+                  .tool_calls_json = R"([{"id": "c1", "type": "function", "function": {"name": "w",
+                                          "arguments": "{\"city\": \"Paris\"}"}}])"});
+  chat.push_back({.role = "tool", .content = "sunny", .tool_call_id = "c1", .name = "w"});
+  const auto rendered = apply_chat_template(
+      "{% for t in tools %}{{ t.function.name }};{% endfor %}{% for m in messages %}{{ m.role }}:"
+      "{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.city }}{% else %}{{ m.content }}{% endif %}"
+      "{% if m.tool_call_id is defined %}({{ m.tool_call_id }}/{{ m.name }}){% endif %}|{% endfor %}",
+      chat, false, "", "", {.tools_json = R"([{"type": "function", "function": {"name": "w"}}])"});
+  ASSERT_TRUE(rendered.ok()) << rendered.status().to_string();
+  EXPECT_EQ(*rendered, "w;user:weather?|assistant:Paris|tool:sunny(c1/w)|");
+  EXPECT_FALSE(apply_chat_template("x", chat, false, "", "", {.tools_json = "{not json"}).ok());
 }
 
 TEST(ChatTemplate, TokenizerUsesItsOwnTemplate) {

@@ -114,7 +114,21 @@ std::optional<HttpError> read_messages(const json& body, CompletionRequest* out)
     } else if (m.contains("content") && !m["content"].is_null()) {
       return bad_field(param, fmt::format("'{}.content' must be a string or an array of text parts", param));
     }
-    out->messages.push_back({m["role"].get<std::string>(), std::move(content)});
+    llm::ChatMessage message{.role = m["role"].get<std::string>(), .content = std::move(content)};
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      if (!m["tool_calls"].is_array()) return bad_field(param, fmt::format("'{}.tool_calls' must be an array", param));
+      message.tool_calls_json = m["tool_calls"].dump();
+    }
+    for (const auto& [key, field] : {std::pair{"tool_call_id", &message.tool_call_id}, std::pair{"name", &message.name}}) {
+      if (!m.contains(key) || m[key].is_null()) continue;
+      if (!m[key].is_string()) return bad_field(param, fmt::format("'{}.{}' must be a string", param, key));
+      *field = m[key].get<std::string>();
+    }
+    out->messages.push_back(std::move(message));
+  }
+  if (body.contains("tools") && !body["tools"].is_null()) {
+    if (!body["tools"].is_array()) return bad_field("tools", "'tools' must be an array of tool definitions");
+    out->tools_json = body["tools"].dump();
   }
   return std::nullopt;
 }

@@ -34,6 +34,7 @@ std::string error_json(const HttpError& error);
 struct CompletionRequest {
   bool chat = false;
   std::vector<llm::ChatMessage> messages;  // chat: at least one
+  std::string tools_json;                  // chat: the request's `tools` array as JSON ("" for none)
   std::string prompt;                      // completions: text, unless prompt_tokens is set
   std::optional<std::vector<int32_t>> prompt_tokens;
   int max_tokens = 16;

@@ -64,12 +64,13 @@ struct Server::Impl {
     }
     std::string text = request.prompt;
     if (request.chat) {
-      Result<std::string> rendered = llm.tokenizer().apply_chat_template(request.messages, true);
+      Result<std::string> rendered =
+          llm.tokenizer().apply_chat_template(request.messages, true, {.tools_json = request.tools_json});
       if (!rendered.ok()) return HttpError{.message = std::string(rendered.status().message()), .param = "messages"};
       text = std::move(*rendered);
     }
     Result<std::vector<int32_t>> encoded =
-        llm.tokenizer().encode(text, llm::EncodeOptions{.add_special = true, .parse_special = request.chat});
+        request.chat ? llm.tokenizer().encode_chat(text) : llm.tokenizer().encode(text);
     if (!encoded.ok()) {
       return HttpError{.message = std::string(encoded.status().message()), .param = request.chat ? "messages" : "prompt"};
     }

@@ -1,6 +1,7 @@
-// Chat templates: arbitrary bytes in, split at NUL bytes into a template, then role/content pairs; the first byte
-// says whether to add the generation prompt. Rendering returns text or a Status, never crashes; a rendered ChatML
-// chat holds every message's content, in order.
+// Chat templates: arbitrary bytes in, split at NUL bytes into a template (Jinja source or a built-in name), then
+// role/content pairs; the first byte says whether to add the generation prompt. Parsing and rendering return text
+// or a Status, never crash, and stay within the renderer's output limit; the built-in ChatML template holds every
+// message's content, in order.
 #include <string>
 #include <vector>
 
@@ -20,12 +21,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<hxrt::llm::ChatMessage> messages;
   for (size_t i = 1; i + 1 < parts.size(); i += 2) messages.push_back({parts[i], parts[i + 1]});
-  hxrt::Result<std::string> rendered = hxrt::llm::apply_chat_template(parts[0], messages, add_generation_prompt);
-  if (!rendered.ok()) return 0;
+  hxrt::Result<std::string> rendered =
+      hxrt::llm::apply_chat_template(parts[0], messages, add_generation_prompt, "<s>", "</s>");
+  if (!rendered.ok()) {
+    HXRT_FUZZ_ASSERT(!rendered.status().message().empty(), "a failed render says nothing");
+    return 0;
+  }
+  if (parts[0] != "chatml") return 0;
   size_t from = 0;
   for (const hxrt::llm::ChatMessage& message : messages) {
     const size_t at = rendered->find(message.content, from);
-    HXRT_FUZZ_ASSERT(at != std::string::npos, "a message's content is missing from the rendered chat");
+    HXRT_FUZZ_ASSERT(at != std::string::npos, "a message's content is missing from the rendered ChatML chat");
     from = at + message.content.size();
   }
   return 0;

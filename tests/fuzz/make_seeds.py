@@ -123,9 +123,17 @@ smollm_like = ("{% for message in messages %}{% if loop.first and messages[0]['r
                "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM.<|im_end|>\\n' }}{% endif %}"
                "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
                "{% endfor %}")
+chat = ["system", "Be brief.", "user", "Hi there", "assistant", "Hello! How can I help?", "user", "Tell me a joke."]
 for i, template in enumerate((chatml, smollm_like, "chatml", "{{ bos_token }}[INST] unsupported")):
-    parts = [template, "user", "Hi there", "assistant", "Hello! How can I help?", "user", "Tell me a joke."]
-    write("chat_template", f"template{i}", b"\x01" + b"\x00".join(p.encode() for p in parts))
+    write("chat_template", f"template{i}", b"\x01" + b"\x00".join(p.encode() for p in [template] + chat[2:]))
+# The family templates hxrt ships (src/llm/chat_templates/), by name and as source.
+family_folder = os.path.join(ROOT, "src", "llm", "chat_templates")
+for file in sorted(os.listdir(family_folder)):
+    name = file.removesuffix(".jinja")
+    with open(os.path.join(family_folder, file), encoding="utf-8") as f:
+        source = f.read()
+    write("chat_template", f"family_{name}", b"\x01" + b"\x00".join(p.encode() for p in [name] + chat))
+    write("chat_template", f"family_{name}_source", b"\x00" + b"\x00".join(p.encode() for p in [source] + chat))
 
 # ---- the server's request bodies: endpoint byte (odd: chat completions), then the JSON body ----
 import json  # noqa: E402

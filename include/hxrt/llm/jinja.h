@@ -47,7 +47,7 @@ class Value {
     bool is_namespace = false;  // namespace(): the one kind of object `{% set ns.x = ... %}` may change
 
     const Value* find(const Value& key) const;
-    const Value* find(std::string_view key) const;
+    const Value* find_key(std::string_view key) const;  // a string key, without building a Value
     void set(Value key, Value value);
   };
 

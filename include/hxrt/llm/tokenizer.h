@@ -23,8 +23,10 @@
 // number of threads. A StreamingDecoder is thread-compatible (one per generation stream).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -90,8 +92,20 @@ struct DecodeOptions {
 };
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant", ...
+  std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
+  // OpenAI's fields for tool use: an assistant turn's calls (the JSON array of {"id", "type": "function",
+  // "function": {"name", "arguments"}}; "" for none), and for a "tool" turn the call it answers and the tool's name.
+  std::string tool_calls_json;
+  std::string tool_call_id;
+  std::string name;
+};
+
+// What a chat template sees besides the messages.
+struct ChatOptions {
+  std::string tools_json;  // the request's tools (a JSON array of OpenAI tool definitions); "" for none
+  // The time `strftime_now` formats; unset: now.
+  std::optional<std::chrono::system_clock::time_point> now;
 };
 
 class Tokenizer {
@@ -109,6 +123,10 @@ class Tokenizer {
   // Text → ids (llama_tokenize(text, add_special, parse_special)). Fails only on an internal ICU error.
   Result<std::vector<TokenId>> encode(std::string_view text, const EncodeOptions& options = {}) const;
 
+  // A rendered chat → ids: special tokens parsed, and BOS/EOS added as encode() adds them, except a BOS the
+  // template already wrote (templates that print bos_token would otherwise start with two).
+  Result<std::vector<TokenId>> encode_chat(std::string_view rendered) const;
+
   // The bytes one token stands for (llama_token_to_piece without lstrip). Control and unknown tokens render as
   // their text when `special`, else empty; kUnused/kUndefined tokens render empty. A BPE piece may end inside a
   // UTF-8 sequence (use StreamingDecoder to print pieces as they come). OutOfRange for a bad id.
@@ -118,8 +136,11 @@ class Tokenizer {
   // the space it prefixed; some BPE pre-tokenizers clean " ," and " 's"). OutOfRange naming the first bad id.
   Result<std::string> decode(std::span<const TokenId> ids, const DecodeOptions& options = {}) const;
 
-  // Renders `messages` with this model's chat template (see the free function below).
-  Result<std::string> apply_chat_template(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+  // Renders `messages` with this model's chat template (parsed once, when the tokenizer is created), with the
+  // model's BOS and EOS texts as `bos_token` / `eos_token`. InvalidArgument when the template does not parse
+  // (naming line and column) or refuses the conversation (the template's raise_exception message).
+  Result<std::string> apply_chat_template(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                          const ChatOptions& options = {}) const;
 
   TokenizerModel model() const;
   const std::string& pre() const;  // canonical pre-tokenizer name actually used ("default" for empty)
@@ -139,6 +160,7 @@ class Tokenizer {
   Result<TokenType> token_type(TokenId id) const;
   // The id whose text is exactly `text`, or kNoToken.
   TokenId find_token(std::string_view text) const;
+  // The chat template's Jinja source: the model file's own, or its family's default (see default_chat_template).
   const std::string& chat_template() const;
 
  private:
@@ -154,13 +176,21 @@ class Tokenizer {
 // the wrong type or per-token arrays shorter than the vocabulary.
 Result<TokenizerSpec> tokenizer_spec_from_gguf(const formats::GgufFile& file);
 
-// Renders a chat with a chat template. Supported: ChatML (any template containing "<|im_start|>", or the name
-// "chatml"): each message becomes "<|im_start|>{role}\n{content}<|im_end|>\n", and add_generation_prompt appends
-// "<|im_start|>assistant\n". When the template holds a literal default system turn
-// ('<|im_start|>system\n...<|im_end|>\n', as SmolLM2's does) it is inserted before the first message when that
-// message is not a system message. Other templates: Unimplemented, naming the template's opening.
+// The chat template hxrt uses for a model file that carries none, chosen as llama.cpp chooses: by architecture
+// (qwen2/qwen3 → "qwen", gemma2/gemma3 → "gemma", phi3 → "phi3") and for llama by the vocabulary (Llama 3's
+// "<|start_header_id|>" → "llama3", "<|im_start|>" → "chatml", otherwise "llama2"'s [INST] format); "chatml" for
+// anything else. Returns a built-in template's name.
+std::string_view default_chat_template(std::string_view architecture, std::span<const std::string> tokens);
+
+// The Jinja source of a built-in template ("chatml", "qwen", "llama3", "llama2", "mistral", "gemma", "phi3";
+// src/llm/chat_templates/), or nullopt.
+std::optional<std::string_view> builtin_chat_template(std::string_view name);
+
+// Renders a chat with a chat template: Jinja source, or the name of a built-in template. As
+// Tokenizer::apply_chat_template, with the given BOS/EOS texts; the template is parsed on every call.
 Result<std::string> apply_chat_template(std::string_view chat_template, std::span<const ChatMessage> messages,
-                                        bool add_generation_prompt);
+                                        bool add_generation_prompt, std::string_view bos_token = {},
+                                        std::string_view eos_token = {}, const ChatOptions& options = {});
 
 // Turns a stream of token ids into printable UTF-8 text: pieces are appended to a buffer and only complete UTF-8
 // sequences are returned, so a character split across tokens is printed once whole. Bytes that can never become

@@ -462,7 +462,7 @@ Result<Value> get_attribute(const Value& obj, std::string_view name) {
         Value method = dict_method(obj, name);
         if (!method.is_undefined()) return method;
       }
-      if (const Value* v = d.find(name)) return *v;
+      if (const Value* v = d.find_key(name)) return *v;
       return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(obj), name));
     }
     case Value::Kind::kList:

@@ -28,10 +28,10 @@ struct Scope : std::enable_shared_from_this<Scope> {
         if (k == name) return &v;
       }
       if (s->context != nullptr) {
-        if (const Value* v = s->context->find(name)) return v;
+        if (const Value* v = s->context->find_key(name)) return v;
       }
       if (s->globals != nullptr) {
-        if (const Value* v = s->globals->find(name)) return v;
+        if (const Value* v = s->globals->find_key(name)) return v;
       }
     }
     return nullptr;
@@ -272,7 +272,8 @@ class Renderer {
     }
     Value::Dict kwargs;
     for (auto& [k, v] : args.keyword) {
-      const auto it = std::find_if(params.begin(), params.end(), [&](const Param& p) { return p.name == k; });
+      const std::string& name = k;  // clang 14 cannot capture a structured binding
+      const auto it = std::find_if(params.begin(), params.end(), [&](const Param& p) { return p.name == name; });
       if (it == params.end()) {
         if (k == "caller") {
           scope.set("caller", v);

@@ -18,7 +18,7 @@ const Value* Value::Dict::find(const Value& key) const {
   return nullptr;
 }
 
-const Value* Value::Dict::find(std::string_view key) const {
+const Value* Value::Dict::find_key(std::string_view key) const {
   for (const auto& [k, v] : entries) {
     if (k.is_string() && k.as_string() == key) return &v;
   }
