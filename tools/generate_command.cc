@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "chat_template_flag.h"
 #include "commands.h"
 #include "hxrt/llm/llm.h"
 #include "profile_report.h"
@@ -25,6 +26,7 @@ struct GenerateFlags {
   std::string model;
   std::string prompt;
   std::string system;
+  std::string chat_template;  // --chat-template FILE|NAME
   bool chat = false;
   int n_predict = 128;
   float temperature = 0.0f;
@@ -55,6 +57,7 @@ Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
   options.model = flags.model;
   options.device = flags.device;
   options.threads = flags.threads;
+  HXRT_ASSIGN_OR_RETURN(options.chat_template, resolve_chat_template_flag(flags.chat_template));
   options.engine.kv_budget_tokens = flags.kv_tokens;
   options.engine.step_trace = flags.step_trace.get();
   return llm::Llm::load(options);
@@ -207,6 +210,7 @@ Status run_chat(const GenerateFlags& flags) {
 void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--model,-m", flags->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)");
   cmd->add_option("--system", flags->system, "system message (chat template)");
+  add_chat_template_option(cmd, &flags->chat_template);
   cmd->add_option("-n,--n-predict", flags->n_predict, "tokens to generate at most")->check(CLI::NonNegativeNumber);
   cmd->add_option("--temp", flags->temperature, "sampling temperature; 0 = greedy")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", flags->top_k, "top-k filter (0 = off)")->check(CLI::NonNegativeNumber);

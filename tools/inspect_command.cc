@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>  // ordered_json: keys print in the order below
 
+#include "chat_template_flag.h"
 #include "commands.h"
+#include "model_report.h"
 #include "onnx_report.h"
 #include "plan_builder.h"
 #include "text_format.h"
@@ -20,7 +22,17 @@ struct InspectFlags {
   PlanFlags plan;
   std::vector<std::string> inputs;  // "name=file.npy": an ONNX model planned at bind time is planned for them
   bool json = false;
+  std::string model;          // --model FILE.gguf: the LLM report (model_report.h) instead of a plan
+  std::string chat_template;  // --chat-template FILE|NAME, with --model
 };
+
+Status inspect_model(const InspectFlags& flags) {
+  HXRT_ASSIGN_OR_RETURN(std::string chat_template, resolve_chat_template_flag(flags.chat_template));
+  HXRT_ASSIGN_OR_RETURN(nlohmann::ordered_json report,
+                        gguf_model_json({.path = flags.model, .chat_template = std::move(chat_template)}));
+  fmt::print("{}", flags.json ? report.dump(2) + "\n" : describe_gguf_model(report));
+  return ok_status();
+}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -201,8 +213,25 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
                       "Input from a .npy file: NAME=FILE.npy (repeatable). An ONNX model whose graph depends on input "
                       "values is imported and planned for these inputs");
   command->add_flag("--json", flags->json, "Print JSON instead of text");
+  command->add_option("--model", flags->model,
+                      "A GGUF model instead of a graph: its family, configuration, tensor types, tokenizer and the "
+                      "chat template in use, with an example rendered by it");
+  add_chat_template_option(command, &flags->chat_template);
+  // Either a graph or --model.
+  command->get_option("graph")->required(false);
   command->callback([flags, exit_code] {
-    Status status = inspect_graph(*flags);
+    Status status;
+    if (!flags->model.empty()) {
+      status = flags->plan.graph_path.empty()
+                   ? inspect_model(*flags)
+                   : invalid_argument("give a graph file or --model, not both");
+    } else if (!flags->chat_template.empty()) {
+      status = invalid_argument("--chat-template goes with --model");
+    } else if (flags->plan.graph_path.empty()) {
+      status = invalid_argument("a graph file (.hxrt, .onnx) or --model FILE.gguf is required");
+    } else {
+      status = inspect_graph(*flags);
+    }
     if (!status.ok()) {
       fmt::print(stderr, "hxrt inspect: {}\n", status.to_string());
       *exit_code = 1;

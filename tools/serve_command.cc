@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "chat_template_flag.h"
 #include "commands.h"
 #include "hxrt/llm/llm.h"
 #include "hxrt/serve/server.h"
@@ -20,6 +21,7 @@ namespace {
 struct ServeFlags {
   std::string model;
   std::string device = "cpu";
+  std::string chat_template;  // --chat-template FILE|NAME
   int threads = 0;
   int parallel = 4;
   int64_t kv_tokens = 8192;
@@ -41,6 +43,7 @@ Status run_serve(const ServeFlags& flags) {
   options.model = flags.model;
   options.device = flags.device;
   options.threads = flags.threads;
+  HXRT_ASSIGN_OR_RETURN(options.chat_template, resolve_chat_template_flag(flags.chat_template));
   options.engine.kv_budget_tokens = flags.kv_tokens;
   options.engine.max_sequences = flags.parallel;
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> llm, llm::Llm::load(options));
@@ -81,6 +84,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--model,-m", flags->model,
                   "GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)");
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
+  add_chat_template_option(cmd, &flags->chat_template);
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--host", flags->server.host, "address to listen on");
   cmd->add_option("--port", flags->server.port, "port (0 = any free port)")->check(CLI::Range(0, 65535));

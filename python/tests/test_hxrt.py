@@ -150,6 +150,25 @@ def test_chat_and_sampling(llm):
         llm.chat(messages, max_tokenz=3)
 
 
+def test_chat_templates(llm):
+    # The file's own template (SmolLM2's adds its system prompt), a built-in one instead, and one that cannot parse.
+    chat = [{"role": "user", "content": "Hi!"}]
+    assert "named SmolLM" in llm.chat_template
+    assert llm.apply_chat_template(chat).startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+    assert llm.apply_chat_template(chat).endswith("<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n")
+    assert not llm.apply_chat_template(chat, add_generation_prompt=False).endswith("assistant\n")
+    chatml = hxrt.LLM(default_model(), kv_tokens=256, chat_template="chatml")
+    assert chatml.apply_chat_template(chat) == "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n"
+    upper = hxrt.LLM(default_model(), kv_tokens=256, chat_template="{{ messages[0].content | upper }}")
+    assert upper.apply_chat_template(chat) == "HI!"
+    with pytest.raises(hxrt.InvalidArgumentError, match="line 1, column 15: unknown filter 'shout'"):
+        hxrt.LLM(default_model(), kv_tokens=256, chat_template="{{ messages | shout }}")
+    refusing = hxrt.LLM(default_model(), kv_tokens=256,
+                        chat_template="{{ raise_exception('roles must alternate user/assistant') }}")
+    with pytest.raises(hxrt.InvalidArgumentError, match="roles must alternate user/assistant"):
+        refusing.chat(chat, max_tokens=2)
+
+
 def test_the_gil_is_released_while_generating(llm):
     ticks = []
     done = threading.Event()

@@ -159,6 +159,22 @@ Status view_of(const std::string& name, const hxrt::HostTensor& tensor, hxrt_ten
   return hxrt::ok_status();
 }
 
+// roles[i] said contents[i]: InvalidArgument for no messages or a NULL role or content.
+Result<std::vector<hxrt::llm::ChatMessage>> chat_messages_of(const char* const* roles, const char* const* contents,
+                                                             size_t message_count) {
+  if (message_count == 0) return hxrt::invalid_argument("a chat needs at least one message");
+  if (roles == nullptr) return null_argument("roles");
+  if (contents == nullptr) return null_argument("contents");
+  std::vector<hxrt::llm::ChatMessage> messages;
+  for (size_t i = 0; i < message_count; ++i) {
+    if (roles[i] == nullptr || contents[i] == nullptr) {
+      return hxrt::invalid_argument("message {} has a NULL role or content", i);
+    }
+    messages.push_back({roles[i], contents[i]});
+  }
+  return messages;
+}
+
 Result<hxrt::llm::GenerateOptions> generate_options_of(hxrt_llm* llm, const hxrt_generate_options* in) {
   hxrt_generate_options defaults;
   hxrt_generate_options_init(&defaults);
@@ -651,6 +667,7 @@ hxrt_status hxrt_llm_load(const hxrt_llm_options* options, hxrt_llm** llm) {
     llm_options.model = o.model != nullptr ? o.model : "";
     llm_options.device = o.device != nullptr ? o.device : "cpu";
     llm_options.threads = o.threads;
+    llm_options.chat_template = o.chat_template != nullptr ? o.chat_template : "";
     if (o.kv_tokens <= 0) return hxrt::invalid_argument("kv_tokens {} must be > 0", o.kv_tokens);
     llm_options.engine.kv_budget_tokens = o.kv_tokens;
     auto handle = std::make_unique<hxrt_llm>();
@@ -677,21 +694,29 @@ hxrt_status hxrt_llm_generate(hxrt_llm* llm, const char* prompt, const hxrt_gene
   });
 }
 
+hxrt_status hxrt_llm_apply_chat_template(hxrt_llm* llm, const char* const* roles, const char* const* contents,
+                                         size_t message_count, int add_generation_prompt, char** text) {
+  return guard("hxrt_llm_apply_chat_template", [&]() -> Status {
+    if (llm == nullptr) return null_argument("llm");
+    if (text == nullptr) return null_argument("text");
+    *text = nullptr;
+    HXRT_ASSIGN_OR_RETURN(std::vector<hxrt::llm::ChatMessage> messages,
+                          chat_messages_of(roles, contents, message_count));
+    HXRT_ASSIGN_OR_RETURN(std::string rendered,
+                          llm->llm->tokenizer().apply_chat_template(messages, add_generation_prompt != 0));
+    *text = copy_string(rendered);
+    return hxrt::ok_status();
+  });
+}
+
 hxrt_status hxrt_llm_chat(hxrt_llm* llm, const char* const* roles, const char* const* contents, size_t message_count,
                           const hxrt_generate_options* options, hxrt_generation* generation) {
   return guard("hxrt_llm_chat", [&]() -> Status {
     if (generation != nullptr) *generation = hxrt_generation{};  // set on every path, so freeing text is safe
     if (llm == nullptr) return null_argument("llm");
     if (generation == nullptr) return null_argument("generation");
-    if (message_count == 0) return hxrt::invalid_argument("a chat needs at least one message");
-    if (roles == nullptr) return null_argument("roles");
-    if (contents == nullptr) return null_argument("contents");
-    std::vector<hxrt::llm::ChatMessage> messages;
-    for (size_t i = 0; i < message_count; ++i) {
-      if (roles[i] == nullptr || contents[i] == nullptr)
-        return hxrt::invalid_argument("message {} has a NULL role or content", i);
-      messages.push_back({roles[i], contents[i]});
-    }
+    HXRT_ASSIGN_OR_RETURN(std::vector<hxrt::llm::ChatMessage> messages,
+                          chat_messages_of(roles, contents, message_count));
     HXRT_ASSIGN_OR_RETURN(hxrt::llm::GenerateOptions o, generate_options_of(llm, options));
     llm->cancel.store(false);
     return fill_generation(llm->llm->chat(messages, o), generation);

@@ -72,7 +72,11 @@ Result<std::unique_ptr<Llm>> Llm::load(const LlmOptions& options) {
   HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(llm->path_));
   llm->file_ = std::make_unique<formats::GgufFile>(std::move(file));
   HXRT_ASSIGN_OR_RETURN(TokenizerSpec spec, tokenizer_spec_from_gguf(*llm->file_));
+  if (!options.chat_template.empty()) spec.chat_template = options.chat_template;
   HXRT_ASSIGN_OR_RETURN(llm->tokenizer_, Tokenizer::create(std::move(spec)));
+  if (!options.chat_template.empty()) {
+    HXRT_RETURN_IF_ERROR(llm->tokenizer_->chat_template_status().with_context("parsing LlmOptions::chat_template (--chat-template)"));
+  }
   HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_cpu_driver(hal::CpuDriverOptions{.num_threads = options.threads})));
   HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_opencl_driver()));
   HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_cuda_driver()));

@@ -488,6 +488,9 @@ bool Tokenizer::is_eog(TokenId id) const {
 const std::string& Tokenizer::chat_template() const {
   return impl_->chat_template;
 }
+Status Tokenizer::chat_template_status() const {
+  return impl_->parsed_template.has_value() ? ok_status() : impl_->template_error;
+}
 TokenId Tokenizer::find_token(std::string_view text) const {
   return impl_->vocab.find(text);
 }

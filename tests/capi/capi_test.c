@@ -395,6 +395,7 @@ static void test_llm(void) {
   int32_t tokens[64];
   size_t count = 0;
   char full[8192];
+  char* rendered = NULL;
 
   hxrt_llm_options_init(&options);
   options.model = model;
@@ -475,7 +476,26 @@ static void test_llm(void) {
   remove("capi_llm_trace.json");
   CHECK(hxrt_llm_chat(llm, roles, contents, 0, &generate, &generation) == HXRT_INVALID_ARGUMENT);
   CHECK(hxrt_llm_generate(llm, NULL, &generate, &generation) == HXRT_INVALID_ARGUMENT);
+  /* The file's own template (SmolLM2's), then a built-in one and Jinja source instead; one that cannot parse. */
+  CHECK_OK(hxrt_llm_apply_chat_template(llm, roles, contents, 2, 1, &rendered));
+  CHECK(rendered != NULL && strcmp(rendered,
+                                   "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+                                   "<|im_start|>user\nWhy is the sky blue?<|im_end|>\n<|im_start|>assistant\n") == 0);
+  hxrt_string_free(rendered);
+  CHECK(hxrt_llm_apply_chat_template(llm, roles, contents, 0, 1, &rendered) == HXRT_INVALID_ARGUMENT);
+  CHECK(rendered == NULL);
   hxrt_llm_destroy(llm);
+  options.chat_template = "{% for m in messages %}[{{ m.role | upper }}] {{ m.content }}\n{% endfor %}";
+  CHECK_OK(hxrt_llm_load(&options, &llm));
+  CHECK_OK(hxrt_llm_apply_chat_template(llm, roles, contents, 2, 0, &rendered));
+  CHECK(rendered != NULL &&
+        strcmp(rendered, "[SYSTEM] You are a helpful assistant.\n[USER] Why is the sky blue?\n") == 0);
+  hxrt_string_free(rendered);
+  hxrt_llm_destroy(llm);
+  options.chat_template = "{{ messages | shout }}";
+  CHECK(hxrt_llm_load(&options, &llm) == HXRT_INVALID_ARGUMENT);
+  CHECK(contains(hxrt_last_error_message(), "line 1, column 15: unknown filter 'shout'"));
+  options.chat_template = NULL;
 
   options.model = "/nonexistent/model.gguf";
   CHECK(hxrt_llm_load(&options, &llm) != HXRT_OK);

@@ -48,6 +48,9 @@ struct LlmOptions {
   bool fetch_default_model = true;  // fetch it when it is not in the cache
   std::string device = "cpu";       // "cpu", "opencl", "opencl:1" ...
   int threads = 0;                  // CPU threads (0 = every core)
+  // The chat template (Jinja source, or a built-in name: "chatml", "llama3", ...) used instead of the file's own
+  // or its family's default; "" keeps those. load() fails with InvalidArgument when it does not parse.
+  std::string chat_template;
   // The engine's options (KV budget, batch limits, planning). eos_tokens: empty takes the tokenizer's
   // end-of-generation tokens.
   EngineOptions engine;

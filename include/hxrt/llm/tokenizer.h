@@ -162,6 +162,8 @@ class Tokenizer {
   TokenId find_token(std::string_view text) const;
   // The chat template's Jinja source: the model file's own, or its family's default (see default_chat_template).
   const std::string& chat_template() const;
+  // OK, or why chat_template() did not parse (a model with such a template still tokenizes; chats fail with this).
+  Status chat_template_status() const;
 
  private:
   struct Impl;
