@@ -12,7 +12,8 @@ and head_dim != n_embd / n_heads (qwen3, gemma3), fused attn_qkv and gate-up (ph
 and post norms (gemma2/3), sliding-window layers with a window of 5 positions (shorter than the prompts plus the
 continuation; gemma3's sixth layer is global, at its own RoPE base), attention and final logit softcaps small
 enough to bite (gemma2). The vocabulary, prompts and the greedy/logit recording are the quant goldens'
-(make_quant_model_goldens.py).
+(make_quant_model_goldens.py). Four more models carry RoPE scaling: frequency factors (llama), YaRN (qwen2),
+Phi-3's short/long factors with an attention factor, and linear scaling of Gemma 3's global layers.
 """
 
 from __future__ import annotations
@@ -44,11 +45,24 @@ FAMILIES = {
     "gemma3": dict(layers=6, embd=256, heads=4, kv_heads=1, head_dim=128, ff=256, tied=True, post_norms=True,
                    qk_norm=True, window=5, rope_base=1.0e6),
     "phi3": dict(layers=2, embd=256, heads=4, kv_heads=4, head_dim=64, ff=256, tied=False, fused=True),
+    # RoPE scaling, at an original context short enough that the prompts (up to position ~19) reach the scaled range:
+    # Llama 3.1's rope_freqs factors; Qwen's YaRN; Phi-3's short/long factors (llama.cpp's n_ctx 64 exceeds the
+    # original 32, so both take the long ones) with its attention factor; Gemma 3's linear scaling of the global
+    # layers only.
+    "llama-rope-freqs": dict(arch="llama", layers=2, embd=256, heads=4, kv_heads=2, head_dim=64, ff=256, tied=False,
+                             rope_freqs=True),
+    "qwen2-yarn": dict(arch="qwen2", layers=2, embd=256, heads=4, kv_heads=2, head_dim=64, ff=256, tied=False,
+                       bias=True, scaling="yarn", factor=4.0, orig_ctx=16),
+    "phi3-longrope": dict(arch="phi3", layers=2, embd=256, heads=4, kv_heads=4, head_dim=64, ff=256, tied=False,
+                          fused=True, long_short=True, orig_ctx=32, attn_factor=1.2),
+    "gemma3-linear": dict(arch="gemma3", layers=6, embd=256, heads=4, kv_heads=1, head_dim=128, ff=256, tied=True,
+                          post_norms=True, qk_norm=True, window=5, rope_base=1.0e6, scaling="linear", factor=8.0),
 }
 
 
-def write_f32_model(path: str, arch: str, h: dict) -> None:
-    rng = np.random.default_rng(sum(map(ord, arch)))
+def write_f32_model(path: str, name: str, h: dict) -> None:
+    rng = np.random.default_rng(sum(map(ord, name)))
+    arch = h.get("arch", name)
     tokens = vocab()[0]
     e, d, ff = h["embd"], h["head_dim"], h["ff"]
     q, kv = h["heads"] * d, h["kv_heads"] * d
@@ -73,6 +87,13 @@ def write_f32_model(path: str, arch: str, h: dict) -> None:
         w.add_float32(f"{arch}.attn_logit_softcapping", h["attn_softcap"])
     if "final_softcap" in h:
         w.add_float32(f"{arch}.final_logit_softcapping", h["final_softcap"])
+    if "scaling" in h:
+        w.add_string(f"{arch}.rope.scaling.type", h["scaling"])
+        w.add_float32(f"{arch}.rope.scaling.factor", h["factor"])
+    if "orig_ctx" in h:
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", h["orig_ctx"])
+    if "attn_factor" in h:
+        w.add_float32(f"{arch}.rope.scaling.attn_factor", h["attn_factor"])
     add_vocab(w)
 
     def mat(rows: int, cols: int, scale: float) -> np.ndarray:
@@ -81,7 +102,16 @@ def write_f32_model(path: str, arch: str, h: dict) -> None:
     def vec(n: int, mean: float, spread: float) -> np.ndarray:
         return (mean + spread * rng.standard_normal(n)).astype(np.float32)
 
+    def factors(n: int) -> np.ndarray:
+        # Like Llama 3.1's: 1 for the fast pairs, rising to `high` for the slow ones.
+        return np.linspace(1.0, 1.0 + 7.0 * rng.random(), n).astype(np.float32) ** 2
+
     w.add_tensor("token_embd.weight", mat(len(tokens), e, 4.0))
+    if h.get("rope_freqs"):
+        w.add_tensor("rope_freqs.weight", factors(d // 2))
+    if h.get("long_short"):
+        w.add_tensor("rope_factors_short.weight", factors(d // 2) ** 0.5)
+        w.add_tensor("rope_factors_long.weight", factors(d // 2))
     w.add_tensor("output_norm.weight", vec(e, 1.0, 0.1))
     if not h["tied"]:
         w.add_tensor("output.weight", mat(len(tokens), e, 4.0))

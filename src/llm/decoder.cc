@@ -172,6 +172,11 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
   HXRT_ASSIGN_OR_RETURN(std::string flat_shape, b.constant("shape.flat", {-1, c.q_dim()}));
   graph::AttributeMap gelu;
   gelu.set("approximate", graph::Attribute("tanh"));
+  std::string rope_factors;  // the frequency factors every layer's RoPE reads, if the file has them
+  if (const std::string& name = c.rope_scaling.factors_for(options.context > 0 ? options.context : c.context_length);
+      !name.empty()) {
+    HXRT_ASSIGN_OR_RETURN(rope_factors, b.weight(name));
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerConfig& layer = c.layers[static_cast<size_t>(l)];
     const std::string w = fmt::format("blk.{}.", l);
@@ -204,8 +209,24 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
       rope.set("theta", graph::Attribute(static_cast<double>(layer.rope_theta)));
       rope.set("rotary_dims", graph::Attribute(static_cast<int64_t>(c.rope_dims)));
       rope.set("mode", graph::Attribute(f.rope == RopeStyle::kNeox ? "neox" : "normal"));
-      HXRT_ASSIGN_OR_RETURN(std::string qr, b.hxrt(n + "q.rope", "RoPE", {q3, decoder::kPositions}, rope));
-      HXRT_ASSIGN_OR_RETURN(std::string kr, b.hxrt(n + "k.rope", "RoPE", {k3, decoder::kPositions}, std::move(rope)));
+      const RopeScaling& scaling = c.rope_scaling;
+      if (layer.rope_freq_scale != 1.0f) rope.set("freq_scale", graph::Attribute(static_cast<double>(layer.rope_freq_scale)));
+      if (scaling.ext_factor != 0.0f) {
+        rope.set("ext_factor", graph::Attribute(static_cast<double>(scaling.ext_factor)));
+        rope.set("beta_fast", graph::Attribute(static_cast<double>(scaling.beta_fast)));
+        rope.set("beta_slow", graph::Attribute(static_cast<double>(scaling.beta_slow)));
+        rope.set("n_ctx_orig", graph::Attribute(static_cast<int64_t>(scaling.n_ctx_orig)));
+      }
+      if (const float magnitude = scaling.magnitude(layer.rope_freq_scale); magnitude != 1.0f) {
+        rope.set("attn_factor", graph::Attribute(static_cast<double>(magnitude)));
+      }
+      std::vector<std::string> q_in = {q3, decoder::kPositions}, k_in = {k3, decoder::kPositions};
+      if (!rope_factors.empty()) {
+        q_in.push_back(rope_factors);
+        k_in.push_back(rope_factors);
+      }
+      HXRT_ASSIGN_OR_RETURN(std::string qr, b.hxrt(n + "q.rope", "RoPE", std::move(q_in), rope));
+      HXRT_ASSIGN_OR_RETURN(std::string kr, b.hxrt(n + "k.rope", "RoPE", std::move(k_in), std::move(rope)));
       graph::AttributeMap attention;
       attention.set("layer", graph::Attribute(static_cast<int64_t>(l)));
       if (c.attention_scale > 0) attention.set("scale", graph::Attribute(static_cast<double>(c.attention_scale)));

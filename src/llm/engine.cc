@@ -109,6 +109,10 @@ Status Engine::init() {
                             "given, add them to that bundle");
   }
   DecoderGraphOptions graph_options{.kv_dtype = options_.kv_dtype, .block_size = options_.block_size};
+  // A sequence can grow to the model's context or the KV budget, whichever is less.
+  graph_options.context = options_.kv_budget_bytes == 0 && options_.kv_budget_tokens > 0
+                              ? static_cast<int>(std::min<int64_t>(config_.context_length, options_.kv_budget_tokens))
+                              : config_.context_length;
   // Grouped projections where the device has a kernel for them (a capability query, not a list of devices).
   for (const ops::KernelDef* def : registries_->kernels.kernels_for("MatMulQGroup", "hxrt")) {
     graph_options.group_projections = graph_options.group_projections || def->device == session_.device().info().kind;

@@ -68,26 +68,64 @@ Status check_tensors(const formats::GgufFile& file, ModelConfig& c) {
     }
     HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_down.weight", Shape{e, ff}));
   }
-  // Variants a family may carry that the builder does not compute yet: refuse them by name, never ignore them.
-  for (const char* name : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
-    if (file.find_tensor(name) != nullptr) {
-      return unimplemented("tensor '{}' (RoPE frequency factors: Llama 3.1+ / Phi-3 long-context scaling) is not "
-                           "supported yet",
-                           name);
-    }
+  // RoPE frequency factors: one f32 per rotated pair (the RoPE op reads them as they are).
+  RopeScaling& r = c.rope_scaling;
+  const std::pair<const char*, std::string*> factor_tensors[] = {{"rope_freqs.weight", &r.factors},
+                                                                 {"rope_factors_short.weight", &r.factors_short},
+                                                                 {"rope_factors_long.weight", &r.factors_long}};
+  for (const auto& [name, slot] : factor_tensors) {
+    HXRT_ASSIGN_OR_RETURN(const bool present, check_optional(file, name, Shape{c.rope_dims / 2}, false));
+    if (!present) continue;
+    HXRT_ASSIGN_OR_RETURN(const DType dtype, file.tensor_dtype(*file.find_tensor(name)));
+    if (dtype != DType::kF32) return invalid_argument("tensor '{}' is {}; RoPE frequency factors must be f32", name, dtype);
+    *slot = name;
+  }
+  if (r.factors_short.empty() != r.factors_long.empty()) {
+    return invalid_argument("the file has only one of 'rope_factors_short.weight' and 'rope_factors_long.weight'");
   }
   return ok_status();
 }
 
-// UNIMPLEMENTED naming {arch}.rope.scaling.type when the file scales RoPE (factor != 1): no family computes RoPE
-// scaling yet.
-Status refuse_rope_scaling(const formats::GgufFile& file, const ModelConfig& c) {
-  const std::string type_key = c.architecture + ".rope.scaling.type";
-  Result<std::string_view> type = file.get_string(type_key);
-  if (!type.ok() || *type == "none") return ok_status();
-  HXRT_ASSIGN_OR_RETURN(const float factor, families::float_key(file, c.architecture + ".rope.scaling.factor", 1.0f));
-  if (factor == 1.0f) return ok_status();
-  return unimplemented("GGUF key '{}' = '{}' (factor {}): RoPE scaling is not supported yet", type_key, *type, factor);
+// {arch}.rope.scaling.* as llama.cpp's loader and context read them (llama-model.cpp load_hparams, llama-context.cpp):
+// an absent type is linear, an absent or zero factor is 1; YaRN mixes extrapolated angles in (ext_factor 1 unless
+// the file says) and scales cos/sin by 0.1·ln(factor) + 1, which llama.cpp hands ggml divided by what ggml's
+// rope_yarn multiplies back in.
+Status read_rope_scaling(const formats::GgufFile& file, ModelConfig& c) {
+  using families::float_key;
+  const std::string p = c.architecture + ".rope.scaling.";
+  RopeScaling& r = c.rope_scaling;
+  std::string type = "linear";
+  if (Result<std::string_view> t = file.get_string(p + "type"); t.ok()) {
+    type = std::string(*t);
+  } else if (t.status().code() != StatusCode::kNotFound) {
+    return t.status();
+  }
+  if (type != "none" && type != "linear" && type != "yarn") {
+    return unimplemented("GGUF key '{}type' = '{}': hxrt computes RoPE scaling none, linear and yarn", p, type);
+  }
+  HXRT_ASSIGN_OR_RETURN(float factor, float_key(file, p + "factor", 0.0f));
+  if (factor == 0.0f) {
+    HXRT_ASSIGN_OR_RETURN(factor, float_key(file, c.architecture + ".rope.scale_linear", 0.0f));
+  }
+  r.freq_scale = factor == 0.0f || type == "none" ? 1.0f : 1.0f / factor;
+  r.type = r.freq_scale == 1.0f && type != "yarn" ? "none" : type;
+  HXRT_ASSIGN_OR_RETURN(r.n_ctx_orig, families::int_key(file, p + "original_context_length", false, c.context_length));
+  HXRT_ASSIGN_OR_RETURN(const float rope_attn_factor, float_key(file, p + "attn_factor", 1.0f));
+  HXRT_ASSIGN_OR_RETURN(r.attn_factor, float_key(file, p + "yarn_attn_factor", 1.0f));
+  HXRT_ASSIGN_OR_RETURN(r.beta_fast, float_key(file, p + "yarn_beta_fast", 32.0f));
+  HXRT_ASSIGN_OR_RETURN(r.beta_slow, float_key(file, p + "yarn_beta_slow", 1.0f));
+  HXRT_ASSIGN_OR_RETURN(r.ext_factor, float_key(file, p + "yarn_ext_factor", type == "yarn" ? 1.0f : 0.0f));
+  if (r.ext_factor > 1.0f) return invalid_argument("GGUF key '{}yarn_ext_factor' = {} must be in [0, 1]", p, r.ext_factor);
+  if (r.ext_factor != 0.0f) {
+    if (file.find(p + "yarn_log_multiplier") != nullptr) {
+      return unimplemented("GGUF key '{}yarn_log_multiplier' (DeepSeek's YaRN magnitude) is not supported", p);
+    }
+    const float scale = 1.0f / r.freq_scale;
+    const float mscale = scale <= 1.0f ? 1.0f : 0.1f * std::log(scale) + 1.0f;
+    r.attn_factor = mscale / (1.0f + 0.1f * std::log(scale));
+  }
+  r.attn_factor *= rope_attn_factor;
+  return ok_status();
 }
 
 }  // namespace
@@ -113,12 +151,22 @@ Result<float> families::float_key(const formats::GgufFile& file, const std::stri
 }
 
 Status families::set_sliding_pattern(const formats::GgufFile& file, ModelConfig& c, int window, int pattern,
-                                     float local_rope_theta) {
+                                     float local_rope_theta, float local_freq_scale) {
   HXRT_ASSIGN_OR_RETURN(pattern, int_key(file, c.architecture + ".attention.sliding_window_pattern", false, pattern));
   for (int l = 0; l < c.n_layers; ++l) {
-    if (l % pattern < pattern - 1) c.layers[static_cast<size_t>(l)] = LayerConfig{local_rope_theta, window};
+    if (l % pattern < pattern - 1) c.layers[static_cast<size_t>(l)] = LayerConfig{local_rope_theta, window, local_freq_scale};
   }
   return ok_status();
+}
+
+const std::string& RopeScaling::factors_for(int context) const {
+  if (!factors.empty() || factors_long.empty()) return factors;
+  return context > n_ctx_orig ? factors_long : factors_short;
+}
+
+float RopeScaling::magnitude(float layer_freq_scale) const {
+  if (ext_factor == 0.0f) return attn_factor;
+  return attn_factor * (1.0f + 0.1f * std::log(1.0f / layer_freq_scale));
 }
 
 void families::gemma_query_scale(ModelConfig& c, int layers_27b) {
@@ -187,8 +235,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const formats::GgufFile& file) {
     return invalid_argument("{}vocab_size {} disagrees with token_embd.weight's {} rows", p, *vocab, c.vocab_size);
   }
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
-  c.layers.assign(static_cast<size_t>(c.n_layers), LayerConfig{c.rope_theta, 0});
-  HXRT_RETURN_IF_ERROR(refuse_rope_scaling(file, c));
+  HXRT_RETURN_IF_ERROR(read_rope_scaling(file, c));
+  c.layers.assign(static_cast<size_t>(c.n_layers), LayerConfig{c.rope_theta, 0, c.rope_scaling.freq_scale});
   if (c.family->configure != nullptr) {
     HXRT_RETURN_IF_ERROR_CTX(c.family->configure(file, c), "reading the {} family's keys", c.architecture);
   }
@@ -208,6 +256,12 @@ std::string ModelConfig::to_string() const {
     for (const LayerConfig& layer : layers) local = layer.window > 0 ? &layer : local;
     out += fmt::format(", {} sliding-window layers (window {}, rope θ={})", sliding, local->window, local->rope_theta);
   }
+  const RopeScaling& r = rope_scaling;
+  if (r.type != "none") out += fmt::format(", rope scaling {} ×{} (original ctx {})", r.type, 1.0f / r.freq_scale, r.n_ctx_orig);
+  if (r.ext_factor != 0.0f) out += fmt::format(" ext {} β {}/{}", r.ext_factor, r.beta_fast, r.beta_slow);
+  if (r.attn_factor != 1.0f) out += fmt::format(", rope attn factor {}", r.attn_factor);
+  if (!r.factors.empty()) out += ", rope frequency factors";
+  if (!r.factors_long.empty()) out += ", rope short/long factors";
   if (attention_scale > 0) out += fmt::format(", attention scale {}", attention_scale);
   if (attention_softcap > 0) out += fmt::format(", attention softcap {}", attention_softcap);
   if (final_softcap > 0) out += fmt::format(", final softcap {}", final_softcap);

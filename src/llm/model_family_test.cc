@@ -3,6 +3,7 @@
 // variants), each naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -146,12 +147,53 @@ TEST(ModelFamily, WrongFilesAreErrorsNamingWhatIsWrong) {
                StatusCode::kUnimplemented, "'mamba' is not supported");
   // Variants no family computes yet are refused by name, never ignored.
   expect_error(rewrite(qwen3, keep, "",
-                       {{"qwen3.rope.scaling.type", formats::GgufValue(std::string("linear"))},
+                       {{"qwen3.rope.scaling.type", formats::GgufValue(std::string("longrope"))},
                         {"qwen3.rope.scaling.factor", formats::GgufValue(4.0f)}})
                    .file,
                StatusCode::kUnimplemented, "qwen3.rope.scaling.type");
+  expect_error(rewrite(qwen3, keep, "",
+                       {{"qwen3.rope.scaling.type", formats::GgufValue(std::string("yarn"))},
+                        {"qwen3.rope.scaling.factor", formats::GgufValue(4.0f)},
+                        {"qwen3.rope.scaling.yarn_log_multiplier", formats::GgufValue(0.1f)}})
+                   .file,
+               StatusCode::kUnimplemented, "yarn_log_multiplier");
   expect_error(rewrite(qwen3, keep, "", {{"qwen3.expert_count", formats::GgufValue(uint32_t{8})}}).file,
                StatusCode::kUnimplemented, "expert_count");
+}
+
+// {arch}.rope.scaling.* become the RoPE op's attributes as llama.cpp computes them.
+TEST(ModelFamily, RopeScalingKeysAsLlamaCppReadsThem) {
+  const formats::GgufFile qwen3 = open_family("qwen3");
+  const auto keep = [](const std::string&, formats::GgufValue&) { return true; };
+  const auto with = [&](std::vector<std::pair<std::string, formats::GgufValue>> keys) {
+    return ModelConfig::from_gguf(rewrite(qwen3, keep, "", std::move(keys)).file);
+  };
+  Result<ModelConfig> plain = ModelConfig::from_gguf(qwen3);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->rope_scaling.type, "none");
+  EXPECT_EQ(plain->rope_scaling.freq_scale, 1.0f);
+  EXPECT_EQ(plain->rope_scaling.magnitude(1.0f), 1.0f);
+  // No type key: linear, as llama.cpp defaults it.
+  Result<ModelConfig> linear = with({{"qwen3.rope.scaling.factor", formats::GgufValue(4.0f)}});
+  ASSERT_TRUE(linear.ok()) << linear.status().to_string();
+  EXPECT_EQ(linear->rope_scaling.type, "linear");
+  EXPECT_EQ(linear->rope_scaling.freq_scale, 0.25f);
+  EXPECT_EQ(linear->rope_scaling.ext_factor, 0.0f);
+  EXPECT_EQ(linear->layers[1].rope_freq_scale, 0.25f);
+  Result<ModelConfig> yarn = with({{"qwen3.rope.scaling.type", formats::GgufValue(std::string("yarn"))},
+                                   {"qwen3.rope.scaling.factor", formats::GgufValue(4.0f)},
+                                   {"qwen3.rope.scaling.original_context_length", formats::GgufValue(uint32_t{128})}});
+  ASSERT_TRUE(yarn.ok()) << yarn.status().to_string();
+  EXPECT_EQ(yarn->rope_scaling.ext_factor, 1.0f);
+  EXPECT_EQ(yarn->rope_scaling.n_ctx_orig, 128);
+  // cos/sin scale by 0.1·ln(4) + 1, the mscale of YaRN.
+  EXPECT_NEAR(yarn->rope_scaling.magnitude(0.25f), 0.1 * std::log(4.0) + 1.0, 1e-6);
+  EXPECT_NE(yarn->to_string().find("rope scaling yarn"), std::string::npos) << yarn->to_string();
+  // type none: the factor is ignored.
+  Result<ModelConfig> none = with({{"qwen3.rope.scaling.type", formats::GgufValue(std::string("none"))},
+                                   {"qwen3.rope.scaling.factor", formats::GgufValue(4.0f)}});
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_EQ(none->rope_scaling.freq_scale, 1.0f);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 //     h    = RMSNorm(x) · attn_norm
 //     q, k, v = MatMulQ(h, Wq / Wk / Wv) (+ bias) → (n_tokens, heads, head_dim)   [or one Wqkv, row slices]
 //     q, k = RMSNorm(q) · q_norm, RMSNorm(k) · k_norm                           [qk_norm]
-//     q, k = RoPE(q, k) at positions, the layer's base, adjacent or NeoX pairs
+//     q, k = RoPE(q, k) at positions, the layer's base, adjacent or NeoX pairs, the file's scaling and factors
 //     a    = PagedAttention(q, k, v, caches, ...) with the layer's window and the model's scale and softcap
 //     o    = MatMulQ(a, Wo) (· post_attention_norm after RMSNorm)              [post_norms]
 //     x    = x + o
@@ -51,6 +51,9 @@ struct DecoderGraphOptions {
   // node each instead of one MatMulQ per weight: the activation is quantized once and the group runs as one launch.
   // The values are the same bits either way; the engine sets this when its device has a MatMulQGroup kernel.
   bool group_projections = false;
+  // The longest sequence the graph serves (0: the model's context_length). Phi-3's long-context RoPE factors
+  // apply when it exceeds the model's original context, as llama.cpp picks them by n_ctx.
+  int context = 0;
 };
 
 Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const ModelConfig& config,

@@ -56,6 +56,27 @@ Result<const ModelFamily*> find_model_family(std::string_view architecture);
 struct LayerConfig {
   float rope_theta = 10000.0f;
   int window = 0;  // > 0: sliding-window attention over the last `window` positions; 0: full attention
+  float rope_freq_scale = 1.0f;  // the model's RopeScaling::freq_scale, or 1 where a family leaves a layer unscaled
+};
+
+// How the file stretches RoPE past its training context, as llama.cpp reads it (Note [RoPE scaling] in
+// ops/params/normalization.cc): the RoPE op's attributes and which frequency-factor tensor it reads.
+struct RopeScaling {
+  std::string type = "none";  // {arch}.rope.scaling.type: none, linear or yarn
+  float freq_scale = 1.0f;    // 1 / {arch}.rope.scaling.factor
+  float ext_factor = 0.0f;    // YaRN: {arch}.rope.scaling.yarn_ext_factor, default 1 for yarn, else 0
+  // The magnitude llama.cpp hands ggml (cparams.yarn_attn_factor); a layer's cos/sin scale is this times
+  // 1 + 0.1·ln(1/freq_scale) under YaRN (what ggml's rope_yarn multiplies in).
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  int n_ctx_orig = 0;  // {arch}.rope.scaling.original_context_length, else context_length
+  // Frequency-factor tensors, empty when absent: Llama 3.1+'s rope_freqs, or Phi-3's short and long factors (the
+  // long ones serve a context longer than n_ctx_orig, as llama.cpp chooses).
+  std::string factors, factors_short, factors_long;
+  // The factor tensor a graph serving sequences up to `context` tokens uses ("" for none).
+  const std::string& factors_for(int context) const;
+  // cos/sin magnitude of a layer whose freq_scale is `layer_freq_scale`.
+  float magnitude(float layer_freq_scale) const;
 };
 
 struct ModelConfig {
@@ -72,6 +93,7 @@ struct ModelConfig {
   int context_length = 0;
   int rope_dims = 0;
   float rope_theta = 10000.0f;  // the file's base; layers may differ (LayerConfig)
+  RopeScaling rope_scaling;
   float rms_epsilon = 1e-5f;
   float attention_scale = 0.0f;    // 0: 1/sqrt(head_dim)
   float attention_softcap = 0.0f;  // > 0: scores become c·tanh(score/c)

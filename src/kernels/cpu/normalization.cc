@@ -151,14 +151,23 @@ void rms_norm_mul_row(const float* x, const float* weight, float* y, int64_t n, 
   for (; i < n; ++i) y[i] = x[i] * inv * weight[i];
 }
 
-void rope_cos_sin(int64_t position, float theta, int64_t rotary_dims, float* cos_sin) {
+// Pair i's cos and sin at `position` (Note [RoPE scaling] in ops/params/normalization.cc), in double like the JIT
+// kernels; `freq_factors` is null without the op's third input.
+void rope_cos_sin(int64_t position, const ops::RopeParams& params, const ops::RopeGeometry& g,
+                  const float* freq_factors, float* cos_sin) {
   const double pos = static_cast<double>(position);
+  const int64_t rotary_dims = g.rotary_dims;
   for (int64_t i = 0; i < rotary_dims / 2; ++i) {
     const double freq =
-        std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dims));
-    const double angle = pos * freq;
-    cos_sin[2 * i] = static_cast<float>(std::cos(angle));
-    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle));
+        std::pow(static_cast<double>(params.theta), -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dims));
+    double extrap = pos * freq;
+    if (freq_factors != nullptr) extrap /= static_cast<double>(freq_factors[i]);
+    double angle = static_cast<double>(params.freq_scale) * extrap;
+    const double mix = ops::rope_yarn_mix(params, g, i);
+    if (mix != 0.0) angle = angle * (1.0 - mix) + extrap * mix;
+    const double magnitude = static_cast<double>(params.attn_factor);
+    cos_sin[2 * i] = static_cast<float>(std::cos(angle) * magnitude);
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle) * magnitude);
   }
 }
 
@@ -466,6 +475,11 @@ Status compute_rope(const ops::CpuComputeContext& ctx) {
   float* py = y.data<float>();
   const void* pos_data = positions.data<const void>();
   const bool pos_i64 = positions.dtype == DType::kI64;
+  const float* freq_factors = nullptr;
+  if (ctx.has_input(2)) {
+    HXRT_RETURN_IF_ERROR(ops::check_rope_freq_factors(g, ctx.input(2).dtype, ctx.input(2).shape));
+    freq_factors = ctx.input(2).data<const float>();
+  }
   ctx.pool().parallel_for(token_rows, rows_per_chunk(ctx.tiling(), row_elements), [&](int64_t begin, int64_t end) {
     std::vector<float> cos_sin(static_cast<size_t>(std::max<int64_t>(rotary_dims, 2)));  // (rotary_dims/2, 2)
     int64_t cached_position = std::numeric_limits<int64_t>::min();
@@ -474,7 +488,7 @@ Status compute_rope(const ops::CpuComputeContext& ctx) {
       const int64_t pos = pos_i64 ? static_cast<const int64_t*>(pos_data)[t]
                                   : static_cast<int64_t>(static_cast<const int32_t*>(pos_data)[t]);
       if (pos != cached_position) {
-        rope_cos_sin(pos, params.theta, rotary_dims, cos_sin.data());
+        rope_cos_sin(pos, params, g, freq_factors, cos_sin.data());
         cached_position = pos;
       }
       for (int64_t h = 0; h < n_heads; ++h) {
@@ -533,8 +547,11 @@ Status register_normalization(ops::KernelRegistry& registry) {
   rms_norm.launch = ops::cpu_launch(rms_norm.name, compute_rms_norm);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(rms_norm)));
 
-  ops::KernelDef rope = make_def("RoPE", "hxrt", 1, 1, "f32 rotary embedding, normal or neox pairs, i32/i64 positions");
+  ops::KernelDef rope = make_def("RoPE", "hxrt", 1, 1,
+                                 "f32 rotary embedding, normal or neox pairs, i32/i64 positions, frequency factors, "
+                                 "linear and YaRN scaling");
   rope.input_dtypes.push_back({DType::kI32, DType::kI64});
+  rope.input_dtypes.push_back({DType::kF32});
   rope.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_rope_params(node));
   };

@@ -41,9 +41,11 @@ void rms_norm_mul_row(const float* x, const float* weight, float* y, int64_t n, 
 // RopeMode and rope_mode_name are the op's, in hxrt/ops/params/normalization.h.
 using ops::RopeMode;
 
-// Fills cos_sin[2i], cos_sin[2i+1] with cos and sin of position·theta^(-2i/rotary_dims) for i < rotary_dims/2.
+// Fills cos_sin[2i], cos_sin[2i+1] with cos and sin of pair i's angle at `position` for i < g.rotary_dims/2:
+// position·theta^(-2i/rotary_dims), divided by freq_factors[i] (null: none) and scaled as Note [RoPE scaling] says.
 // Angles are computed in double so that large positions keep their precision.
-void rope_cos_sin(int64_t position, float theta, int64_t rotary_dims, float* cos_sin);
+void rope_cos_sin(int64_t position, const ops::RopeParams& params, const ops::RopeGeometry& g,
+                  const float* freq_factors, float* cos_sin);
 // Rotates one head of head_dim elements: the first rotary_dims (even, <= head_dim) are rotated in pairs by the
 // table from rope_cos_sin; the rest are copied.
 void rope_head(const float* x, float* y, int64_t head_dim, int64_t rotary_dims, const float* cos_sin, RopeMode mode);

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "kernels/testing/infer_node.h"
 #include "kernels/testing/kernel_harness.h"
@@ -263,12 +266,127 @@ TEST(NormalizationTest, RopeModesPositionsAndRotaryDims) {
   }
 }
 
+// ggml's rope_yarn (ggml-cpu/ops.cpp) written out in double: the angle of pair i at position p with frequency
+// factors, linear scaling and YaRN's ramp between the correction dims, cos/sin times attn_factor.
+struct RopeScaling {
+  std::vector<float> factors;  // empty: none
+  double freq_scale = 1.0, ext_factor = 0.0, attn_factor = 1.0, beta_fast = 32.0, beta_slow = 1.0;
+  int64_t n_ctx_orig = 0;
+};
+
+std::vector<double> reference_scaled_rope(const std::vector<float>& x, const Shape& shape, const std::vector<int64_t>& pos,
+                                          double theta, bool neox, const RopeScaling& s) {
+  const int64_t n_tokens = shape.dim(-3), n_heads = shape.dim(-2), r = shape.dim(-1);
+  const double kPi = std::acos(-1.0);
+  const auto corr_dim = [&](double rotations) {
+    return static_cast<double>(r) * std::log(static_cast<double>(s.n_ctx_orig) / (rotations * 2 * kPi)) /
+           (2 * std::log(theta));
+  };
+  const double low = s.ext_factor == 0 ? 0 : std::max(0.0, std::floor(corr_dim(s.beta_fast)));
+  const double high = s.ext_factor == 0 ? 0 : std::min(static_cast<double>(r - 1), std::ceil(corr_dim(s.beta_slow)));
+  std::vector<double> y(x.begin(), x.end());
+  const int64_t rows = shape.num_elements() / (n_heads * r);
+  for (int64_t row = 0; row < rows; ++row) {
+    const double p = static_cast<double>(pos[static_cast<size_t>(row % n_tokens)]);
+    for (int64_t i = 0; i < r / 2; ++i) {
+      const double factor = s.factors.empty() ? 1.0 : s.factors[static_cast<size_t>(i)];
+      const double extrap = p * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(r)) / factor;
+      const double interp = s.freq_scale * extrap;
+      const double ramp = 1 - std::min(1.0, std::max(0.0, (static_cast<double>(i) - low) / std::max(0.001, high - low)));
+      const double mix = s.ext_factor * ramp;
+      const double angle = interp * (1 - mix) + extrap * mix;
+      const double c = std::cos(angle) * s.attn_factor, sn = std::sin(angle) * s.attn_factor;
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const int64_t base = (row * n_heads + h) * r;
+        const int64_t i0 = neox ? i : 2 * i;
+        const int64_t i1 = neox ? i + r / 2 : 2 * i + 1;
+        const double x0 = x[base + i0], x1 = x[base + i1];
+        y[base + i0] = x0 * c - x1 * sn;
+        y[base + i1] = x0 * sn + x1 * c;
+      }
+    }
+  }
+  return y;
+}
+
+TEST(NormalizationTest, RopeFrequencyFactorsLinearAndYarnScalingMatchTheReference) {
+  std::mt19937 rng(17);
+  const Shape shape{6, 3, 64};
+  std::vector<int64_t> pos = {0, 1, 17, 4095, 9000, 131071};
+  const auto x = random_values(shape.num_elements(), rng, 0.05f, 2.0f);
+  std::vector<float> factors(32);
+  std::uniform_real_distribution<float> f(1.0f, 8.0f);
+  for (float& v : factors) v = f(rng);
+  struct Case {
+    const char* name;
+    RopeScaling s;
+  };
+  const std::vector<Case> cases = {
+      {"llama3 factors", {.factors = factors}},
+      {"linear x4", {.freq_scale = 0.25}},
+      {"yarn x4 over 4096", {.freq_scale = 0.25, .ext_factor = 1.0, .attn_factor = 0.1 * std::log(4.0) + 1.0,
+                             .n_ctx_orig = 4096}},
+      {"yarn half mix, betas", {.freq_scale = 0.125, .ext_factor = 0.5, .attn_factor = 1.2, .beta_fast = 16,
+                                .beta_slow = 2, .n_ctx_orig = 2048}},
+      {"phi3 factors + attn_factor", {.factors = factors, .attn_factor = 1.19}},
+  };
+  for (const bool neox : {false, true}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{} {}", c.name, neox ? "neox" : "normal"));
+      OpCall call{.op_type = "RoPE", .domain = "hxrt"};
+      call.attrs.set("mode", neox ? "neox" : "normal");
+      call.attrs.set("theta", 500000.0);
+      call.attrs.set("freq_scale", c.s.freq_scale);
+      call.attrs.set("ext_factor", c.s.ext_factor);
+      call.attrs.set("attn_factor", c.s.attn_factor);
+      call.attrs.set("beta_fast", c.s.beta_fast);
+      call.attrs.set("beta_slow", c.s.beta_slow);
+      call.attrs.set("n_ctx_orig", c.s.n_ctx_orig);
+      call.inputs = {HostTensor::f32(shape, x), HostTensor::i64(Shape{6}, pos)};
+      if (!c.s.factors.empty()) call.inputs.push_back(HostTensor::f32(Shape{32}, c.s.factors));
+      auto result = run_op(call);
+      ASSERT_TRUE(result.ok()) << result.status().to_string();
+      const auto reference = reference_scaled_rope(x, shape, pos, 500000.0, neox, c.s);
+      EXPECT_LT(normalized_max_error(result->outputs[0].to_f32(), reference), 1e-6);
+      // The scaling really acts: plain RoPE is far from it at the far positions.
+      EXPECT_GT(normalized_max_error(result->outputs[0].to_f32(), reference_scaled_rope(x, shape, pos, 500000.0, neox, {})),
+                1e-3);
+    }
+  }
+}
+
+TEST(NormalizationTest, RopeScalingRejectsBadAttributesAndFactors) {
+  std::mt19937 rng(18);
+  const Shape shape{2, 1, 8};
+  auto run = [&](graph::AttributeMap attrs, std::optional<HostTensor> factors) {
+    OpCall call{.op_type = "RoPE", .domain = "hxrt", .attrs = std::move(attrs)};
+    call.inputs = {HostTensor::random_f32(shape, rng), HostTensor::i64(Shape{2}, {1, 2})};
+    if (factors) call.inputs.push_back(*factors);
+    return run_op(call);
+  };
+  const auto attr = [](const char* name, graph::Attribute value) {
+    graph::AttributeMap a;
+    a.set(name, std::move(value));
+    return a;
+  };
+  EXPECT_TRUE(run({}, HostTensor::f32(Shape{4}, {1, 2, 3, 4})).ok());
+  EXPECT_FALSE(run({}, HostTensor::f32(Shape{3}, {1, 2, 3})).ok());       // not rotary_dims / 2
+  EXPECT_FALSE(run({}, HostTensor::f32(Shape{2, 2}, {1, 2, 3, 4})).ok());  // not 1-D
+  EXPECT_FALSE(run(attr("freq_scale", graph::Attribute(0.0)), std::nullopt).ok());
+  EXPECT_FALSE(run(attr("ext_factor", graph::Attribute(1.5)), std::nullopt).ok());
+  Result<testing::OpResult> yarn = run(attr("ext_factor", graph::Attribute(1.0)), std::nullopt);  // no n_ctx_orig
+  ASSERT_FALSE(yarn.ok());
+  EXPECT_NE(yarn.status().message().find("n_ctx_orig"), std::string::npos) << yarn.status().to_string();
+}
+
 TEST(NormalizationTest, RopeNormalAndNeoxDiffer) {
   // Guards against a mode mix-up that both references would share: (x0, x1) = (1, 0) at angle 1 in "normal"
   // mode rotates the adjacent pair only.
   const std::vector<float> x = {1, 0, 0, 0};
   std::vector<float> cos_sin(4);
-  rope_cos_sin(1, 10000.0f, 4, cos_sin.data());
+  ops::RopeGeometry g;
+  g.rotary_dims = 4;
+  rope_cos_sin(1, ops::RopeParams{}, g, nullptr, cos_sin.data());
   EXPECT_FLOAT_EQ(cos_sin[0], static_cast<float>(std::cos(1.0)));
   EXPECT_FLOAT_EQ(cos_sin[1], static_cast<float>(std::sin(1.0)));
   std::vector<float> normal(4), neox(4);

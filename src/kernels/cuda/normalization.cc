@@ -140,8 +140,10 @@ extern "C" __global__ void softmax_columns(const float* x, float* y, int outer, 
 
 // RoPE: one thread per (row, pair p): p < rotary_dims / 2 computes its angle once and rotates that pair of every
 // head; later p copy two tail values of every head.
-extern "C" __global__ void rope(const float* x, const hx_pos_t* positions, float* y, int rows, int n_tokens,
-                                int n_heads, int head_dim, int rotary_dims, float theta) {
+extern "C" __global__ void rope(const float* x, const hx_pos_t* positions, const float* freq_factors, float* y,
+                                int rows, int n_tokens, int n_heads, int head_dim, int rotary_dims, float theta,
+                                float freq_scale, float ext_factor, float attn_factor, float corr_low,
+                                float corr_high) {
   const int pairs = (head_dim + 1) / 2;
   const long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (gid >= (long long)rows * pairs) return;
@@ -154,9 +156,18 @@ extern "C" __global__ void rope(const float* x, const hx_pos_t* positions, float
   if (p < half_dims) {
     const long long position = positions[t];
     const double freq = pow((double)theta, -2.0 * (double)p / (double)rotary_dims);
-    const double angle = (double)position * freq;
-    const float c = (float)cos(angle);
-    const float s = (float)sin(angle);
+    double extrap = (double)position * freq;
+#if HAS_FACTORS
+    extrap /= (double)freq_factors[p];
+#endif
+    double angle = (double)freq_scale * extrap;
+    if (ext_factor != 0.0f) {
+      const double ramp = ((double)p - (double)corr_low) / fmax(0.001, (double)corr_high - (double)corr_low);
+      const double mix = (1.0 - fmin(1.0, fmax(0.0, ramp))) * (double)ext_factor;
+      if (mix != 0.0) angle = angle * (1.0 - mix) + extrap * mix;
+    }
+    const float c = (float)(cos(angle) * (double)attn_factor);
+    const float s = (float)(sin(angle) * (double)attn_factor);
     const int i0 = NEOX ? p : 2 * p;
     const int i1 = i0 + (NEOX ? half_dims : 1);
     for (int h = 0; h < n_heads; ++h) {
@@ -195,7 +206,9 @@ std::vector<ProgramBuild> normalization_builds() {
   }
   builds.push_back({p, "", {"softmax_columns"}});
   for (const bool neox : {false, true}) {
-    for (const bool i64 : {false, true}) builds.push_back({p, jit::rope_options(neox, i64), {"rope"}});
+    for (const bool i64 : {false, true}) {
+      for (const bool factors : {false, true}) builds.push_back({p, jit::rope_options(neox, i64, factors), {"rope"}});
+    }
   }
   return builds;
 }

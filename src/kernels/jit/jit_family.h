@@ -80,7 +80,7 @@ std::string gather_options(uint64_t word_bytes, bool i64_indices);
 Status register_normalization(ops::KernelRegistry& registry, const Backend& backend,
                               std::shared_ptr<const Program> program);
 std::string rms_norm_options(bool weighted, int64_t group);
-std::string rope_options(bool neox, bool i64_positions);
+std::string rope_options(bool neox, bool i64_positions, bool freq_factors);
 std::vector<int64_t> row_groups();
 
 // llm_ops.cc: GatherRows (function gather_rows: DTYPE, IDX_I64) and PagedAttention (kv_write and attend: CACHE_F16,

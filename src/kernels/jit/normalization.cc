@@ -189,8 +189,9 @@ int64_t rope_items(const ops::RopeGeometry& g) {
 
 ops::KernelDef rope_kernel(const Backend& backend, std::shared_ptr<const Program> program) {
   ops::KernelDef def = make_def(backend, "RoPE", "hxrt", 1, "RoPEF32",
-                                  "one work-item per (row, pair) over all heads, angle in double; normal or neox, i32/i64 positions");
-  def.input_dtypes = {{DType::kF32}, {DType::kI32, DType::kI64}};
+                                  "one work-item per (row, pair) over all heads, angle in double; normal or neox, i32/i64 positions, frequency "
+                                  "factors, linear and YaRN scaling");
+  def.input_dtypes = {{DType::kF32}, {DType::kI32, DType::kI64}, {DType::kF32}};
   def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_rope_params(node));
   };
@@ -210,16 +211,23 @@ ops::KernelDef rope_kernel(const Backend& backend, std::shared_ptr<const Program
     const ops::TensorRef& positions = launch.inputs[1];
     const auto& g = launch.tiling->geometry_as<ops::RopeGeometry>();
     if (rope_items(g) == 0) return ok_status();
+    const bool has_factors = launch.inputs.size() > 2 && launch.inputs[2].view.buffer != nullptr;
+    if (has_factors) {
+      HXRT_RETURN_IF_ERROR(ops::check_rope_freq_factors(g, launch.inputs[2].dtype, launch.inputs[2].shape));
+    }
     std::vector<hal::KernelArg> args;
     backend.add_tensor_arg(args, x);
     backend.add_tensor_arg(args, positions);
+    backend.add_tensor_arg(args, has_factors ? launch.inputs[2] : positions);  // unread without factors
     backend.add_tensor_arg(args, launch.outputs[0]);
     for (int64_t v : {g.rows, g.n_tokens, g.n_heads, g.head_dim, g.rotary_dims}) {
       args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(v)));
     }
-    args.push_back(hal::KernelArg::scalar(params.theta));
+    for (float v : {params.theta, params.freq_scale, params.ext_factor, params.attn_factor, g.corr_low, g.corr_high}) {
+      args.push_back(hal::KernelArg::scalar(v));
+    }
     return launch_program(stream, *program, "rope",
-                          rope_options(params.mode == ops::RopeMode::kNeox, positions.dtype == DType::kI64),
+                          rope_options(params.mode == ops::RopeMode::kNeox, positions.dtype == DType::kI64, has_factors),
                           launch.tiling->launch, args);
   };
   return def;
@@ -231,8 +239,9 @@ std::string rms_norm_options(bool weighted, int64_t group) {
   return fmt::format("-D HAS_WEIGHT={} -D WG={}", weighted ? 1 : 0, group);
 }
 
-std::string rope_options(bool neox, bool i64_positions) {
-  return fmt::format("-D NEOX={} -D POS_I64={}", neox ? 1 : 0, i64_positions ? 1 : 0);
+std::string rope_options(bool neox, bool i64_positions, bool freq_factors) {
+  return fmt::format("-D NEOX={} -D POS_I64={} -D HAS_FACTORS={}", neox ? 1 : 0, i64_positions ? 1 : 0,
+                     freq_factors ? 1 : 0);
 }
 
 std::vector<int64_t> row_groups() {

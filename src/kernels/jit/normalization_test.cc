@@ -134,6 +134,40 @@ TEST_P(DeviceNormalizationTest, RopeMatchesTheCpu) {
   }
 }
 
+TEST_P(DeviceNormalizationTest, ScaledRopeMatchesTheCpu) {
+  std::mt19937 rng(29);
+  const Shape shape{5, 4, 64};
+  const std::vector<int64_t> positions = {0, 3, 4095, 20000, 131071};
+  std::vector<float> factors(32);
+  std::uniform_real_distribution<float> factor(1.0f, 8.0f);
+  for (float& v : factors) v = factor(rng);
+  struct Case {
+    const char* name;
+    bool with_factors;
+    double freq_scale, ext_factor, attn_factor;
+    int64_t n_ctx_orig;
+  };
+  const std::vector<Case> cases = {{"llama3 factors", true, 1.0, 0.0, 1.0, 0},
+                                   {"linear x4", false, 0.25, 0.0, 1.0, 0},
+                                   {"yarn x4", false, 0.25, 1.0, 1.1386, 4096},
+                                   {"factors + yarn half", true, 0.125, 0.5, 1.2, 2048}};
+  for (const char* mode : {"normal", "neox"}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{} {}", c.name, mode));
+      OpCall call{.op_type = "RoPE", .domain = "hxrt"};
+      call.attrs.set("mode", graph::Attribute(mode));
+      call.attrs.set("theta", graph::Attribute(500000.0));
+      call.attrs.set("freq_scale", graph::Attribute(c.freq_scale));
+      call.attrs.set("ext_factor", graph::Attribute(c.ext_factor));
+      call.attrs.set("attn_factor", graph::Attribute(c.attn_factor));
+      call.attrs.set("n_ctx_orig", graph::Attribute(c.n_ctx_orig));
+      call.inputs = {random_signed(shape, rng), HostTensor::i64(Shape{5}, positions)};
+      if (c.with_factors) call.inputs.push_back(HostTensor::f32(Shape{32}, factors));
+      expect_close_to_cpu(call, device(), "RoPEF32", 1e-6);
+    }
+  }
+}
+
 HXRT_DEVICE_KERNEL_TESTS(DeviceNormalizationTest);
 
 }  // namespace

@@ -143,8 +143,9 @@ __kernel void softmax_columns(__global const uchar* x_buf, ulong x_off, __global
 // RoPE: one work-item per (row, pair p): p < rotary_dims / 2 computes its angle once and rotates that pair of every
 // head; later p copy two tail values of every head.
 __kernel void rope(__global const uchar* x_buf, ulong x_off, __global const uchar* pos_buf, ulong pos_off,
-                   __global uchar* y_buf, ulong y_off, int rows, int n_tokens, int n_heads, int head_dim,
-                   int rotary_dims, float theta) {
+                   __global const uchar* f_buf, ulong f_off, __global uchar* y_buf, ulong y_off, int rows,
+                   int n_tokens, int n_heads, int head_dim, int rotary_dims, float theta, float freq_scale,
+                   float ext_factor, float attn_factor, float corr_low, float corr_high) {
   const int pairs = (head_dim + 1) / 2;
   const int gid = get_global_id(0);
   if (gid >= rows * pairs) return;
@@ -161,9 +162,18 @@ __kernel void rope(__global const uchar* x_buf, ulong x_off, __global const ucha
     const long position = HX_AT(const int, pos_buf, pos_off)[t];
 #endif
     const acc_t freq = pow((acc_t)theta, (acc_t)(-2.0) * (acc_t)p / (acc_t)rotary_dims);
-    const acc_t angle = (acc_t)position * freq;
-    const float c = (float)cos(angle);
-    const float s = (float)sin(angle);
+    acc_t extrap = (acc_t)position * freq;
+#if HAS_FACTORS
+    extrap /= (acc_t)HX_AT(const float, f_buf, f_off)[p];
+#endif
+    acc_t angle = (acc_t)freq_scale * extrap;
+    if (ext_factor != 0.0f) {
+      const acc_t ramp = ((acc_t)p - (acc_t)corr_low) / fmax((acc_t)0.001, (acc_t)corr_high - (acc_t)corr_low);
+      const acc_t mix = ((acc_t)1 - fmin((acc_t)1, fmax((acc_t)0, ramp))) * (acc_t)ext_factor;
+      if (mix != (acc_t)0) angle = angle * ((acc_t)1 - mix) + extrap * mix;
+    }
+    const float c = (float)(cos(angle) * (acc_t)attn_factor);
+    const float s = (float)(sin(angle) * (acc_t)attn_factor);
     const int i0 = NEOX ? p : 2 * p;
     const int i1 = i0 + (NEOX ? half_dims : 1);
     for (int h = 0; h < n_heads; ++h) {

@@ -22,10 +22,10 @@ extern const ModelFamily kPhi3;
 Result<int> int_key(const formats::GgufFile& file, const std::string& key, bool required, int fallback = 0);
 // A finite, non-negative f32 key; `fallback` when absent.
 Result<float> float_key(const formats::GgufFile& file, const std::string& key, float fallback);
-// Marks layer l sliding (window, local RoPE base) when l % pattern < pattern - 1 (llama.cpp's set_swa_pattern);
-// {arch}.attention.sliding_window_pattern overrides `pattern`.
+// Marks layer l sliding (window, local RoPE base and frequency scale) when l % pattern < pattern - 1 (llama.cpp's
+// set_swa_pattern); {arch}.attention.sliding_window_pattern overrides `pattern`.
 Status set_sliding_pattern(const formats::GgufFile& file, ModelConfig& config, int window, int pattern,
-                           float local_rope_theta);
+                           float local_rope_theta, float local_freq_scale);
 
 // Gemma's 27B models (`layers_27b` blocks) scale queries by 1/sqrt(n_embd / n_heads), the others by 1/sqrt(head_dim)
 // (gemma_pytorch's query_pre_attn_scalar, as llama.cpp reads it from the layer count).

@@ -10,7 +10,8 @@ Status configure(const formats::GgufFile& file, ModelConfig& c) {
   if (file.find(p + "attention.sliding_window") != nullptr) {
     HXRT_ASSIGN_OR_RETURN(const int window, int_key(file, p + "attention.sliding_window", true));
     HXRT_ASSIGN_OR_RETURN(const float local_theta, float_key(file, p + "rope.freq_base_swa", 10000.0f));
-    HXRT_RETURN_IF_ERROR(set_sliding_pattern(file, c, window, 6, local_theta));
+    // Local layers are never scaled (Gemma 3 4B+ scale the global ones linearly by 8).
+    HXRT_RETURN_IF_ERROR(set_sliding_pattern(file, c, window, 6, local_theta, 1.0f));
   }
   HXRT_ASSIGN_OR_RETURN(c.final_softcap, float_key(file, p + "final_logit_softcapping", 0.0f));
   // Gemma 3 27B has 62 layers.

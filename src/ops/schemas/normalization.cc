@@ -99,6 +99,17 @@ Status infer_rope(InferenceContext& ctx) {
                         fmt::format("RoPE '{}': positions length vs n_tokens (X dim -3)", ctx.node().name)));
   HXRT_ASSIGN_OR_RETURN(const RopeParams rope, parse_rope_params(ctx.node()));
   const graph::Dim& head_dim = x.shape.dim(-1);
+  if (ctx.has_input(2)) {
+    const graph::TensorDesc& factors = ctx.input(2);
+    if (factors.shape.rank() != 1) {
+      return ctx.error(fmt::format("input 'freq_factors' {} must have rank 1: [rotary_dims / 2]", factors.shape.to_string()));
+    }
+    const int64_t rotary = rope.rotary_dims != 0 ? rope.rotary_dims : (head_dim.is_static() ? head_dim.value() : -1);
+    if (rotary >= 0 && factors.shape.dim(0).is_static() && factors.shape.dim(0).value() != rotary / 2) {
+      return ctx.error(fmt::format("input 'freq_factors' {} must hold rotary_dims / 2 = {} values",
+                                   factors.shape.to_string(), rotary / 2));
+    }
+  }
   if (head_dim.is_static()) {
     if (rope.rotary_dims > head_dim.value()) {
       return ctx.error(
@@ -204,16 +215,29 @@ Status register_normalization(OpSchemaRegistry& registry) {
   OpSchema rope;
   rope.op_type = "RoPE";
   rope.domain = "hxrt";
-  rope.inputs = {{.name = "X"}, {.name = "positions", .type_var = "Tpos"}};
+  rope.inputs = {{.name = "X"},
+                 {.name = "positions", .type_var = "Tpos"},
+                 {.name = "freq_factors", .type_var = "Tf", .optional = true}};
   rope.outputs = {{.name = "Y"}};
-  rope.attrs = {{.name = "theta", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(10000.0)},
+  const auto float_attr = [](const char* name, double value) {
+    return AttrSpec{.name = name, .type = graph::AttrType::kFloat, .default_value = graph::Attribute(value)};
+  };
+  rope.attrs = {float_attr("theta", 10000.0),
                 {.name = "rotary_dims", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)},
-                {.name = "mode", .type = graph::AttrType::kString, .default_value = graph::Attribute("normal")}};
-  rope.type_constraints = {{"T", float_types()}, {"Tpos", {DType::kI32, DType::kI64}}};
+                {.name = "mode", .type = graph::AttrType::kString, .default_value = graph::Attribute("normal")},
+                float_attr("freq_scale", 1.0),
+                float_attr("ext_factor", 0.0),
+                float_attr("attn_factor", 1.0),
+                float_attr("beta_fast", 32.0),
+                float_attr("beta_slow", 1.0),
+                {.name = "n_ctx_orig", .type = graph::AttrType::kInt, .default_value = graph::Attribute(0)}};
+  rope.type_constraints = {{"T", float_types()}, {"Tpos", {DType::kI32, DType::kI64}}, {"Tf", {DType::kF32}}};
   rope.infer = infer_rope;
   rope.doc =
       "rotary position embedding of X [..., n_tokens, n_heads, head_dim] at positions [n_tokens]: pairs rotate by "
-      "pos * theta^(-2i/rotary_dims); mode \"normal\" pairs (2i, 2i+1), \"neox\" pairs (i, i + rotary_dims/2)";
+      "pos * theta^(-2i/rotary_dims) / freq_factors[i]; mode \"normal\" pairs (2i, 2i+1), \"neox\" pairs (i, i + "
+      "rotary_dims/2); freq_scale interpolates positions linearly, ext_factor > 0 mixes in YaRN's extrapolated angles "
+      "over n_ctx_orig (beta_fast, beta_slow), attn_factor scales cos and sin";
   HXRT_RETURN_IF_ERROR(registry.add(std::move(rope)));
 
   HXRT_RETURN_IF_ERROR(registry.add(axis_schema("LogSoftmax", "x - max - log(sum(exp(x - max))) along axis")));

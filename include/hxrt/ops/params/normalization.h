@@ -51,23 +51,43 @@ enum class RopeMode : uint8_t {
 };
 std::string_view rope_mode_name(RopeMode mode);
 
+// Pair i (of rotary_dims / 2) at position p turns by an angle built as ggml's rope_yarn does (Note [RoPE scaling] in
+// ops/params/normalization.cc):
+//   extrap = p · theta^(-2i/rotary_dims) / freq_factors[i]      (freq_factors: the optional third input, else 1)
+//   interp = freq_scale · extrap
+//   angle  = interp · (1 - r_i) + extrap · r_i,   r_i = ext_factor · ramp(i) over YaRN's correction dims
+// and cos/sin are multiplied by attn_factor. The defaults (freq_scale 1, ext_factor 0, attn_factor 1, no factors)
+// give plain RoPE bit for bit.
 struct RopeParams final : TypedParams<RopeParams> {
   static constexpr std::string_view kName = "RopeParams";
   float theta = 10000.0f;   // > 0
   int64_t rotary_dims = 0;  // even, >= 0; 0 = head_dim
   RopeMode mode = RopeMode::kNormal;
+  float freq_scale = 1.0f;   // > 0: linear position interpolation (1 / the scaling factor)
+  float ext_factor = 0.0f;   // [0, 1]: YaRN's mix of extrapolated and interpolated angles; 0 = plain interpolation
+  float attn_factor = 1.0f;  // > 0: magnitude of cos and sin (YaRN's mscale)
+  float beta_fast = 32.0f;   // YaRN correction range in rotations over n_ctx_orig (> 0)
+  float beta_slow = 1.0f;
+  int64_t n_ctx_orig = 0;    // the context the model was trained at; required (> 0) when ext_factor != 0
+  bool scaled() const { return freq_scale != 1.0f || ext_factor != 0.0f || attn_factor != 1.0f; }
   std::string to_string() const override;
 };
 Result<RopeParams> parse_rope_params(const graph::Node& node);
 
-// X [..., n_tokens, n_heads, head_dim] as rows of (n_heads, head_dim), with the rotary dims resolved.
+// X [..., n_tokens, n_heads, head_dim] as rows of (n_heads, head_dim), with the rotary dims resolved, and YaRN's
+// correction dims [corr_low, corr_high] (pair indices; meaningful when ext_factor != 0).
 struct RopeGeometry final : TypedGeometry<RopeGeometry> {
   static constexpr std::string_view kName = "RopeGeometry";
   int64_t rows = 0, n_tokens = 0, n_heads = 0, head_dim = 0, rotary_dims = 0;
+  float corr_low = 0.0f, corr_high = 0.0f;
 };
 // InvalidArgument when X has rank < 3, rotary_dims is odd or exceeds head_dim, or positions do not hold n_tokens
 // values.
 Result<RopeGeometry> rope_geometry(const RopeParams& params, const Shape& x, const Shape& positions);
+// InvalidArgument unless `freq_factors` is a 1-D f32 of rotary_dims / 2 values (RoPE's optional third input).
+Status check_rope_freq_factors(const RopeGeometry& g, DType dtype, const Shape& freq_factors);
+// ramp(i) · ext_factor of Note [RoPE scaling]: 1 below corr_low, 0 above corr_high, linear between.
+double rope_yarn_mix(const RopeParams& params, const RopeGeometry& g, int64_t pair);
 
 // ---- LRN ----
 // y = x / (bias + alpha / size * sum of x² over the channels [c - (size-1)/2, c + size/2])^beta, X [N, C, ...].
