@@ -155,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(WG) attend(const float* q, const ca
                                                         const int* token_seq, const int* positions, float* out,
                                                         int n_heads, int n_kv, int n_blocks, int block_size,
                                                         int max_blocks, int n_seqs, int layer, float scale,
-                                                        volatile int* ctl) {
+                                                        int window, float softcap, volatile int* ctl) {
   __shared__ float scores[MAX_CTX];  // (n_visible) scores, then their exponentials
   __shared__ float query[HEAD_DIM];
   __shared__ float maxima[WG];
@@ -175,12 +175,16 @@ extern "C" __global__ void __launch_bounds__(WG) attend(const float* q, const ca
   const float* qh = q + ((long long)t * n_heads + h) * HEAD_DIM;
   for (int d = lid; d < HEAD_DIM; d += WG) query[d] = CACHE_F16 ? hx_round_half(qh[d]) : qh[d];
   __syncthreads();
-  const int n_visible = p + 1;
+  // The visible positions [first, p]: all of them, or the last `window` (a sliding-window layer); scores[i] is
+  // position first + i's.
+  const int first = window > 0 ? max(0, p - window + 1) : 0;
+  const int n_visible = p + 1 - first;
   const int* table = tables + (long long)s * max_blocks;
   const long long layer_slot = (long long)layer * n_blocks * block_size;
 
   float local_max = __int_as_float(0xff800000);  // -inf
-  for (int j = lid; j < n_visible; j += WG) {
+  for (int i = lid; i < n_visible; i += WG) {
+    const int j = first + i;
     const int block = table[j / block_size];
     float score = 0.0f;
     if (block < 0 || block >= n_blocks) {
@@ -202,8 +206,12 @@ extern "C" __global__ void __launch_bounds__(WG) attend(const float* q, const ca
       for (; d < HEAD_DIM; ++d) partial[d % 8] = partial[d % 8] + query[d] * CACHE_LOAD(k_cache, row + d);
       score = (((partial[0] + partial[1]) + (partial[2] + partial[3])) +
                ((partial[4] + partial[5]) + (partial[6] + partial[7]))) * scale;
+      if (softcap > 0.0f) {  // Note [Score softcap] in kernels/cpu/llm_ops.cc
+        const float e = hx_exp(2.0f * (score / softcap));
+        score = softcap * (1.0f - 2.0f / (e + 1.0f));
+      }
     }
-    scores[j] = score;
+    scores[i] = score;
     local_max = score > local_max ? score : local_max;
   }
   maxima[lid] = local_max;
@@ -217,11 +225,11 @@ extern "C" __global__ void __launch_bounds__(WG) attend(const float* q, const ca
     return;  // uniform: stop was read before the barriers above
   }
   const float max_score = maxima[0];
-  for (int j = lid; j < n_visible; j += WG) scores[j] = hx_exp(scores[j] - max_score);
+  for (int i = lid; i < n_visible; i += WG) scores[i] = hx_exp(scores[i] - max_score);
   __syncthreads();
   if (lid == 0) {
     float sum = 0.0f;
-    for (int j = 0; j < n_visible; ++j) sum = sum + scores[j];
+    for (int i = 0; i < n_visible; ++i) sum = sum + scores[i];
     inv_sum = 1.0f / sum;
   }
   __syncthreads();
@@ -230,11 +238,12 @@ extern "C" __global__ void __launch_bounds__(WG) attend(const float* q, const ca
   for (int d = lid; d < HEAD_DIM; d += WG) {
     const bool fused = HX_CPU_FMA && d < (HEAD_DIM & ~7);  // the CPU's AVX2 axpy fuses all but the tail
     float acc = 0.0f;
-    for (int j = 0; j < n_visible; ++j) {
+    for (int i = 0; i < n_visible; ++i) {
+      const int j = first + i;
       const int block = table[j / block_size];
       if (block < 0 || block >= n_blocks) continue;
       const long long row = ((layer_slot + (long long)block * block_size + j % block_size) * n_kv + g) * HEAD_DIM;
-      const float prob = CACHE_F16 ? hx_round_half(scores[j] * inv) : scores[j] * inv;
+      const float prob = CACHE_F16 ? hx_round_half(scores[i] * inv) : scores[i] * inv;
       const float v = CACHE_LOAD(v_cache, row + d);
       acc = fused ? fmaf(prob, v, acc) : acc + prob * v;
     }

@@ -164,11 +164,6 @@ ops::KernelDef paged_attention_kernel(const Backend& backend, std::shared_ptr<co
     if (params.layer >= g.n_layers) {
       return invalid_argument("PagedAttention: layer {} is outside the cache's {} layers", params.layer, g.n_layers);
     }
-    if (params.window != 0 || params.softcap != 0.0f) {
-      // The device kernels do not take the sliding window or the score softcap yet (the CPU kernel does).
-      return unimplemented("PagedAttention on {}: window={} and softcap={} are not supported (cpu only)", backend.name,
-                           params.window, params.softcap);
-    }
     if (g.n_tokens == 0) return ok_status();
     const std::span<const ops::TensorRef> in = launch.inputs;
     const float scale = params.scale != 0.0f ? params.scale : 1.0f / std::sqrt(static_cast<float>(g.head_dim));
@@ -193,6 +188,8 @@ ops::KernelDef paged_attention_kernel(const Backend& backend, std::shared_ptr<co
     for (int64_t v : {g.n_heads, g.n_kv}) attend.push_back(hal::KernelArg::scalar(static_cast<int32_t>(v)));
     cache_dims(attend);
     attend.push_back(hal::KernelArg::scalar(scale));
+    attend.push_back(hal::KernelArg::scalar(static_cast<int32_t>(params.window)));
+    attend.push_back(hal::KernelArg::scalar(params.softcap));
     return launch_program(stream, *program, "attend", options, launch.tiling->launch, attend);
   };
   return def;

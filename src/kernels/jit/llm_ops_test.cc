@@ -135,6 +135,33 @@ TEST_P(DeviceLlmOpsTest, PagedAttentionMatchesTheCpu) {
   }
 }
 
+TEST_P(DeviceLlmOpsTest, SlidingWindowAndSoftcapMatchTheCpu) {
+  std::mt19937 rng(57);
+  struct Case {
+    AttentionCase attention;
+    int64_t window;
+    double softcap;
+  };
+  const std::vector<Case> cases = {
+      // Small heads (head_dim < the group) with windows shorter than the history, and a capped one.
+      {{6, 2, 36, 2, 16, 4, 5, 1, DType::kF16, {{3, 4, 5, 6, 7}, {9}, {13}}}, 4, 0.0},
+      {{6, 2, 40, 2, 12, 4, 5, 0, DType::kF32, {{0, 1, 2}, {19}}}, 3, 1.5},
+      {{6, 2, 36, 2, 16, 4, 5, 1, DType::kF16, {{3, 4, 5, 6, 7}, {9}, {13}}}, 0, 50.0},
+      {{2, 1, 8, 1, 8, 4, 4, 0, DType::kF16, {{14, 15}}}, 1, 0.0},
+      // Gemma 3's head_dim 256 with a 512 window, queries before and after it.
+      {{4, 1, 256, 1, 80, 16, 64, 0, DType::kF16, {{100}, {700, 701}, {1023}}}, 512, 0.0},
+      // Gemma 2's: head_dim 256, window 4096 not reached, softcap 50.
+      {{8, 4, 256, 1, 40, 16, 20, 0, DType::kF16, {{250}, {0, 1}}}, 4096, 50.0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("head_dim {} window {} softcap {}", c.attention.head_dim, c.window, c.softcap));
+    OpCall call = attention_call(c.attention, rng);
+    call.attrs.set("window", graph::Attribute(c.window));
+    call.attrs.set("softcap", graph::Attribute(c.softcap));
+    expect_close_to_cpu(call, device(), "PagedAttentionF32", 0.0);
+  }
+}
+
 TEST_P(DeviceLlmOpsTest, PagedAttentionBadBlockTableFailsTheLaunch) {
   std::mt19937 rng(54);
   OpCall call = attention_call({2, 1, 8, 1, 4, 4, 2, 0, DType::kF16, {{5}}}, rng);

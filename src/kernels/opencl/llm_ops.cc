@@ -120,7 +120,8 @@ __kernel void attend(__global const uchar* q_buf, ulong q_off, __global const uc
                      __global const uchar* vc_buf, ulong vc_off, __global const uchar* tab_buf, ulong tab_off,
                      __global const uchar* seq_buf, ulong seq_off, __global const uchar* pos_buf, ulong pos_off,
                      __global uchar* out_buf, ulong out_off, int n_heads, int n_kv, int n_blocks, int block_size,
-                     int max_blocks, int n_seqs, int layer, float scale, __global volatile int* ctl) {
+                     int max_blocks, int n_seqs, int layer, float scale, int window, float softcap,
+                     __global volatile int* ctl) {
   __local float scores[MAX_CTX];  // (n_visible) scores, then their exponentials
   __local float query[HEAD_DIM];
   __local float maxima[WG];
@@ -138,16 +139,28 @@ __kernel void attend(__global const uchar* q_buf, ulong q_off, __global const uc
   }
   if (lid == 0) stop = ctl[0];
   __global const float* qh = HX_AT(const float, q_buf, q_off) + ((long)t * n_heads + h) * HEAD_DIM;
-  for (int d = lid; d < HEAD_DIM; d += WG) query[d] = CACHE_F16 ? hx_round_half(qh[d]) : qh[d];
+  // Note [PoCL strided loops]: PoCL 3.1 (LLVM 15) compiles `for (d = lid; d < HEAD_DIM; d += WG)` with a constant
+  // HEAD_DIM < WG into one unguarded iteration for every work-item in some builds of this kernel (adding two scalar
+  // arguments was enough): work-items past HEAD_DIM then wrote y[lid]. The loops over head dims step from a common
+  // base and break instead, which it compiles as written.
+  for (int d0 = 0; d0 < HEAD_DIM; d0 += WG) {
+    const int d = d0 + lid;
+    if (d >= HEAD_DIM) break;
+    query[d] = CACHE_F16 ? hx_round_half(qh[d]) : qh[d];
+  }
   barrier(CLK_LOCAL_MEM_FENCE);
-  const int n_visible = p + 1;
+  // The visible positions [first, p]: all of them, or the last `window` (a sliding-window layer); scores[i] is
+  // position first + i's.
+  const int first = window > 0 ? max(0, p - window + 1) : 0;
+  const int n_visible = p + 1 - first;
   __global const int* table = HX_AT(const int, tab_buf, tab_off) + (long)s * max_blocks;
   __global const uchar* kc = HX_AT(const uchar, kc_buf, kc_off);
   __global const uchar* vc = HX_AT(const uchar, vc_buf, vc_off);
   const long layer_slot = (long)layer * n_blocks * block_size;
 
   float local_max = -INFINITY;
-  for (int j = lid; j < n_visible; j += WG) {
+  for (int i = lid; i < n_visible; i += WG) {
+    const int j = first + i;
     const int block = table[j / block_size];
     float score = 0.0f;
     if (block < 0 || block >= n_blocks) {
@@ -168,8 +181,12 @@ __kernel void attend(__global const uchar* q_buf, ulong q_off, __global const uc
       for (; d < HEAD_DIM; ++d) partial[d % 8] += query[d] * CACHE_LOAD(kc, row + d);
       score = (((partial[0] + partial[1]) + (partial[2] + partial[3])) +
                ((partial[4] + partial[5]) + (partial[6] + partial[7]))) * scale;
+      if (softcap > 0.0f) {  // Note [Score softcap] in kernels/cpu/llm_ops.cc
+        const float e = hx_exp(2.0f * (score / softcap));
+        score = softcap * (1.0f - 2.0f / (e + 1.0f));
+      }
     }
-    scores[j] = score;
+    scores[i] = score;
     local_max = score > local_max ? score : local_max;
   }
   maxima[lid] = local_max;
@@ -183,24 +200,27 @@ __kernel void attend(__global const uchar* q_buf, ulong q_off, __global const uc
     return;
   }
   const float max_score = maxima[0];
-  for (int j = lid; j < n_visible; j += WG) scores[j] = hx_exp(scores[j] - max_score);
+  for (int i = lid; i < n_visible; i += WG) scores[i] = hx_exp(scores[i] - max_score);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lid == 0) {
     float sum = 0.0f;
-    for (int j = 0; j < n_visible; ++j) sum += scores[j];
+    for (int i = 0; i < n_visible; ++i) sum += scores[i];
     inv_sum = 1.0f / sum;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   const float inv = inv_sum;
   __global float* yh = HX_AT(float, out_buf, out_off) + ((long)t * n_heads + h) * HEAD_DIM;
-  for (int d = lid; d < HEAD_DIM; d += WG) {
+  for (int d0 = 0; d0 < HEAD_DIM; d0 += WG) {  // Note [PoCL strided loops]
+    const int d = d0 + lid;
+    if (d >= HEAD_DIM) break;
     const bool fused = HX_CPU_FMA && d < (HEAD_DIM & ~7);  // the CPU's AVX2 axpy fuses all but the tail
     float acc = 0.0f;
-    for (int j = 0; j < n_visible; ++j) {
+    for (int i = 0; i < n_visible; ++i) {
+      const int j = first + i;
       const int block = table[j / block_size];
       if (block < 0 || block >= n_blocks) continue;
       const long row = ((layer_slot + (long)block * block_size + j % block_size) * n_kv + g) * HEAD_DIM;
-      const float prob = CACHE_F16 ? hx_round_half(scores[j] * inv) : scores[j] * inv;
+      const float prob = CACHE_F16 ? hx_round_half(scores[i] * inv) : scores[i] * inv;
       const float v = CACHE_LOAD(vc, row + d);
       acc = fused ? fma(prob, v, acc) : acc + prob * v;
     }
