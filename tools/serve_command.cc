@@ -13,6 +13,7 @@
 #include "chat_template_flag.h"
 #include "commands.h"
 #include "hxrt/llm/llm.h"
+#include "hxrt/llm/model_cache.h"
 #include "hxrt/serve/server.h"
 
 namespace hxrt::tools {
@@ -82,7 +83,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions)");
   cmd->add_option("--model,-m", flags->model,
-                  "GGUF model file (default: SmolLM2-135M-Instruct Q4_1, fetched on first use)");
+                  "GGUF model file, or a model cache name fetched on first use: " + llm::named_model_list());
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   add_chat_template_option(cmd, &flags->chat_template);
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);

@@ -62,8 +62,8 @@ Result<std::unique_ptr<Device>> DriverRegistry::open(std::string_view spec) cons
   return driver->open_device(ordinal);
 }
 
-Status register_builtin_drivers(DriverRegistry& registry) {
-  HXRT_RETURN_IF_ERROR(registry.add(make_cpu_driver()));
+Status register_builtin_drivers(DriverRegistry& registry, int cpu_threads) {
+  HXRT_RETURN_IF_ERROR(registry.add(make_cpu_driver(CpuDriverOptions{.num_threads = cpu_threads})));
   HXRT_RETURN_IF_ERROR(registry.add(make_opencl_driver()));
   HXRT_RETURN_IF_ERROR(registry.add(make_cuda_driver()));
   return ok_status();

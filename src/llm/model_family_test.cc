@@ -196,5 +196,23 @@ TEST(ModelFamily, RopeScalingKeysAsLlamaCppReadsThem) {
   EXPECT_EQ(none->rope_scaling.freq_scale, 1.0f);
 }
 
+// The family loader's fuzz seeds (tests/fuzz/make_seeds.py) are valid models, so fuzzing starts past the checks.
+TEST(ModelFamily, EveryFuzzSeedLoadsAndBuilds) {
+  const std::filesystem::path dir = std::filesystem::path(HXRT_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "model_family";
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".gguf") continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    Result<formats::GgufFile> file = formats::GgufFile::open(entry.path().string());
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    Result<ModelConfig> config = ModelConfig::from_gguf(*file);
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    Result<graph::Graph> graph = build_decoder_graph(*file, *config, {.block_size = 4});
+    EXPECT_TRUE(graph.ok()) << graph.status().to_string();
+    ++seeds;
+  }
+  EXPECT_GE(seeds, 7);
+}
+
 }  // namespace
 }  // namespace hxrt::llm

