@@ -206,6 +206,12 @@ Result<ModelConfig> ModelConfig::from_gguf(const formats::GgufFile& file) {
     return unimplemented("GGUF key '{}expert_count' = {}: mixture-of-experts decoders are not supported yet", p, *experts);
   }
   HXRT_ASSIGN_OR_RETURN(c.n_layers, int_key(file, p + "block_count", true));
+  // Each block has at least its norms and projections as tensors: a count beyond the file's tensors is a lie
+  // (checked before anything is sized by it).
+  if (static_cast<size_t>(c.n_layers) > file.tensors().size()) {
+    return invalid_argument("GGUF key '{}block_count' = {} exceeds what the file's {} tensors can hold", p, c.n_layers,
+                            file.tensors().size());
+  }
   HXRT_ASSIGN_OR_RETURN(c.n_embd, int_key(file, p + "embedding_length", true));
   HXRT_ASSIGN_OR_RETURN(c.n_ff, int_key(file, p + "feed_forward_length", true));
   HXRT_ASSIGN_OR_RETURN(c.n_heads, int_key(file, p + "attention.head_count", true));

@@ -15,6 +15,12 @@ constexpr std::string_view kGpt2Regex = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p
 constexpr std::string_view kLlama3Regex =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// GPT-4o's (o200k) split, as its tokenizer.json gives it: case-aware words with optional contractions, digits in
+// threes, punctuation runs with trailing newlines or slashes.
+constexpr std::string_view kGpt4oRegex =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 constexpr std::string_view kQwen2Regex =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
@@ -48,6 +54,7 @@ const std::vector<NamedConfig>& named_configs() {
     auto qwen2 = [](std::string_view canonical, bool clean_spaces) {
       return PreTokenizerConfig{.canonical_name = canonical, .regexes = {kQwen2Regex}, .clean_spaces = clean_spaces};
     };
+    const PreTokenizerConfig kGpt4o{.canonical_name = "gpt-4o", .regexes = {kGpt4oRegex}, .clean_spaces = false};
     std::vector<NamedConfig> configs = {
         {"default", kDefault},
         {"gpt-2", gpt2("gpt-2", true)},
@@ -83,6 +90,7 @@ const std::vector<NamedConfig>& named_configs() {
         {"hunyuan", qwen2("hunyuan", false)},
         {"solar-open", qwen2("solar-open", false)},
     };
+    for (std::string_view name : {"gpt-4o", "llama4", "kanana2", "talkie"}) configs.push_back({name, kGpt4o});
     for (std::string_view name :
          {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"}) {
       configs.push_back({name, kLlama3});

@@ -300,6 +300,35 @@ TEST_F(SmolLm2Tokenizer, MatchesLlamaCppGoldens) {
   }
 }
 
+// Every byte-level BPE pre-tokenizer llama.cpp selects by tokenizer.ggml.pre, on SmolLM2's vocabulary and merges,
+// against llama.cpp's ids for the corpus (tests/llm/goldens/pretokenizers.json, scripts/make_pretokenizer_goldens.py).
+TEST_F(SmolLm2Tokenizer, EveryPreTokenizerMatchesLlamaCppOnTheCorpus) {
+  std::ifstream in(std::filesystem::path(HXRT_SOURCE_DIR) / "tests" / "llm" / "goldens" / "pretokenizers.json");
+  ASSERT_TRUE(in);
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  auto file = GgufFile::open(hxrt::testing::find_default_model());
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  int compared = 0;
+  for (const auto& [pre, ids] : golden["ids"].items()) {
+    SCOPED_TRACE(pre);
+    auto spec = tokenizer_spec_from_gguf(*file);
+    ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+    spec->pre = pre;
+    auto tokenizer = Tokenizer::create(std::move(spec).value());
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+    const nlohmann::json& texts = golden["texts"];
+    ASSERT_EQ(ids.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      auto got = (*tokenizer)->encode(texts[i]["text"].get<std::string>(),
+                                      EncodeOptions{.add_special = false, .parse_special = true});
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_EQ(*got, ids[i].get<std::vector<int32_t>>()) << texts[i]["name"];
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 6 * 48);
+}
+
 TEST_F(SmolLm2Tokenizer, ChatPromptsMatchLlamaCppGoldens) {
   const nlohmann::json goldens = load_goldens();
   if (goldens.is_null()) GTEST_SKIP() << "goldens not found at " << golden_path();
