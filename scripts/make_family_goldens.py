@@ -13,7 +13,8 @@ and post norms (gemma2/3), sliding-window layers with a window of 5 positions (s
 continuation; gemma3's sixth layer is global, at its own RoPE base), attention and final logit softcaps small
 enough to bite (gemma2). The vocabulary, prompts and the greedy/logit recording are the quant goldens'
 (make_quant_model_goldens.py). Four more models carry RoPE scaling: frequency factors (llama), YaRN (qwen2),
-Phi-3's short/long factors with an attention factor, and linear scaling of Gemma 3's global layers.
+Phi-3's short/long factors with an attention factor, and linear scaling of Gemma 3's global layers; two carry
+expert FFNs (qwen3moe, and llama in Mixtral's form).
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ FAMILIES = {
                        bias=True, scaling="yarn", factor=4.0, orig_ctx=16),
     "phi3-longrope": dict(arch="phi3", layers=2, embd=256, heads=4, kv_heads=4, head_dim=64, ff=256, tied=False,
                           fused=True, long_short=True, orig_ctx=32, attn_factor=1.2),
+    # Mixture of experts: Qwen3-MoE (8 experts, 2 per token, renormalised) and Mixtral's form of llama (4 experts).
+    # The router's weights are large so that no token's choice of experts is a near-tie.
+    "qwen3moe": dict(layers=2, embd=256, heads=8, kv_heads=2, head_dim=64, ff=256, tied=True, qk_norm=True,
+                     experts=8, experts_used=2, ff_expert=128),
+    "llama-moe": dict(arch="llama", layers=2, embd=256, heads=4, kv_heads=2, head_dim=64, ff=256, tied=False,
+                      experts=4, experts_used=2, ff_expert=256),
     "gemma3-linear": dict(arch="gemma3", layers=6, embd=256, heads=4, kv_heads=1, head_dim=128, ff=256, tied=True,
                           post_norms=True, qk_norm=True, window=5, rope_base=1.0e6, scaling="linear", factor=8.0),
 }
@@ -87,6 +94,10 @@ def write_f32_model(path: str, name: str, h: dict) -> None:
         w.add_float32(f"{arch}.attn_logit_softcapping", h["attn_softcap"])
     if "final_softcap" in h:
         w.add_float32(f"{arch}.final_logit_softcapping", h["final_softcap"])
+    if "experts" in h:
+        w.add_uint32(f"{arch}.expert_count", h["experts"])
+        w.add_uint32(f"{arch}.expert_used_count", h["experts_used"])
+        w.add_uint32(f"{arch}.expert_feed_forward_length", h["ff_expert"])
     if "scaling" in h:
         w.add_string(f"{arch}.rope.scaling.type", h["scaling"])
         w.add_float32(f"{arch}.rope.scaling.factor", h["factor"])
@@ -138,6 +149,13 @@ def write_f32_model(path: str, name: str, h: dict) -> None:
             # weigh as much as that in the residual stream, so the logits are not just the input token's.
             w.add_tensor(p + "post_attention_norm.weight", vec(e, 4.0, 0.4))
             w.add_tensor(p + "post_ffw_norm.weight", vec(e, 4.0, 0.4))
+        if "experts" in h:
+            n_exp, fe = h["experts"], h["ff_expert"]
+            w.add_tensor(p + "ffn_gate_inp.weight", mat(n_exp, e, 16.0))
+            w.add_tensor(p + "ffn_gate_exps.weight", np.stack([mat(fe, e, 1.0) for _ in range(n_exp)]))
+            w.add_tensor(p + "ffn_up_exps.weight", np.stack([mat(fe, e, 1.0) for _ in range(n_exp)]))
+            w.add_tensor(p + "ffn_down_exps.weight", np.stack([mat(e, fe, 1.0) for _ in range(n_exp)]))
+            continue
         if h.get("fused"):
             w.add_tensor(p + "ffn_up.weight", np.concatenate([mat(ff, e, 1.0), mat(ff, e, 1.0)]))
         else:

@@ -117,6 +117,12 @@ class Builder {
     return names;
   }
 
+  // A node of several outputs, named `outputs`.
+  Status multi(const std::string& name, const std::string& op, std::vector<std::string> inputs,
+               std::vector<std::string> outputs, graph::AttributeMap attrs) {
+    return graph_.add_node(name, op, inputs, outputs, std::move(attrs), "hxrt", 1).status();
+  }
+
   // RMSNorm(x) · weight (the fusion pass turns the pair into RMSNormMul).
   Result<std::string> rms_norm(const std::string& name, const std::string& x, const std::string& weight_name, float eps) {
     graph::AttributeMap attrs;
@@ -245,6 +251,30 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
       }
       HXRT_ASSIGN_OR_RETURN(std::string x1, b.node(n + "attn.residual", "Add", {x, o}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string h2, b.rms_norm(n + "ffn_norm", x1, w + "ffn_norm.weight", c.rms_epsilon));
+      if (c.n_experts > 0) {
+        // Mixture of experts: route, then the chosen experts' SwiGLU FFNs as expert-batched MatMulQs, summed with
+        // the router's weights by the down projection.
+        HXRT_ASSIGN_OR_RETURN(std::string router_w, b.weight(w + "ffn_gate_inp.weight"));
+        HXRT_ASSIGN_OR_RETURN(std::string logits, b.hxrt(n + "moe.logits", "MatMulQ", {h2, router_w}));
+        graph::AttributeMap route;
+        route.set("k", graph::Attribute(static_cast<int64_t>(c.n_experts_used)));
+        route.set("normalize", graph::Attribute(int64_t{c.expert_weights_norm ? 1 : 0}));
+        route.set("scale", graph::Attribute(static_cast<double>(c.expert_weights_scale)));
+        const std::string ids = n + "moe.ids", weights = n + "moe.weights";
+        HXRT_RETURN_IF_ERROR(b.multi(n + "moe.route", "MoeRoute", {logits}, {ids, weights}, std::move(route)));
+        HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> experts,
+                              b.weights(w, {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}, ".weight"));
+        HXRT_ASSIGN_OR_RETURN(std::string gate, b.hxrt(n + "moe.gate", "MatMulQExperts", {h2, experts[0], ids}));
+        HXRT_ASSIGN_OR_RETURN(std::string up, b.hxrt(n + "moe.up", "MatMulQExperts", {h2, experts[1], ids}));
+        HXRT_ASSIGN_OR_RETURN(std::string act, b.hxrt(n + "moe.gate.silu", "Silu", {gate}));
+        HXRT_ASSIGN_OR_RETURN(std::string gated, b.node(n + "moe.gated", "Mul", {act, up}, {}, "", 14));
+        HXRT_ASSIGN_OR_RETURN(std::string down,
+                              b.hxrt(n + "moe.down", "MatMulQExperts", {gated, experts[2], ids, weights}));
+        if (f.post_norms) {
+          HXRT_ASSIGN_OR_RETURN(down, b.rms_norm(n + "post_ffw_norm", down, w + "post_ffw_norm.weight", c.rms_epsilon));
+        }
+        return b.node(n + "ffn.residual", "Add", {x1, down}, {}, "", 14);
+      }
       HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> wgu,
                             f.fused_gate_up ? b.row_slices(w + "ffn_up.weight", {c.n_ff, c.n_ff}, {"gate", "up"})
                                             : b.weights(w, {"ffn_gate", "ffn_up"}, ".weight"));

@@ -60,6 +60,14 @@ Status check_tensors(const formats::GgufFile& file, ModelConfig& c) {
       HXRT_RETURN_IF_ERROR(check_tensor(file, b + "post_attention_norm.weight", Shape{e}));
       HXRT_RETURN_IF_ERROR(check_tensor(file, b + "post_ffw_norm.weight", Shape{e}));
     }
+    if (c.n_experts > 0) {
+      const int64_t n_exp = c.n_experts, fe = c.n_ff_expert;
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_gate_inp.weight", Shape{n_exp, e}));
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_gate_exps.weight", Shape{n_exp, fe, e}));
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_up_exps.weight", Shape{n_exp, fe, e}));
+      HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_down_exps.weight", Shape{n_exp, e, fe}));
+      continue;
+    }
     if (f.fused_gate_up) {
       HXRT_RETURN_IF_ERROR(check_tensor(file, b + "ffn_up.weight", Shape{2 * ff, e}));
     } else {
@@ -82,6 +90,39 @@ Status check_tensors(const formats::GgufFile& file, ModelConfig& c) {
   }
   if (r.factors_short.empty() != r.factors_long.empty()) {
     return invalid_argument("the file has only one of 'rope_factors_short.weight' and 'rope_factors_long.weight'");
+  }
+  return ok_status();
+}
+
+// {arch}.expert_count and the keys that go with it, as llama.cpp reads them; the family says whether it has experts.
+Status read_experts(const formats::GgufFile& file, ModelConfig& c) {
+  using families::int_key;
+  const std::string p = c.architecture + ".";
+  HXRT_ASSIGN_OR_RETURN(c.n_experts, int_key(file, p + "expert_count", false, 0));
+  const ModelFamily::Experts allowed = c.family->experts;
+  if (c.n_experts == 0) {
+    if (allowed == ModelFamily::Experts::kRequired) {
+      return invalid_argument("{} is a mixture-of-experts family: GGUF key '{}expert_count' is missing", c.architecture, p);
+    }
+    return ok_status();
+  }
+  if (allowed == ModelFamily::Experts::kNone) {
+    return unimplemented("GGUF key '{}expert_count' = {}: hxrt's {} family has no expert FFNs (llama and qwen3moe do)",
+                         p, c.n_experts, c.architecture);
+  }
+  HXRT_ASSIGN_OR_RETURN(c.n_experts_used, int_key(file, p + "expert_used_count", true));
+  if (c.n_experts_used > c.n_experts) {
+    return invalid_argument("GGUF key '{}expert_used_count' = {} exceeds expert_count {}", p, c.n_experts_used, c.n_experts);
+  }
+  HXRT_ASSIGN_OR_RETURN(const int dense, int_key(file, p + "feed_forward_length", false, 0));
+  HXRT_ASSIGN_OR_RETURN(c.n_ff_expert, int_key(file, p + "expert_feed_forward_length", dense == 0, dense));
+  HXRT_ASSIGN_OR_RETURN(c.expert_weights_scale, families::float_key(file, p + "expert_weights_scale", 0.0f));
+  if (file.find(p + "expert_shared_count") != nullptr || file.find_tensor("blk.0.ffn_gate_inp_shexp.weight") != nullptr) {
+    return unimplemented("shared experts ({}expert_shared_count) are not supported", p);
+  }
+  if (file.find(p + "expert_gating_func") != nullptr) {
+    HXRT_ASSIGN_OR_RETURN(const int gating, int_key(file, p + "expert_gating_func", false, 1));
+    if (gating != 1) return unimplemented("GGUF key '{}expert_gating_func' = {}: hxrt routes by softmax (1) only", p, gating);
   }
   return ok_status();
 }
@@ -180,6 +221,7 @@ std::string ModelFamily::variants() const {
   if (qk_norm) out += " qk_norm";
   if (post_norms) out += " post_norms";
   if (fused_gate_up) out += " fused_gate_up";
+  if (experts != Experts::kNone) out += experts == Experts::kRequired ? " experts" : " experts_optional";
   if (scale_embeddings) out += " scale_embeddings";
   return out;
 }
@@ -202,9 +244,6 @@ Result<ModelConfig> ModelConfig::from_gguf(const formats::GgufFile& file) {
   HXRT_ASSIGN_OR_RETURN(c.family, find_model_family(arch));
   if (Result<std::string_view> name = file.get_string("general.name"); name.ok()) c.name = std::string(*name);
   const std::string p = c.architecture + ".";
-  if (Result<int64_t> experts = file.get_i64(p + "expert_count"); experts.ok() && *experts > 0) {
-    return unimplemented("GGUF key '{}expert_count' = {}: mixture-of-experts decoders are not supported yet", p, *experts);
-  }
   HXRT_ASSIGN_OR_RETURN(c.n_layers, int_key(file, p + "block_count", true));
   // Each block has at least its norms and projections as tensors: a count beyond the file's tensors is a lie
   // (checked before anything is sized by it).
@@ -213,7 +252,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const formats::GgufFile& file) {
                             file.tensors().size());
   }
   HXRT_ASSIGN_OR_RETURN(c.n_embd, int_key(file, p + "embedding_length", true));
-  HXRT_ASSIGN_OR_RETURN(c.n_ff, int_key(file, p + "feed_forward_length", true));
+  HXRT_RETURN_IF_ERROR(read_experts(file, c));
+  // A mixture-of-experts file may leave out the dense width (its FFNs are the experts').
+  HXRT_ASSIGN_OR_RETURN(c.n_ff, int_key(file, p + "feed_forward_length", c.n_experts == 0, c.n_ff_expert));
   HXRT_ASSIGN_OR_RETURN(c.n_heads, int_key(file, p + "attention.head_count", true));
   HXRT_ASSIGN_OR_RETURN(c.n_kv_heads, int_key(file, p + "attention.head_count_kv", false, c.n_heads));
   HXRT_ASSIGN_OR_RETURN(c.context_length, int_key(file, p + "context_length", false, 2048));
@@ -268,6 +309,10 @@ std::string ModelConfig::to_string() const {
   if (r.attn_factor != 1.0f) out += fmt::format(", rope attn factor {}", r.attn_factor);
   if (!r.factors.empty()) out += ", rope frequency factors";
   if (!r.factors_long.empty()) out += ", rope short/long factors";
+  if (n_experts > 0) {
+    out += fmt::format(", {} of {} experts × ffn {}{}", n_experts_used, n_experts, n_ff_expert,
+                       expert_weights_norm ? " (weights renormalised)" : "");
+  }
   if (attention_scale > 0) out += fmt::format(", attention scale {}", attention_scale);
   if (attention_softcap > 0) out += fmt::format(", attention softcap {}", attention_softcap);
   if (final_softcap > 0) out += fmt::format(", final softcap {}", final_softcap);

@@ -62,7 +62,7 @@ TEST(ModelFamily, EveryFamilyIsFoundAndAnUnknownOneListsThem) {
   Result<const ModelFamily*> unknown = find_model_family("mamba");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kUnimplemented);
-  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3"}) {
     EXPECT_NE(unknown.status().message().find(arch), std::string::npos) << unknown.status().to_string();
   }
 }
@@ -159,6 +159,47 @@ TEST(ModelFamily, WrongFilesAreErrorsNamingWhatIsWrong) {
                StatusCode::kUnimplemented, "yarn_log_multiplier");
   expect_error(rewrite(qwen3, keep, "", {{"qwen3.expert_count", formats::GgufValue(uint32_t{8})}}).file,
                StatusCode::kUnimplemented, "expert_count");
+}
+
+// Expert FFNs: the keys and tensors llama.cpp reads, and the files hxrt cannot compute refused by name.
+TEST(ModelFamily, ExpertsAreReadAndWhatIsNotComputedIsRefused) {
+  const formats::GgufFile qwen3moe = open_family("qwen3moe");
+  Result<ModelConfig> c = ModelConfig::from_gguf(qwen3moe);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->n_experts, 8);
+  EXPECT_EQ(c->n_experts_used, 2);
+  EXPECT_EQ(c->n_ff_expert, 128);
+  EXPECT_TRUE(c->expert_weights_norm);
+  EXPECT_NE(c->to_string().find("2 of 8 experts"), std::string::npos) << c->to_string();
+  const formats::GgufFile mixtral = open_family("llama-moe");
+  Result<ModelConfig> m = ModelConfig::from_gguf(mixtral);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->family->architecture, "llama");
+  EXPECT_EQ(m->n_experts, 4);
+  const auto keep = [](const std::string&, formats::GgufValue&) { return true; };
+  const auto expect_error = [](const formats::GgufFile& file, StatusCode code, const std::string& needle) {
+    Result<ModelConfig> bad = ModelConfig::from_gguf(file);
+    ASSERT_FALSE(bad.ok()) << needle;
+    EXPECT_EQ(bad.status().code(), code) << bad.status().to_string();
+    EXPECT_NE(bad.status().to_string().find(needle), std::string::npos) << bad.status().to_string();
+  };
+  const auto drop_key = [](const std::string& name) {
+    return [name](const std::string& key, formats::GgufValue&) { return key != name; };
+  };
+  expect_error(rewrite(qwen3moe, drop_key("qwen3moe.expert_count")).file, StatusCode::kInvalidArgument, "expert_count");
+  expect_error(rewrite(qwen3moe, drop_key("qwen3moe.expert_used_count")).file, StatusCode::kNotFound, "expert_used_count");
+  expect_error(rewrite(qwen3moe, keep, "blk.1.ffn_down_exps.weight").file, StatusCode::kNotFound, "blk.1.ffn_down_exps");
+  expect_error(rewrite(qwen3moe, keep, "", {{"qwen3moe.expert_shared_count", formats::GgufValue(uint32_t{1})}}).file,
+               StatusCode::kUnimplemented, "shared experts");
+  expect_error(rewrite(qwen3moe, keep, "", {{"qwen3moe.expert_gating_func", formats::GgufValue(uint32_t{2})}}).file,
+               StatusCode::kUnimplemented, "expert_gating_func");
+  expect_error(rewrite(qwen3moe,
+                       [](const std::string& key, formats::GgufValue& value) {
+                         if (key == "qwen3moe.expert_used_count") value = formats::GgufValue(uint32_t{9});
+                         return true;
+                       })
+                   .file,
+               StatusCode::kInvalidArgument, "exceeds expert_count");
 }
 
 // {arch}.rope.scaling.* become the RoPE op's attributes as llama.cpp computes them.

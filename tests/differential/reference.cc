@@ -197,8 +197,16 @@ RefTensor rms_norm(const RefTensor& x, double epsilon) {
   return y;
 }
 
+// RoPE's scaling (docs/ops.md): frequency factors, linear interpolation, YaRN's ramp over the correction dims and
+// the cos/sin magnitude, written from ggml's rope_yarn in double.
+struct RopeScalingRef {
+  const RefTensor* factors = nullptr;
+  double freq_scale = 1.0, ext_factor = 0.0, attn_factor = 1.0, beta_fast = 32.0, beta_slow = 1.0;
+  int64_t n_ctx_orig = 0;
+};
+
 Result<RefTensor> rope(const RefTensor& x, const RefTensor& positions, double theta, int64_t rotary_dims,
-                       const std::string& mode) {
+                       const std::string& mode, const RopeScalingRef& scaling = {}) {
   if (x.dims.size() < 3)
     return invalid_argument("RoPE input has rank {}, needs [..., tokens, heads, head_dim]", x.dims.size());
   const size_t r = x.dims.size();
@@ -209,6 +217,19 @@ Result<RefTensor> rope(const RefTensor& x, const RefTensor& positions, double th
     return invalid_argument("RoPE has {} positions for {} tokens", positions.num_elements(), tokens);
   }
   if (mode != "normal" && mode != "neox") return invalid_argument("RoPE mode '{}'", mode);
+  if (scaling.factors != nullptr && scaling.factors->num_elements() != rot / 2) {
+    return invalid_argument("RoPE has {} frequency factors for {} pairs", scaling.factors->num_elements(), rot / 2);
+  }
+  double low = 0, high = 0;
+  if (scaling.ext_factor != 0) {
+    const double pi = std::acos(-1.0);
+    const auto corr = [&](double rotations) {
+      return static_cast<double>(rot) * std::log(static_cast<double>(scaling.n_ctx_orig) / (rotations * 2 * pi)) /
+             (2 * std::log(theta));
+    };
+    low = std::max(0.0, std::floor(corr(scaling.beta_fast)));
+    high = std::min(static_cast<double>(rot - 1), std::ceil(corr(scaling.beta_slow)));
+  }
   RefTensor y = x;
   const int64_t outer = product(x.dims, 0, r - 3);
   for (int64_t o = 0; o < outer; ++o) {
@@ -217,12 +238,17 @@ Result<RefTensor> rope(const RefTensor& x, const RefTensor& positions, double th
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t base = ((o * tokens + t) * heads + h) * head_dim;
         for (int64_t i = 0; i < rot / 2; ++i) {
-          const double angle = pos * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot));
+          double extrap = pos * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot));
+          if (scaling.factors != nullptr) extrap /= scaling.factors->data[at(i)];
+          const double ramp = 1 - std::min(1.0, std::max(0.0, (static_cast<double>(i) - low) / std::max(0.001, high - low)));
+          const double mix = scaling.ext_factor * ramp;
+          const double angle = scaling.freq_scale * extrap * (1 - mix) + extrap * mix;
+          const double c = std::cos(angle) * scaling.attn_factor, sn = std::sin(angle) * scaling.attn_factor;
           const int64_t i0 = mode == "normal" ? 2 * i : i;
           const int64_t i1 = mode == "normal" ? 2 * i + 1 : i + rot / 2;
           const double x0 = x.data[at(base + i0)], x1 = x.data[at(base + i1)];
-          y.data[at(base + i0)] = x0 * std::cos(angle) - x1 * std::sin(angle);
-          y.data[at(base + i1)] = x0 * std::sin(angle) + x1 * std::cos(angle);
+          y.data[at(base + i0)] = x0 * c - x1 * sn;
+          y.data[at(base + i1)] = x0 * sn + x1 * c;
         }
       }
     }
@@ -676,7 +702,17 @@ class Interpreter {
       HXRT_ASSIGN_OR_RETURN(const double theta, attrs.get_float("theta", 10000.0));
       HXRT_ASSIGN_OR_RETURN(const int64_t rotary_dims, attrs.get_int("rotary_dims", 0));
       HXRT_ASSIGN_OR_RETURN(const std::string mode, attrs.get_string("mode", "normal"));
-      return rope(*x, *positions, theta, rotary_dims, mode);
+      RopeScalingRef scaling;
+      if (node.inputs.size() > 2 && node.inputs[2] != graph::kNoValue) {
+        HXRT_ASSIGN_OR_RETURN(scaling.factors, required(node, 2));
+      }
+      HXRT_ASSIGN_OR_RETURN(scaling.freq_scale, attrs.get_float("freq_scale", 1.0));
+      HXRT_ASSIGN_OR_RETURN(scaling.ext_factor, attrs.get_float("ext_factor", 0.0));
+      HXRT_ASSIGN_OR_RETURN(scaling.attn_factor, attrs.get_float("attn_factor", 1.0));
+      HXRT_ASSIGN_OR_RETURN(scaling.beta_fast, attrs.get_float("beta_fast", 32.0));
+      HXRT_ASSIGN_OR_RETURN(scaling.beta_slow, attrs.get_float("beta_slow", 1.0));
+      HXRT_ASSIGN_OR_RETURN(scaling.n_ctx_orig, attrs.get_int("n_ctx_orig", 0));
+      return rope(*x, *positions, theta, rotary_dims, mode, scaling);
     }
     if (op == "Gather") {
       HXRT_ASSIGN_OR_RETURN(const RefTensor* indices, required(node, 1));

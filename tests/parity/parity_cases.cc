@@ -240,6 +240,16 @@ std::vector<Case> rope_cases(std::mt19937& rng) {
       }
     }
   }
+  // Scaled: Llama 3.1's frequency factors, linear and YaRN scaling (the kernels compute these angles in double).
+  for (const char* mode : {"normal", "neox"}) {
+    cases.push_back(make({in(random(rng, DType::kF32, {6, 2, 16})), in(random(rng, DType::kI32, {6}, 0, 50)),
+                          in(random(rng, DType::kF32, {8}, 1.0, 8.0))},
+                         1e-8, attrs({{"mode", mode}})));
+    cases.push_back(make({in(random(rng, DType::kF32, {6, 2, 16})), in(random(rng, DType::kI64, {6}, 0, 50)), std::nullopt},
+                         1e-8,
+                         attrs({{"mode", mode}, {"freq_scale", 0.25}, {"ext_factor", 1.0}, {"attn_factor", 1.1386},
+                                {"n_ctx_orig", int64_t{16}}})));
+  }
   return cases;
 }
 
@@ -446,6 +456,91 @@ std::vector<Case> gather_rows_cases(std::mt19937& rng) {
 // tokens (written into their slots first, rounded to the cache dtype). The reference attends in double over the
 // cache after those writes; an f16 cache rounds the new keys and values (and the kernels take the products at f16
 // precision), well inside kHalfNmse.
+// MoeRoute: softmax over the experts, the k best (the lower id on ties), weights renormalised / scaled.
+std::vector<Case> moe_route_cases(std::mt19937& rng) {
+  std::vector<Case> cases;
+  for (const auto& [tokens, experts, k, normalize, scale] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, double>{5, 8, 2, 1, 0.0}, {3, 16, 4, 0, 2.5}, {1, 4, 4, 1, 1.0}}) {
+    Case c = make({in(random(rng, DType::kF32, {tokens, experts}, -4.0, 4.0))}, kF32Nmse,
+                  attrs({{"k", k}, {"normalize", normalize}, {"scale", scale}}));
+    c.num_outputs = 2;
+    c.reference = [=](const Case& self) {
+      const std::vector<double> x = differential::ref_from_host(self.inputs[0]->value).data;
+      differential::RefTensor ids{.dtype = DType::kI32, .dims = {tokens, k}, .data = {}};
+      differential::RefTensor weights{.dtype = DType::kF32, .dims = {tokens, k}, .data = {}};
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::vector<double> p(static_cast<size_t>(experts));
+        double max = -INFINITY, sum = 0.0;
+        for (int64_t e = 0; e < experts; ++e) max = std::max(max, x[static_cast<size_t>(t * experts + e)]);
+        for (int64_t e = 0; e < experts; ++e) sum += p[static_cast<size_t>(e)] = std::exp(x[static_cast<size_t>(t * experts + e)] - max);
+        std::vector<int64_t> order(static_cast<size_t>(experts));
+        for (int64_t e = 0; e < experts; ++e) order[static_cast<size_t>(e)] = e;
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)]; });
+        double chosen = 0.0;
+        for (int64_t s = 0; s < k; ++s) chosen += p[static_cast<size_t>(order[static_cast<size_t>(s)])] / sum;
+        for (int64_t s = 0; s < k; ++s) {
+          double w = p[static_cast<size_t>(order[static_cast<size_t>(s)])] / sum;
+          if (normalize != 0) w /= chosen;
+          if (scale != 0.0 && scale != 1.0) w *= scale;
+          ids.data.push_back(static_cast<double>(order[static_cast<size_t>(s)]));
+          weights.data.push_back(w);
+        }
+      }
+      return std::vector<differential::RefTensor>{ids, weights};
+    };
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// MatMulQExperts over every weight type: A shared by the slots or one row per slot, with and without weights.
+std::vector<Case> matmul_q_experts_cases(std::mt19937& rng) {
+  std::vector<Case> cases;
+  const int64_t tokens = 5, slots = 2, experts = 3, n = 7;
+  const std::vector<int32_t> ids = {2, 0, 1, 1, 0, 2, 2, 2, 1, 0};
+  for (DType wtype : gguf_row_types()) {
+    const int64_t k = k_for(wtype, 64);
+    for (const bool per_slot : {false, true}) {
+      for (const bool weighted : {false, true}) {
+        HostTensor w = dtype_info(wtype).is_quantized ? quantized(rng, wtype, experts * n, k)
+                                                      : random(rng, wtype, {experts * n, k}, -0.2, 0.2);
+        w.shape = Shape{experts, n, k};
+        std::vector<std::optional<Operand>> inputs = {
+            in(random(rng, DType::kF32, per_slot ? Dims{tokens, slots, k} : Dims{tokens, k})), constant(std::move(w)),
+            in(HostTensor::i32(Shape{tokens, slots}, ids)), std::nullopt};
+        if (weighted) inputs[3] = in(random(rng, DType::kF32, {tokens, slots}, 0.1, 1.0));
+        Case c = make(std::move(inputs), dtype_info(wtype).is_quantized ? kQuantNmse : float_tolerance(wtype));
+        c.reference = [=](const Case& self) {
+          const std::vector<double> a = differential::ref_from_host(self.inputs[0]->value).data;
+          const std::vector<double> wv = differential::ref_from_host(self.inputs[1]->value).data;
+          std::vector<double> weights;
+          if (weighted) weights = differential::ref_from_host(self.inputs[3]->value).data;
+          differential::RefTensor y{.dtype = DType::kF32, .dims = weighted ? Dims{tokens, n} : Dims{tokens, slots, n},
+                                    .data = std::vector<double>(static_cast<size_t>((weighted ? tokens : tokens * slots) * n))};
+          for (int64_t t = 0; t < tokens; ++t) {
+            for (int64_t s = 0; s < slots; ++s) {
+              const int64_t e = ids[static_cast<size_t>(t * slots + s)];
+              const double* x = a.data() + (per_slot ? t * slots + s : t) * k;
+              for (int64_t j = 0; j < n; ++j) {
+                double dot = 0.0;
+                for (int64_t i = 0; i < k; ++i) dot += x[i] * wv[static_cast<size_t>((e * n + j) * k + i)];
+                if (weighted) {
+                  y.data[static_cast<size_t>(t * n + j)] += weights[static_cast<size_t>(t * slots + s)] * dot;
+                } else {
+                  y.data[static_cast<size_t>((t * slots + s) * n + j)] = dot;
+                }
+              }
+            }
+          }
+          return std::vector<differential::RefTensor>{y};
+        };
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  return cases;
+}
+
 std::vector<Case> paged_attention_cases(std::mt19937& rng) {
   std::vector<Case> cases;
   for (DType cache_type : {DType::kF32, DType::kF16}) {
@@ -652,6 +747,8 @@ const std::map<std::pair<std::string, std::string>, Generator>& generators() {
     (*g)[{"MatMulQGroup", "hxrt"}] = matmul_q_group_cases;
     (*g)[{"GatherRows", "hxrt"}] = gather_rows_cases;
     (*g)[{"PagedAttention", "hxrt"}] = paged_attention_cases;
+    (*g)[{"MoeRoute", "hxrt"}] = moe_route_cases;
+    (*g)[{"MatMulQExperts", "hxrt"}] = matmul_q_experts_cases;
     (*g)[{"Conv", ""}] = [](std::mt19937& rng) { return conv_cases(rng, false); };
     (*g)[{"BatchNormalization", ""}] = batch_norm_cases;
     (*g)[{"ConvBnRelu", "hxrt.fused"}] =

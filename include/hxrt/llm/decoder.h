@@ -15,6 +15,8 @@
 //     x    = x + o
 //     h    = RMSNorm(x) · ffn_norm
 //     f    = MatMulQ(act(MatMulQ(h, Wgate)) · MatMulQ(h, Wup), Wdown) (RMSNorm · post_ffw_norm)
+//            [experts: ids, w = MoeRoute(MatMulQ(h, Wrouter)); f = MatMulQExperts(silu(MatMulQExperts(h, Wgate_exps,
+//             ids)) · MatMulQExperts(h, Wup_exps, ids), Wdown_exps, ids, w)]
 //     x    = x + f
 //   logits = MatMulQ(RMSNorm(Gather(x, logit_rows)) · output_norm, output or token_embd) (softcap)
 //

@@ -10,6 +10,7 @@
 // Thread-safety: the family table is immutable; ModelConfig is a value.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,9 @@ struct ModelFamily {
   bool post_norms = false;        // post_attention_norm, post_ffw_norm on each block's output before the residual
   bool fused_gate_up = false;     // ffn_up [2·n_ff, n_embd] holds gate rows then up rows, no ffn_gate
   bool scale_embeddings = false;  // x = token_embd[t] · sqrt(n_embd)
+  // Expert FFNs: kNone refuses {arch}.expert_count > 0; kOptional follows the file (Mixtral is llama with experts);
+  // kRequired needs them (qwen3moe).
+  enum class Experts : uint8_t { kNone, kOptional, kRequired } experts = Experts::kNone;
   // Reads the family's own keys after the common ones (layers already sized, every layer full attention at the
   // file's RoPE base); errors name the key.
   Status (*configure)(const formats::GgufFile& file, ModelConfig& config) = nullptr;
@@ -101,6 +105,14 @@ struct ModelConfig {
   bool tied_embeddings = false;    // no output.weight: the logits reuse token_embd
   bool fused_qkv = false;          // the file stores attn_qkv, not attn_q/k/v
   bool attention_bias = false;     // the file has attn_{q,k,v} (or attn_qkv) biases
+  // Mixture of experts (n_experts > 0): every block's FFN is routed to n_experts_used of n_experts expert FFNs of
+  // width n_ff_expert (ffn_gate_inp, ffn_{gate,up,down}_exps), their outputs summed with the router's softmax
+  // weights, renormalised over the chosen experts when expert_weights_norm, times expert_weights_scale (0: none).
+  int n_experts = 0;
+  int n_experts_used = 0;
+  int n_ff_expert = 0;
+  bool expert_weights_norm = true;
+  float expert_weights_scale = 0.0f;
   std::vector<LayerConfig> layers;
 
   // Finds the family of general.architecture, reads {arch}.* keys and checks every tensor the decoder needs

@@ -12,6 +12,7 @@ Status register_cpu_kernels(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(cpu::register_conv(registry));
   HXRT_RETURN_IF_ERROR(cpu::register_fused(registry));
   HXRT_RETURN_IF_ERROR(cpu::register_llm_ops(registry));
+  HXRT_RETURN_IF_ERROR(cpu::register_moe(registry));
   HXRT_RETURN_IF_ERROR(cpu::register_math(registry));
   HXRT_RETURN_IF_ERROR(cpu::register_logic(registry));
   HXRT_RETURN_IF_ERROR(cpu::register_reduce(registry));

@@ -13,6 +13,7 @@ Status register_linear(ops::KernelRegistry& registry);        // matmul.cc, quan
 Status register_conv(ops::KernelRegistry& registry);          // conv.cc
 Status register_fused(ops::KernelRegistry& registry);         // fused.cc
 Status register_llm_ops(ops::KernelRegistry& registry);       // llm_ops.cc
+Status register_moe(ops::KernelRegistry& registry);           // moe.cc
 Status register_math(ops::KernelRegistry& registry);  // math.cc
 Status register_logic(ops::KernelRegistry& registry);  // logic.cc
 Status register_reduce(ops::KernelRegistry& registry);  // reduce.cc

@@ -344,6 +344,13 @@ std::vector<ProgramBuild> quant_matmul_builds() {
     builds.push_back({quant_blocks_program().get(), jit::quant_matmul_options(qtype, 1, 48, true), {"matmul_kq"}});
     builds.push_back({quant_blocks_program().get(), jit::quant_matmul_options(qtype, 4, 48, false), {"matmul_kq"}});
   }
+  // The MoE kernels, for every weight type they take.
+  builds.push_back({quant_blocks_program().get(), "", {"moe_route"}});
+  for (int qtype : {0, 1, 30, 8, 2, 3, 6, 7, 20, 10, 11, 12, 13, 14, 23}) {
+    for (const bool weighted : {false, true}) {
+      builds.push_back({quant_blocks_program().get(), jit::experts_options(qtype, weighted), {"matmul_experts"}});
+    }
+  }
   // SmolLM2's shapes: K = 576 (NB 18) and 1536 (NB 48), decode (TILE_M 1) and prefill (TILE_M 4) tiles.
   for (int wtype = 0; wtype <= 4; ++wtype) {
     for (const auto& [tile_m, nb] : {std::pair<int, int>{1, 18}, {4, 48}}) {

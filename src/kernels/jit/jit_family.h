@@ -97,5 +97,7 @@ Status register_quant_blocks(ops::KernelRegistry& registry, const Backend& backe
 std::string_view quant_blocks_source();
 std::string quant_gather_options(int ggml_type, bool i64_indices);
 std::string quant_matmul_options(int ggml_type, int64_t tile_m, int64_t nb, bool has_bias);
+// matmul_experts of quant_blocks_source() for W of ggml type `ggml_type`; `weighted`: slots summed with weights.
+std::string experts_options(int ggml_type, bool weighted);
 
 }  // namespace hxrt::kernels::jit

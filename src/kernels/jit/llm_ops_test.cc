@@ -185,6 +185,38 @@ TEST_P(DeviceLlmOpsTest, PagedAttentionPastTheBackendsContextLimitIsUnimplemente
   }
 }
 
+TEST_P(DeviceLlmOpsTest, MoeRouteChoosesTheCpusExperts) {
+  std::mt19937 rng(58);
+  for (const bool normalize : {false, true}) {
+    OpCall call{.op_type = "MoeRoute", .domain = "hxrt", .num_outputs = 2};
+    call.attrs.set("k", graph::Attribute(int64_t{4}));
+    call.attrs.set("normalize", graph::Attribute(int64_t{normalize ? 1 : 0}));
+    call.inputs = {random_signed(Shape{33, 16}, rng, 0.1f, 6.0f)};
+    // The ids exactly; the weights to float rounding (the device sums the exponentials in float, the CPU in double).
+    expect_close_to_cpu(call, device(), "MoeRouteSoftmaxTopK", 1e-6);
+  }
+}
+
+TEST_P(DeviceLlmOpsTest, MatMulQExpertsMatchesTheCpu) {
+  std::mt19937 rng(59);
+  const int64_t n_tokens = 7, n_slots = 2, n_experts = 4, n = 40, k = 256;
+  for (const DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K, DType::kF32}) {
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} weighted {}", dtype, weighted));
+      HostTensor w = dtype == DType::kF32 ? random_signed(Shape{n_experts * n, k}, rng)
+                                          : testing::random_quantized(dtype, n_experts * n, k, rng);
+      w.shape = Shape{n_experts, n, k};
+      std::vector<int32_t> ids(static_cast<size_t>(n_tokens * n_slots));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 3 + 1) % n_experts);
+      OpCall call{.op_type = "MatMulQExperts", .domain = "hxrt"};
+      call.inputs = {random_signed(Shape{n_tokens, k}, rng), w, HostTensor::i32(Shape{n_tokens, n_slots}, ids)};
+      if (weighted) call.inputs.push_back(random_signed(Shape{n_tokens, n_slots}, rng, 0.1f, 1.0f));
+      // The device dots f32 activations, the CPU q8 ones (Note [Device experts] in kernels/jit/quant_blocks.cc).
+      expect_close_to_cpu(call, device(), "MatMulQExperts", 2e-2);
+    }
+  }
+}
+
 HXRT_DEVICE_KERNEL_TESTS(DeviceLlmOpsTest);
 
 }  // namespace

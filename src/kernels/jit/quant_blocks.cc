@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/ops/params/llm.h"
 #include "kernels/jit/jit_family.h"
 
 namespace hxrt::kernels::jit {
@@ -50,6 +51,9 @@ constexpr std::string_view kSource = R"SRC(
 #ifndef IDX_I64
 #define IDX_I64 0
 #endif
+#ifndef WEIGHTED
+#define WEIGHTED 0
+#endif
 
 // ---- the per-backend names ----
 #ifdef __OPENCL_VERSION__
@@ -75,6 +79,7 @@ typedef ulong hxq_u64;
 #define hxq_rint rint
 #define hxq_fabs fabs
 #define hxq_fmax fmax
+#define hxq_as_float as_float
 HXQ_FN float hxq_half(const __global hxq_u8* p) {
   const ushort bits = (ushort)(p[0] | (p[1] << 8));
   return vload_half(0, (const __private half*)&bits);
@@ -102,6 +107,7 @@ typedef hx_u64 hxq_u64;
 #define hxq_rint rintf
 #define hxq_fabs fabsf
 #define hxq_fmax fmaxf
+#define hxq_as_float __uint_as_float
 HXQ_FN float hxq_half(const hxq_u8* p) { return hx_half_to_float((hx_u16)(p[0] | (p[1] << 8))); }
 #endif
 
@@ -142,8 +148,18 @@ HXQ_FN float hxq_half(const hxq_u8* p) { return hx_half_to_float((hx_u16)(p[0] |
 #elif QTYPE == 3  // q4_1: d, m, qs[16]
 #define BLOCK_BYTES 20
 #define RUNS 1
+#elif QTYPE == 0  // f32 (for matmul_experts; a "block" of one value)
+#define BLOCK_BYTES 4
+#define BLOCK_VALUES 1
+#define RUNS 1
+#elif QTYPE == 1 || QTYPE == 30  // f16, bf16
+#define BLOCK_BYTES 2
+#define BLOCK_VALUES 1
+#define RUNS 1
 #endif
+#ifndef BLOCK_VALUES
 #define BLOCK_VALUES (32 * RUNS)
+#endif
 // The types whose runs have mins (their q are unsigned): the others skip the min terms, as the CPU kernel does.
 #define HAS_MINS (QTYPE == 7 || QTYPE == 10 || QTYPE == 12 || QTYPE == 13)
 
@@ -185,7 +201,16 @@ HXQ_FN int hxq_ls_iq4_xs(const HXQ_GLOBAL hxq_u8* b, int j) {
 
 // Value i of a block, with ggml's float arithmetic (dequantize_row_* operation for operation).
 HXQ_FN float hxq_value(const HXQ_GLOBAL hxq_u8* b, int i) {
-#if QTYPE == 8
+#if QTYPE == 0
+  (void)i;
+  return hxq_as_float(hxq_le32(b));
+#elif QTYPE == 1
+  (void)i;
+  return hxq_half(b);
+#elif QTYPE == 30
+  (void)i;
+  return hxq_as_float(((hxq_u32)b[0] | ((hxq_u32)b[1] << 8)) << 16);
+#elif QTYPE == 8
   return (float)((const HXQ_GLOBAL hxq_i8*)(b + 2))[i] * hxq_half(b);
 #elif QTYPE == 2 || QTYPE == 3 || QTYPE == 20
   const int at = QTYPE == 3 ? 4 : 2;
@@ -414,6 +439,88 @@ HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), H
 #endif
   for (int r = 0; r < rows; ++r) HXQ_PTR(float, y)[(long)(i0 + r) * n + j] = (hxq_sum_lanes8(acc[r]) + extra[r]) + bj;
 }
+
+// ---- mixture of experts (Note [Device experts]) ----
+
+// MoeRoute: one work-item per token. probs = softmax(logits) (max-subtracted hx_exp, summed left to right); the k
+// best by probability, the lower id first on ties; weights their probabilities (/ their sum when normalize, clamped
+// at 2^-14; · scale when scale is neither 0 nor 1).
+HXQ_KERNEL moe_route(HXQ_IN(float, logits), HXQ_OUT(int, ids), HXQ_OUT(float, weights), int n_tokens, int n_experts,
+                     int k, int normalize, float scale) {
+  const int t = HXQ_GLOBAL_ID;
+  if (t >= n_tokens) return;
+  const HXQ_GLOBAL float* x = HXQ_PTR(const float, logits) + (long)t * n_experts;
+  HXQ_GLOBAL int* out_ids = HXQ_PTR(int, ids) + (long)t * k;
+  HXQ_GLOBAL float* out_w = HXQ_PTR(float, weights) + (long)t * k;
+  float max = x[0];
+  for (int e = 1; e < n_experts; ++e) max = hxq_fmax(max, x[e]);
+  float sum = 0.0f;
+  for (int e = 0; e < n_experts; ++e) sum += hx_exp(x[e] - max);
+  const float inv = 1.0f / sum;
+  float chosen = 0.0f;
+  for (int s = 0; s < k; ++s) {
+    int best = -1;
+    float best_p = 0.0f;
+    for (int e = 0; e < n_experts; ++e) {
+      bool taken = false;
+      for (int u = 0; u < s; ++u) taken = taken || out_ids[u] == e;
+      const float p = hx_exp(x[e] - max) * inv;
+      if (!taken && (best < 0 || p > best_p)) {
+        best = e;
+        best_p = p;
+      }
+    }
+    out_ids[s] = best;
+    out_w[s] = best_p;
+    chosen += best_p;
+  }
+  const float denominator = hxq_fmax(chosen, 6.103515625e-5f);
+  for (int s = 0; s < k; ++s) {
+    float w = out_w[s];
+    if (normalize) w = w / denominator;
+    if (scale != 0.0f && scale != 1.0f) w = w * scale;
+    out_w[s] = w;
+  }
+}
+
+// MatMulQExperts: one work-item per output element. Unweighted: y[t, s, j] = A[t (, s)] · W[ids[t, s]][j];
+// WEIGHTED: y[t, j] = Σ_s weights[t, s] · (A[t (, s)] · W[ids[t, s]][j]) in slot order. The dot products run in
+// float over W's values widened with ggml's arithmetic (hxq_value), element by element.
+HXQ_KERNEL matmul_experts(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(int, ids), HXQ_IN(float, weights),
+                          HXQ_OUT(float, y), int n_tokens, int n_slots, int n, int k, int n_experts, int per_slot_a,
+                          hxq_u64 row_bytes HXQ_CTL) {
+  const int gid = HXQ_GLOBAL_ID;
+#if WEIGHTED
+  if (gid >= n_tokens * n) return;
+  const int t = gid / n;
+  const int j = gid % n;
+  const int first = 0, last = n_slots;
+#else
+  if (gid >= n_tokens * n_slots * n) return;
+  const int t = gid / (n_slots * n);
+  const int j = gid % n;
+  const int first = (gid / n) % n_slots, last = first + 1;
+#endif
+  float out = 0.0f;
+  for (int s = first; s < last; ++s) {
+    const int e = HXQ_PTR(const int, ids)[t * n_slots + s];
+    if (e < 0 || e >= n_experts) {
+      ctl[1] = HX_INVALID_ARGUMENT;
+      return;
+    }
+    const HXQ_GLOBAL float* x = HXQ_PTR(const float, a) + (long)(per_slot_a ? t * n_slots + s : t) * k;
+    const HXQ_GLOBAL hxq_u8* row = HXQ_PTR(const hxq_u8, w) + ((hxq_u64)e * n + j) * row_bytes;
+    float dot = 0.0f;
+    for (int i = 0; i < k; ++i) dot += x[i] * hxq_value(row + (i / BLOCK_VALUES) * BLOCK_BYTES, i % BLOCK_VALUES);
+#if WEIGHTED
+    const float ws = HXQ_PTR(const float, weights)[t * n_slots + s];
+    out = s == 0 ? ws * dot : out + ws * dot;
+#else
+    out = dot;
+#endif
+  }
+  HXQ_PTR(float, y)[gid] = out;
+}
 )SRC";
 
 // The block types these kernels take (the others have their per-backend kernels).
@@ -555,7 +662,112 @@ ops::KernelDef matmul_kernel(const Backend& backend, std::shared_ptr<const Progr
   return def;
 }
 
+// Note [Device experts]
+// The MoE kernels are correct first: MoeRoute is one work-item per token, MatMulQExperts one per output element
+// dotting f32 activations with W's widened values. The CPU's MatMulQExperts quantizes the activations to q8 as its
+// MatMulQ does, so the two agree to that quantization's error (~1e-3 relative), not bit for bit; the routing agrees
+// exactly unless two experts' probabilities tie to the last bit. A tiled, q8-activation version is the speed step.
+bool experts_weight_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1: return true;
+    default: return block_type(dtype);
+  }
+}
+
+ops::KernelDef moe_route_kernel(const Backend& backend, std::shared_ptr<const Program> program) {
+  ops::KernelDef def = make_def(backend, "MoeRoute", "hxrt", 1, "MoeRouteSoftmaxTopK",
+                                "one work-item per token: softmax over the experts, stable top-k, normalisation, scale");
+  def.input_dtypes = {{DType::kF32}};
+  def.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
+    return ops::boxed(ops::parse_moe_route_params(node));
+  };
+  def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
+    const int64_t n_tokens = query.inputs[0].shape.rank() == 2 ? query.inputs[0].shape.dim(0) : 0;
+    HXRT_RETURN_IF_ERROR(check_int32(n_tokens, "MoeRoute tokens"));
+    ops::Tiling tiling;
+    tiling.launch = launch_1d(n_tokens, kGatherGroup);
+    tiling.values = {{"wg", kGatherGroup}};
+    return tiling;
+  };
+  def.launch = [backend, program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
+    const auto& params = launch.params_as<ops::MoeRouteParams>();
+    const ops::TensorRef& logits = launch.inputs[0];
+    if (logits.dtype != DType::kF32 || logits.shape.rank() != 2 || params.k > logits.shape.dim(1)) {
+      return invalid_argument("MoeRoute: logits must be f32 [n_tokens, n_experts >= k = {}], got {} {}", params.k,
+                              logits.dtype, logits.shape);
+    }
+    if (logits.shape.dim(0) == 0) return ok_status();
+    std::vector<hal::KernelArg> args;
+    backend.add_tensor_arg(args, logits);
+    backend.add_tensor_arg(args, launch.outputs[0]);
+    backend.add_tensor_arg(args, launch.outputs[1]);
+    for (int64_t v : {logits.shape.dim(0), logits.shape.dim(1), params.k, int64_t{params.normalize ? 1 : 0}}) {
+      args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(v)));
+    }
+    args.push_back(hal::KernelArg::scalar(params.scale));
+    return launch_program(stream, *program, "moe_route", "", launch.tiling->launch, args);
+  };
+  return def;
+}
+
+ops::KernelDef matmul_experts_kernel(const Backend& backend, std::shared_ptr<const Program> program) {
+  ops::KernelDef def = make_def(backend, "MatMulQExperts", "hxrt", 1, "MatMulQExperts",
+                                "one work-item per output: f32 activations · W's widened values (Note [Device experts])");
+  std::vector<DType> types;
+  for (int i = 0; i < kDTypeCount; ++i) {
+    if (experts_weight_type(static_cast<DType>(i))) types.push_back(static_cast<DType>(i));
+  }
+  def.input_dtypes = {{DType::kF32}, types, {DType::kI32}, {DType::kF32}};
+  def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
+    const int64_t elements = query.outputs.empty() ? 0 : query.outputs[0].num_elements();
+    HXRT_RETURN_IF_ERROR(check_int32(elements, "MatMulQExperts outputs"));
+    ops::Tiling tiling;
+    tiling.launch = launch_1d(elements, kGatherGroup);
+    tiling.values = {{"wg", kGatherGroup}};
+    return tiling;
+  };
+  def.launch = [backend, program](hal::Stream& stream, const ops::KernelLaunch& launch) -> Status {
+    const ops::TensorRef& a = launch.inputs[0];
+    const ops::TensorRef& w = launch.inputs[1];
+    const ops::TensorRef& ids = launch.inputs[2];
+    const bool weighted = launch.inputs.size() > 3 && launch.inputs[3].view.buffer != nullptr;
+    HXRT_ASSIGN_OR_RETURN(const ops::ExpertsGeometry g,
+                          ops::experts_geometry(a.shape, w.shape, ids.shape, weighted ? &launch.inputs[3].shape : nullptr));
+    if (a.dtype != DType::kF32 || ids.dtype != DType::kI32 || !experts_weight_type(w.dtype)) {
+      return invalid_argument("MatMulQExperts: A f32, ids i32 and a supported W, got {}, {}, {}", a.dtype, ids.dtype,
+                              w.dtype);
+    }
+    if (g.k % dtype_info(w.dtype).block_elements != 0) {
+      return invalid_argument("MatMulQExperts: K={} is not a whole number of {} blocks", g.k, w.dtype);
+    }
+    HXRT_ASSIGN_OR_RETURN(const uint64_t row_bytes, storage_bytes(w.dtype, static_cast<uint64_t>(g.k)));
+    if (launch.outputs[0].num_elements() == 0) return ok_status();
+    std::vector<hal::KernelArg> args;
+    backend.add_tensor_arg(args, a);
+    backend.add_tensor_arg(args, w);
+    backend.add_tensor_arg(args, ids);
+    backend.add_tensor_arg(args, weighted ? launch.inputs[3] : a);  // an unread stand-in without weights
+    backend.add_tensor_arg(args, launch.outputs[0]);
+    for (int64_t v : {g.n_tokens, g.n_slots, g.n, g.k, g.n_experts, int64_t{g.per_slot_a ? 1 : 0}}) {
+      args.push_back(hal::KernelArg::scalar(static_cast<int32_t>(v)));
+    }
+    args.push_back(hal::KernelArg::scalar(row_bytes));
+    return launch_program(stream, *program, "matmul_experts", experts_options(qtype(w.dtype), weighted),
+                          launch.tiling->launch, args);
+  };
+  return def;
+}
+
 }  // namespace
+
+std::string experts_options(int ggml_type, bool weighted) {
+  return fmt::format("-D QTYPE={} -D WEIGHTED={}", ggml_type, weighted ? 1 : 0);
+}
 
 std::string_view quant_blocks_source() { return kSource; }
 
@@ -571,7 +783,9 @@ std::string quant_matmul_options(int ggml_type, int64_t tile_m, int64_t nb, bool
 Status register_quant_blocks(ops::KernelRegistry& registry, const Backend& backend,
                              std::shared_ptr<const Program> program) {
   HXRT_RETURN_IF_ERROR(registry.add(gather_rows_kernel(backend, program)));
-  return registry.add(matmul_kernel(backend, program));
+  HXRT_RETURN_IF_ERROR(registry.add(matmul_kernel(backend, program)));
+  HXRT_RETURN_IF_ERROR(registry.add(moe_route_kernel(backend, program)));
+  return registry.add(matmul_experts_kernel(backend, program));
 }
 
 }  // namespace hxrt::kernels::jit

@@ -14,6 +14,7 @@ namespace hxrt::llm::families {
 extern const ModelFamily kLlama;
 extern const ModelFamily kQwen2;
 extern const ModelFamily kQwen3;
+extern const ModelFamily kQwen3Moe;
 extern const ModelFamily kGemma2;
 extern const ModelFamily kGemma3;
 extern const ModelFamily kPhi3;

@@ -1,5 +1,6 @@
-// Schemas of the LLM ops (docs/ops.md, "LLM ops"): GatherRows (embedding lookup in any weight format) and
-// PagedAttention (grouped-query attention over a paged KV cache).
+// Schemas of the LLM ops (docs/ops.md, "LLM ops"): GatherRows (embedding lookup in any weight format),
+// PagedAttention (grouped-query attention over a paged KV cache), and the mixture-of-experts pair MoeRoute (top-k
+// routing) and MatMulQExperts (the expert-batched MatMulQ).
 //
 // Note [KV cache state inputs]
 // PagedAttention's k_cache and v_cache are the cache's device buffers, bound once to the executor as state
@@ -76,6 +77,54 @@ Status infer_paged_attention(InferenceContext& ctx) {
   return ok_status();
 }
 
+// logits [n_tokens, n_experts] -> ids i32 [n_tokens, k], weights f32 [n_tokens, k].
+Status infer_moe_route(InferenceContext& ctx) {
+  HXRT_RETURN_IF_ERROR(require_rank(ctx, 0, 2, "logits [n_tokens, n_experts]"));
+  HXRT_ASSIGN_OR_RETURN(const MoeRouteParams params, parse_moe_route_params(ctx.node()));
+  const graph::SymShape& logits = ctx.input(0).shape;
+  if (logits.dim(1).is_static() && params.k > logits.dim(1).value()) {
+    return ctx.error(fmt::format("attribute 'k' = {} exceeds the {} experts", params.k, logits.dim(1).value()));
+  }
+  const graph::SymShape out({logits.dim(0), graph::Dim(params.k)});
+  ctx.set_output(0, graph::TensorDesc{DType::kI32, out});
+  ctx.set_output(1, graph::TensorDesc{DType::kF32, out});
+  return ok_status();
+}
+
+// A [T, K] or [T, S, K], W [E, N, K], ids [T, S], weights [T, S] -> Y [T, S, N], or [T, N] with weights.
+Status infer_matmulq_experts(InferenceContext& ctx) {
+  HXRT_RETURN_IF_ERROR(require_rank(ctx, 1, 3, "W [n_experts, N, K]"));
+  HXRT_RETURN_IF_ERROR(require_rank(ctx, 2, 2, "ids [n_tokens, n_slots]"));
+  const graph::SymShape& a = ctx.input(0).shape;
+  const graph::SymShape& w = ctx.input(1).shape;
+  const graph::SymShape& ids = ctx.input(2).shape;
+  if (a.rank() != 2 && a.rank() != 3) {
+    return ctx.error(fmt::format("input 'A' {} must be [n_tokens, K] or [n_tokens, n_slots, K]", a.to_string()));
+  }
+  const std::string name = ctx.node().name;
+  HXRT_RETURN_IF_ERROR(ctx.require_equal(a.dim(0), ids.dim(0), fmt::format("MatMulQExperts '{}': n_tokens of A vs ids", name)));
+  HXRT_RETURN_IF_ERROR(ctx.require_equal(a.dim(-1), w.dim(2), fmt::format("MatMulQExperts '{}': K of A vs W", name)));
+  if (a.rank() == 3) {
+    HXRT_RETURN_IF_ERROR(ctx.require_equal(a.dim(1), ids.dim(1), fmt::format("MatMulQExperts '{}': slots of A vs ids", name)));
+  }
+  const DTypeInfo& info = dtype_info(ctx.input(1).dtype);
+  if (info.is_quantized && w.dim(2).is_static() && w.dim(2).value() % info.block_elements != 0) {
+    return ctx.error(fmt::format("input 'W' is {} with K={}, not a multiple of its block of {}", ctx.input(1).dtype,
+                                 w.dim(2).value(), info.block_elements));
+  }
+  if (ctx.has_input(3)) {
+    HXRT_RETURN_IF_ERROR(require_rank(ctx, 3, 2, "weights [n_tokens, n_slots]"));
+    for (int axis : {0, 1}) {
+      HXRT_RETURN_IF_ERROR(ctx.require_equal(ctx.input(3).shape.dim(axis), ids.dim(axis),
+                                             fmt::format("MatMulQExperts '{}': weights vs ids axis {}", name, axis)));
+    }
+    ctx.set_output(0, graph::TensorDesc{DType::kF32, graph::SymShape({a.dim(0), w.dim(1)})});
+  } else {
+    ctx.set_output(0, graph::TensorDesc{DType::kF32, graph::SymShape({a.dim(0), ids.dim(1), w.dim(1)})});
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status register_llm(OpSchemaRegistry& registry) {
@@ -116,7 +165,37 @@ Status register_llm(OpSchemaRegistry& registry) {
       "block_tables[s][p / block_size] * block_size + p % block_size, then it attends to positions 0..p of s "
       "(window > 0: only the last `window` of them, p - window < j <= p); score = scale · q·k (scale 0 means "
       "1/sqrt(head_dim)), then softcap · tanh(score / softcap) when softcap > 0";
-  return registry.add(std::move(attention));
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(attention)));
+
+  OpSchema route;
+  route.op_type = "MoeRoute";
+  route.domain = "hxrt";
+  route.inputs = {{.name = "logits"}};
+  route.outputs = {{.name = "ids", .type_var = "Tid"}, {.name = "weights"}};
+  route.attrs = {{.name = "k", .type = graph::AttrType::kInt, .required = true},
+                 {.name = "normalize", .type = graph::AttrType::kInt, .default_value = graph::Attribute(int64_t{0})},
+                 {.name = "scale", .type = graph::AttrType::kFloat, .default_value = graph::Attribute(0.0)}};
+  route.type_constraints = {{"T", {DType::kF32}}, {"Tid", {DType::kI32}}};
+  route.infer = infer_moe_route;
+  route.doc = "mixture-of-experts routing of logits [n_tokens, n_experts]: probs = softmax over the experts; ids "
+              "[n_tokens, k] the k most probable (ties: the lower id), weights their probabilities, divided by their "
+              "sum when normalize != 0, times scale when scale is neither 0 nor 1";
+  HXRT_RETURN_IF_ERROR(registry.add(std::move(route)));
+
+  OpSchema experts;
+  experts.op_type = "MatMulQExperts";
+  experts.domain = "hxrt";
+  experts.inputs = {{.name = "A"},
+                    {.name = "W", .type_var = "TW"},
+                    {.name = "ids", .type_var = "Tid"},
+                    {.name = "weights", .optional = true}};
+  experts.outputs = {{.name = "Y"}};
+  experts.type_constraints = {{"T", {DType::kF32}}, {"TW", row_dequantizable_types()}, {"Tid", {DType::kI32}}};
+  experts.infer = infer_matmulq_experts;
+  experts.doc = "expert-batched MatMulQ: Y[t, s, :] = A[t (, s), :] · W[ids[t, s]]ᵀ for A [n_tokens (, n_slots), K], "
+                "W [n_experts, N, K] in any weight format, ids [n_tokens, n_slots]; with weights [n_tokens, n_slots], "
+                "Y [n_tokens, N] = Σ_s weights[t, s] · Y[t, s, :] in slot order; an id out of range is a kernel error";
+  return registry.add(std::move(experts));
 }
 
 }  // namespace hxrt::ops::schemas
