@@ -1,7 +1,10 @@
 #include "kernels/cpu/elementwise.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -85,6 +88,49 @@ void map_blocked(const float* x, float* y, int64_t n, F f) {
     std::memcpy(y + i, out, sizeof out);
   }
   for (; i < n; ++i) y[i] = f(x[i]);
+}
+
+// Note [Vector GELU]
+// GELU-tanh (Gemma's FFN gate) through glibc's tanhf costs ~20 ns an element, 13% of a Gemma 3 prefill. On AVX2+FMA
+// it runs eight at a time as the identity 0.5·x·(1 + tanh(u)) = x / (1 + exp(-2u)), which also keeps the relative
+// precision where 1 + tanh(u) cancels (x < -3; the scalar form loses ~1e-4 there); exp by Cephes' expf scheme
+// (n = round(x·log2 e), r = x - n·ln 2 in two parts, a degree-6 polynomial, times 2^n through the exponent bits),
+// within 2 ulp of expf on [-88, 88], clamped outside it. Other ISAs keep the scalar function (HXRT_SCALAR_GELU=1
+// forces it).
+__attribute__((target("avx2,fma"))) inline __m256 exp_avx2(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.0f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+__attribute__((target("avx2,fma"))) void gelu_tanh_avx2(const float* x, float* y, int64_t n) {
+  const __m256 k = _mm256_set1_ps(0.79788456080286536f), c = _mm256_set1_ps(0.044715f);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 u = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, v), _mm256_mul_ps(v, v), v));
+    const __m256 e = exp_avx2(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u));
+    _mm256_storeu_ps(y + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
+  }
+  for (; i < n; ++i) y[i] = gelu_tanh(x[i]);
+}
+
+bool vector_gelu() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                                std::getenv("HXRT_SCALAR_GELU") == nullptr;
+  return supported;
 }
 
 }  // namespace
@@ -230,7 +276,13 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n) {
   switch (op) {
     case UnaryOp::kRelu: map_blocked(x, y, n, [](float v) { return v > 0.0f ? v : 0.0f; }); return;
     case UnaryOp::kGeluErf: map_blocked(x, y, n, gelu_erf); return;
-    case UnaryOp::kGeluTanh: map_blocked(x, y, n, gelu_tanh); return;
+    case UnaryOp::kGeluTanh:
+      if (vector_gelu()) {
+        gelu_tanh_avx2(x, y, n);  // Note [Vector GELU]
+      } else {
+        map_blocked(x, y, n, gelu_tanh);
+      }
+      return;
     case UnaryOp::kSigmoid: map_blocked(x, y, n, sigmoid); return;
     case UnaryOp::kTanh: map_blocked(x, y, n, [](float v) { return std::tanh(v); }); return;
     case UnaryOp::kSilu: map_blocked(x, y, n, static_cast<float (*)(float)>(silu)); return;

@@ -44,10 +44,12 @@ inline float silu(float x) {
 inline float gelu_erf(float x) {
   return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
 }
-// The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+// The tanh approximation 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³), computed as x / (1 + exp(-2u)): the same
+// function without the cancellation of 1 + tanh(u) for x < -3, and with glibc's expf, which the JIT kernels' hx_exp
+// repeats, so they give these bits (the AVX2 array path is within 2 ulp: Note [Vector GELU] in elementwise.cc).
 inline float gelu_tanh(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286536f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  return x / (1.0f + std::exp(-2.0f * (kSqrt2OverPi * (x + 0.044715f * x * x * x))));
 }
 
 // y[i] = a[i] op b[i] for i < n.

@@ -17,7 +17,7 @@
 //   Gemm's C: `broadcast_c` writes beta·C, broadcast to [M, N], into Y, then the GEMM runs with beta = 1 and Y as
 //   its C, so Y = alpha·op(A)·op(B) + beta·C is rounded as the CPU kernel rounds it (it pre-scales C the same way).
 //   MatMulBias: the GEMM writes A·B into Y, then `bias_act` adds the bias and applies the activation in place,
-//   with the CPU's float operations (its gelu_erf / gelu_tanh, erff / tanhf for std::erf / std::tanh).
+//   with the CPU's float operations (its gelu_erf / gelu_tanh: erff for std::erf, hx_exp for std::exp).
 // K = 0 needs no GEMM: Y is beta·C, or zeros (then the bias epilogue, for MatMulBias).
 #include <algorithm>
 #include <climits>
@@ -61,7 +61,7 @@ extern "C" __global__ void bias_act(const float* bias, float* y, int total, int 
 #if ACT == 1
   v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
 #elif ACT == 2
-  v = 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+  v = v / (1.0f + hx_exp(-2.0f * (0.79788456080286536f * (v + 0.044715f * v * v * v))));
 #endif
   y[idx] = v;
 }

@@ -41,7 +41,7 @@ inline float unary_op(float x) {
 #elif UNARY_OP == 1
   return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
 #elif UNARY_OP == 2
-  return 0.5f * x * (1.0f + tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  return x / (1.0f + hx_exp(-2.0f * (0.79788456080286536f * (x + 0.044715f * x * x * x))));  // the CPU's gelu_tanh
 #elif UNARY_OP == 3
   return 1.0f / (1.0f + hx_exp(-x));
 #elif UNARY_OP == 4
