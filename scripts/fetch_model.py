@@ -36,14 +36,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("HOME", "/tmp")) / ".cache" / "hxrt" / "models"
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def fetch(model: dict, directory: Path) -> Path:
     target = directory / model["file"]
     if target.is_file() and target.stat().st_size > 0:

@@ -395,20 +395,16 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
 }  // namespace
 
 Status register_llm_ops(ops::KernelRegistry& registry) {
-  ops::KernelDef gather_rows;
-  gather_rows.op_type = "GatherRows";
-  gather_rows.domain = "hxrt";
-  gather_rows.name = "GatherRowsDequant";
-  gather_rows.description = "row lookup widening f32/f16/bf16 and every GGUF block type to f32 (ggml's arithmetic)";
+  ops::KernelDef gather_rows =
+      cpu_kernel_def("GatherRows", "hxrt", "GatherRowsDequant",
+                     "row lookup widening f32/f16/bf16 and every GGUF block type to f32 (ggml's arithmetic)");
   gather_rows.input_dtypes = {row_dequantizable_types(), {DType::kI32, DType::kI64}};
   gather_rows.launch = ops::cpu_launch(gather_rows.name, compute_gather_rows);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(gather_rows)));
 
-  ops::KernelDef attention;
-  attention.op_type = "PagedAttention";
-  attention.domain = "hxrt";
-  attention.name = "PagedAttentionF32";
-  attention.description = "f32 math over an f16/f32 paged cache, one task per (sequence, kv head), batch invariant";
+  ops::KernelDef attention =
+      cpu_kernel_def("PagedAttention", "hxrt", "PagedAttentionF32",
+                     "f32 math over an f16/f32 paged cache, one task per (sequence, kv head), batch invariant");
   attention.input_dtypes = {{DType::kF32}, {DType::kF32}, {DType::kF32}, {DType::kF16, DType::kF32},
                             {DType::kF16, DType::kF32}, {DType::kI32}, {DType::kI32}, {DType::kI32}};
   attention.parse_attrs = [](const graph::Graph&, const graph::Node& node) {

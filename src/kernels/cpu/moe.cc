@@ -152,11 +152,8 @@ Status compute_matmulq_experts(const ops::CpuComputeContext& ctx) {
 }  // namespace
 
 Status register_moe(ops::KernelRegistry& registry) {
-  ops::KernelDef route;
-  route.op_type = "MoeRoute";
-  route.domain = "hxrt";
-  route.name = "MoeRouteSoftmaxTopK";
-  route.description = "softmax over the experts, stable top-k, optional normalisation and scale";
+  ops::KernelDef route = cpu_kernel_def("MoeRoute", "hxrt", "MoeRouteSoftmaxTopK",
+                                        "softmax over the experts, stable top-k, optional normalisation and scale");
   route.input_dtypes = {{DType::kF32}};
   route.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_moe_route_params(node));
@@ -164,12 +161,9 @@ Status register_moe(ops::KernelRegistry& registry) {
   route.launch = ops::cpu_launch(route.name, compute_moe_route);
   HXRT_RETURN_IF_ERROR(registry.add(std::move(route)));
 
-  ops::KernelDef experts;
-  experts.op_type = "MatMulQExperts";
-  experts.domain = "hxrt";
-  experts.name = "MatMulQExperts";
-  experts.description = fmt::format("rows gathered per expert, one MatMulQ per expert ({}), batch invariant",
-                                    quant_isa_name(quant_best_isa()));
+  ops::KernelDef experts = cpu_kernel_def(
+      "MatMulQExperts", "hxrt", "MatMulQExperts",
+      fmt::format("rows gathered per expert, one MatMulQ per expert ({}), batch invariant", quant_isa_name(quant_best_isa())));
   experts.input_dtypes = {{DType::kF32}, matmulq_weight_types(), {DType::kI32}, {DType::kF32}};
   experts.launch = ops::cpu_launch(experts.name, compute_matmulq_experts);
   return registry.add(std::move(experts));

@@ -2,9 +2,23 @@
 // register_cpu_kernels() in cpu_kernels.cc calls them all.
 #pragma once
 
+#include <string>
+#include <utility>
+
 #include "hxrt/ops/kernel_registry.h"
 
 namespace hxrt::kernels::cpu {
+
+// A CPU kernel of `op_type` in `domain` named `name`; the caller sets its dtypes, attribute parser and launch.
+inline ops::KernelDef cpu_kernel_def(std::string op_type, std::string domain, std::string name,
+                                     std::string description) {
+  ops::KernelDef def;
+  def.op_type = std::move(op_type);
+  def.domain = std::move(domain);
+  def.name = std::move(name);
+  def.description = std::move(description);
+  return def;
+}
 
 Status register_elementwise(ops::KernelRegistry& registry);   // elementwise.cc
 Status register_normalization(ops::KernelRegistry& registry); // normalization.cc
