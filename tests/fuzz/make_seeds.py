@@ -123,6 +123,8 @@ def family_seed(arch, name, layers=1, qkv_bias=False, qk_norm=False, post_norms=
         t("output.weight", vocab, e)
     for tname in factors:
         t(tname, d // 2)
+    n_exp = dict((key, payload) for key, _, payload in extra).get("expert_count")
+    n_exp = struct.unpack("<I", n_exp)[0] if n_exp else 0
     for layer in range(layers):
         b = f"blk.{layer}."
         t(b + "attn_norm.weight", e)
@@ -144,6 +146,12 @@ def family_seed(arch, name, layers=1, qkv_bias=False, qk_norm=False, post_norms=
         if post_norms:
             t(b + "post_attention_norm.weight", e)
             t(b + "post_ffw_norm.weight", e)
+        if n_exp:
+            t(b + "ffn_gate_inp.weight", n_exp, e)
+            t(b + "ffn_gate_exps.weight", n_exp, ff, e)
+            t(b + "ffn_up_exps.weight", n_exp, ff, e)
+            t(b + "ffn_down_exps.weight", n_exp, e, ff)
+            continue
         if fused:
             t(b + "ffn_up.weight", 2 * ff, e)
         else:
@@ -166,6 +174,9 @@ family_seed("gemma3", "gemma3", layers=6, qk_norm=True, post_norms=True,
             extra=[("attention.sliding_window", GGUF_U32, struct.pack("<I", 4)),
                    ("rope.scaling.type", GGUF_STRING, gguf_string("linear")),
                    ("rope.scaling.factor", GGUF_F32, struct.pack("<f", 8))])
+experts = [("expert_count", GGUF_U32, struct.pack("<I", 4)), ("expert_used_count", GGUF_U32, struct.pack("<I", 2))]
+family_seed("qwen3moe", "qwen3moe", qk_norm=True, extra=experts)
+family_seed("llama", "llama_moe", tied=False, extra=experts)
 family_seed("phi3", "phi3_longrope", fused=True, tied=False,
             factors=["rope_factors_short.weight", "rope_factors_long.weight"],
             extra=[("rope.scaling.original_context_length", GGUF_U32, struct.pack("<I", 16)),
