@@ -460,16 +460,8 @@ HXRT_KQUANT512_TARGET void pair_kernel(const vnni512::ActBlock* act, int64_t nb,
     rows[p][1] = 2 * p + 1 < cols ? reinterpret_cast<const Block*>(w + static_cast<uint64_t>(2 * p + 1) * row_bytes)
                                   : rows[p][0];
   }
-  __m512 acc[RA][P];
-  __m128 ext[RA][P];
-#pragma GCC unroll 4
-  for (int r = 0; r < RA; ++r) {
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      acc[r][p] = _mm512_setzero_ps();
-      ext[r][p] = _mm_setzero_ps();
-    }
-  }
+  PairAccumulators<RA, P> tile;
+  tile.zero();
   const int64_t blocks = nb / T::kRuns;
   for (int64_t b = 0; b < blocks; ++b) {
     BlockVec v[P][2];
@@ -503,17 +495,13 @@ HXRT_KQUANT512_TARGET void pair_kernel(const vnni512::ActBlock* act, int64_t nb,
           const __m512i init = T::kSigned ? _mm512_load_si512(a.corr) : _mm512_setzero_si512();
           __m512i idot = _mm512_dpbusd_epi32(init, wq, _mm512_load_si512(a.qs));
           if constexpr (group_scales(W)) idot = _mm512_mullo_epi32(idot, scales);
-          acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[r][p]);
-          if constexpr (!T::kSigned) ext[r][p] = minus_min_lanes(ext[r][p], mn0, mn1, a.d, a.sum[0], a.sum[1]);
+          tile.acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), tile.acc[r][p]);
+          if constexpr (!T::kSigned) tile.ext[r][p] = minus_min_lanes(tile.ext[r][p], mn0, mn1, a.d, a.sum[0], a.sum[1]);
         }
       }
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < RA; ++r) {
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) store_pair(acc[r][p], ext[r][p], cols - 2 * p, bias, 2 * p, y + r * ldy);
-  }
+  tile.store(cols, bias, y, ldy);
 }
 #undef HXRT_KQUANT512_TARGET
 

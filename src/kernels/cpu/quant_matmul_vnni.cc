@@ -171,16 +171,8 @@ HXRT_VNNI512_TARGET void micro_kernel(const ActBlock* act, int64_t nb, const std
   const float offset_scale = W == DType::kQ4_0 ? -8.0f : W == DType::kQ5_1 ? -1.0f : 1.0f;
   const __m512 header_scale =
       _mm512_mask_blend_ps(__mmask16{0xFF00}, _mm512_set1_ps(1.0f), _mm512_set1_ps(offset_scale));
-  __m512 acc[RA][P];
-  __m128 ext[RA][P];
-#pragma GCC unroll 4
-  for (int r = 0; r < RA; ++r) {
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      acc[r][p] = _mm512_setzero_ps();
-      ext[r][p] = _mm_setzero_ps();
-    }
-  }
+  PairAccumulators<RA, P> tile;
+  tile.zero();
   for (int64_t b0 = 0; b0 < nb; b0 += L::kStepBlocks) {
     const int blocks = static_cast<int>(std::min<int64_t>(L::kStepBlocks, nb - b0));
     const int64_t head_bytes = std::min<int64_t>(64, blocks * kBlockBytes);
@@ -238,21 +230,17 @@ HXRT_VNNI512_TARGET void micro_kernel(const ActBlock* act, int64_t nb, const std
           const ActBlock& a = act[r * nb + b];
           const __m512i init = biased(W) ? _mm512_load_si512(a.corr) : _mm512_setzero_si512();
           const __m512i idot = _mm512_dpbusd_epi32(init, wq, _mm512_load_si512(a.qs));
-          acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[r][p]);
+          tile.acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), tile.acc[r][p]);
           if constexpr (W == DType::kQ4_0 || W == DType::kQ4_1) {
-            ext[r][p] = _mm_fmadd_ps(cw, _mm_set1_ps(a.s), ext[r][p]);
+            tile.ext[r][p] = _mm_fmadd_ps(cw, _mm_set1_ps(a.s), tile.ext[r][p]);
           } else if constexpr (W == DType::kQ5_1) {
-            ext[r][p] = minus_min_lanes(ext[r][p], cw, cw, a.d, a.sum[0], a.sum[1]);
+            tile.ext[r][p] = minus_min_lanes(tile.ext[r][p], cw, cw, a.d, a.sum[0], a.sum[1]);
           }
         }
       }
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < RA; ++r) {
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) store_pair(acc[r][p], ext[r][p], cols - 2 * p, bias, 2 * p, y + r * ldy);
-  }
+  tile.store(cols, bias, y, ldy);
 }
 
 template <DType W>

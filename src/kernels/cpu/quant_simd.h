@@ -66,4 +66,32 @@ __attribute__((target("avx512f,avx2"))) inline void store_pair(__m512 acc, __m12
   }
 }
 
+// The accumulator tile of the VNNI-512 pair kernels: RA activation rows × P pairs of W rows, zeroed at the start and
+// written by store_pair at the end (quant_matmul_vnni.cc's micro_kernel, quant_matmul_kquant.cc's pair_kernel).
+template <int RA, int P>
+struct PairAccumulators {
+  __m512 acc[RA][P];
+  __m128 ext[RA][P];
+
+  __attribute__((target("avx512f,avx2"), always_inline)) inline void zero() {
+#pragma GCC unroll 4
+    for (int r = 0; r < RA; ++r) {
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        acc[r][p] = _mm512_setzero_ps();
+        ext[r][p] = _mm_setzero_ps();
+      }
+    }
+  }
+  // Row r's pair p is columns 2p and 2p + 1 of y + r · ldy (fewer when cols runs out).
+  __attribute__((target("avx512f,avx2"), always_inline)) inline void store(int64_t cols, const float* bias, float* y,
+                                                                           int64_t ldy) const {
+#pragma GCC unroll 4
+    for (int r = 0; r < RA; ++r) {
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) store_pair(acc[r][p], ext[r][p], cols - 2 * p, bias, 2 * p, y + r * ldy);
+    }
+  }
+};
+
 }  // namespace hxrt::kernels::cpu
