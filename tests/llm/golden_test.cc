@@ -28,6 +28,7 @@
 #include "hxrt/hal/driver.h"
 #include "hxrt/llm/engine.h"
 #include "hxrt/llm/tokenizer.h"
+#include "llm/golden_requests.h"
 #include "testing/default_model.h"
 
 namespace hxrt::llm {
@@ -179,18 +180,9 @@ TEST_F(GoldenTest, FirstStepLogitsAndGreedyContinuationsMatchLlamaCpp) {
   auto engine = make_engine();
   ASSERT_NE(engine, nullptr);
   const nlohmann::json& cases = golden_["generation"];
-  for (const auto& c : cases) {
-    Request request;
-    request.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-    request.max_new_tokens = static_cast<int>(c["generated_ids"].size());
-    request.ignore_eos = true;  // llama.cpp's goldens run the full length past EOS too
-    request.return_logits = true;
-    ASSERT_TRUE(engine->submit(std::move(request)).ok());
-  }
-  ASSERT_TRUE(engine->run_until_idle().ok());
-  std::vector<RequestResult> results = engine->take_finished();
-  ASSERT_EQ(results.size(), cases.size());
-  std::sort(results.begin(), results.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  Result<std::vector<RequestResult>> ran = testing::run_golden_cases(*engine, cases);
+  ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+  const std::vector<RequestResult>& results = *ran;
   EXPECT_GT(engine->stats().max_batch_sequences, 1) << "the cases ran as one batch";
 
   for (size_t i = 0; i < cases.size(); ++i) {

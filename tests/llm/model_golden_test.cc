@@ -28,6 +28,7 @@
 #include "hxrt/hal/driver.h"
 #include "hxrt/llm/engine.h"
 #include "hxrt/runtime/session.h"
+#include "llm/golden_requests.h"
 
 namespace hxrt::llm {
 namespace {
@@ -75,19 +76,9 @@ TEST_P(ModelGoldenTest, EveryModelMatchesLlamaCpp) {
     Result<std::unique_ptr<Engine>> engine = Engine::create(**session, *file, options);
     ASSERT_TRUE(engine.ok()) << engine.status().to_string();
     const nlohmann::json& cases = golden["cases"];
-    for (const auto& c : cases) {
-      Request request;
-      request.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-      request.max_new_tokens = static_cast<int>(c["generated_ids"].size());
-      request.ignore_eos = true;
-      request.return_logits = true;
-      ASSERT_TRUE((*engine)->submit(std::move(request)).ok());
-    }
-    const Status ran = (*engine)->run_until_idle();
-    ASSERT_TRUE(ran.ok()) << ran.to_string();
-    std::vector<RequestResult> results = (*engine)->take_finished();
-    ASSERT_EQ(results.size(), cases.size());
-    std::sort(results.begin(), results.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    Result<std::vector<RequestResult>> ran = testing::run_golden_cases(**engine, cases);
+    ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+    const std::vector<RequestResult>& results = *ran;
     for (size_t i = 0; i < cases.size(); ++i) {
       const nlohmann::json& c = cases[i];
       const RequestResult& r = results[i];
