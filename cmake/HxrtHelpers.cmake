@@ -53,3 +53,15 @@ function(hxrt_benchmark name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark)
   target_compile_options(${name} PRIVATE ${HXRT_WARNINGS} $<$<BOOL:${HXRT_WERROR}>:-Werror>)
 endfunction()
+
+# hxrt_write_if_changed(PATH CONTENT): writes a generated file only when its content changes, so that what includes
+# it is not rebuilt on every configure.
+function(hxrt_write_if_changed path content)
+  set(old "")
+  if(EXISTS ${path})
+    file(READ ${path} old)
+  endif()
+  if(NOT "${old}" STREQUAL "${content}")
+    file(WRITE ${path} "${content}")
+  endif()
+endfunction()
