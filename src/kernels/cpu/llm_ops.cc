@@ -25,6 +25,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/registration.h"
+#include "kernels/cpu/vector_exp.h"
 
 namespace hxrt::kernels::cpu {
 namespace {
@@ -139,21 +140,43 @@ inline float capped(float score, float softcap) {
 // side by side (their eight-lane sums reduced together by two hadds, which pair the lanes exactly as
 // dot_avx2's reduction does), the probabilities are rounded to f16 eight at a time, and y stays in registers
 // over the keys. HXRT_GENERIC_ATTENTION=1 runs the generic loops instead.
-template <int kVecs>
-__attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, const std::byte* kc, const std::byte* vc,
-                                                              const int64_t* rows, int64_t n_visible, float scale,
-                                                              float softcap, float* scores, float* y) {
+//
+// Note [Widened prefill rows]: a prefill chunk's queries all read the same keys and values, and widening an f16 row
+// costs as much as the multiply-adds that use it. So a task of several queries of one sequence first widens the
+// rows they see, once, into contiguous f32 rows (exactly: f16 → f32 is lossless), and the fast path reads those;
+// the float operations, and so the bits, are those of the f16 path. A decode (one query per sequence) reads the
+// cache in place.
+
+// Where the fast path finds position j's key and value: f16 rows in the paged cache, or widened f32 rows.
+struct HalfRows {
+  const std::byte* kc;
+  const std::byte* vc;
+  const int64_t* rows;  // byte offset of each position's (slot, kv head) row
+  const uint16_t* key(int64_t j) const { return reinterpret_cast<const uint16_t*>(kc + rows[j]); }
+  const uint16_t* value(int64_t j) const { return reinterpret_cast<const uint16_t*>(vc + rows[j]); }
+};
+struct FloatRows {
+  const float* k;
+  const float* v;
+  int64_t dim;
+  const float* key(int64_t j) const { return k + j * dim; }
+  const float* value(int64_t j) const { return v + j * dim; }
+};
+
+template <int kVecs, typename Rows>
+__attribute__((target("avx2,fma,f16c"))) void attend_avx2(const float* q, const Rows& rows, int64_t n_visible,
+                                                          float scale, float softcap, float* scores, float* y) {
   constexpr int64_t kDim = 8 * kVecs;
   __m256 qv[kVecs];
   for (int i = 0; i < kVecs; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i);
-  const auto key = [&](int64_t j) { return reinterpret_cast<const uint16_t*>(kc + rows[j]); };
+  const auto key = [&](int64_t j) { return rows.key(j); };
   float max_score = -INFINITY;
   int64_t j = 0;
   for (; j + 4 <= n_visible; j += 4) {
-    const uint16_t* k0 = key(j);
-    const uint16_t* k1 = key(j + 1);
-    const uint16_t* k2 = key(j + 2);
-    const uint16_t* k3 = key(j + 3);
+    const auto* k0 = key(j);
+    const auto* k1 = key(j + 1);
+    const auto* k2 = key(j + 2);
+    const auto* k3 = key(j + 3);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < kVecs; ++i) {
       a0 = _mm256_fmadd_ps(qv[i], load8(k0 + 8 * i), a0);
@@ -174,11 +197,14 @@ __attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, co
     scores[j] = capped(dot_avx2(q, key(j), kDim) * scale, softcap);
     max_score = std::max(max_score, scores[j]);
   }
-  float sum = 0.0f;
-  for (j = 0; j < n_visible; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
+  // exp eight at a time, std::exp's bits (Note [Exact vector exp]); the sum left to right as the generic loop's.
+  const __m256 max8 = _mm256_set1_ps(max_score);
+  for (j = 0; j + 8 <= n_visible; j += 8) {
+    _mm256_storeu_ps(scores + j, exp_exact_avx2(_mm256_sub_ps(_mm256_loadu_ps(scores + j), max8)));
   }
+  for (; j < n_visible; ++j) scores[j] = std::exp(scores[j] - max_score);
+  float sum = 0.0f;
+  for (j = 0; j < n_visible; ++j) sum += scores[j];
   const float inv = 1.0f / sum;
   // The probabilities at f16 precision, eight at a time (VCVTPS2PH rounds to nearest even, as f32_to_f16 does).
   const __m256 inv8 = _mm256_set1_ps(inv);
@@ -191,7 +217,7 @@ __attribute__((target("avx2,fma,f16c"))) void attend_f16_avx2(const float* q, co
   for (int i = 0; i < kVecs; ++i) acc[i] = _mm256_setzero_ps();
   for (j = 0; j < n_visible; ++j) {
     const __m256 p = _mm256_broadcast_ss(scores + j);
-    const auto* v = reinterpret_cast<const uint16_t*>(vc + rows[j]);
+    const auto* v = rows.value(j);
     for (int i = 0; i < kVecs; ++i) acc[i] = _mm256_fmadd_ps(p, load8(v + 8 * i), acc[i]);
   }
   for (int i = 0; i < kVecs; ++i) _mm256_storeu_ps(y + 8 * i, acc[i]);
@@ -203,24 +229,34 @@ bool generic_attention_only() {
   return env != nullptr && env[0] == '1';
 }
 
-using AttendFn = void (*)(const float*, const std::byte*, const std::byte*, const int64_t*, int64_t, float, float,
-                          float*, float*);
+template <typename Rows>
+using AttendFn = void (*)(const float*, const Rows&, int64_t, float, float, float*, float*);
 
 // The fast path for this head size on this CPU, or null (then the generic loops run).
-AttendFn attend_f16_fast(int64_t head_dim) {
+template <typename Rows>
+AttendFn<Rows> attend_fast(int64_t head_dim) {
   static const bool supported =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   if (!supported) return nullptr;
   // Every multiple of 8 up to 128, then the larger head sizes models use (Gemma's 256).
-  static constexpr AttendFn kByVecs[] = {
-      &attend_f16_avx2<1>,  &attend_f16_avx2<2>,  &attend_f16_avx2<3>,  &attend_f16_avx2<4>,
-      &attend_f16_avx2<5>,  &attend_f16_avx2<6>,  &attend_f16_avx2<7>,  &attend_f16_avx2<8>,
-      &attend_f16_avx2<9>,  &attend_f16_avx2<10>, &attend_f16_avx2<11>, &attend_f16_avx2<12>,
-      &attend_f16_avx2<13>, &attend_f16_avx2<14>, &attend_f16_avx2<15>, &attend_f16_avx2<16>};
-  if (head_dim == 192) return &attend_f16_avx2<24>;
-  if (head_dim == 256) return &attend_f16_avx2<32>;
+  static constexpr AttendFn<Rows> kByVecs[] = {
+      &attend_avx2<1, Rows>,  &attend_avx2<2, Rows>,  &attend_avx2<3, Rows>,  &attend_avx2<4, Rows>,
+      &attend_avx2<5, Rows>,  &attend_avx2<6, Rows>,  &attend_avx2<7, Rows>,  &attend_avx2<8, Rows>,
+      &attend_avx2<9, Rows>,  &attend_avx2<10, Rows>, &attend_avx2<11, Rows>, &attend_avx2<12, Rows>,
+      &attend_avx2<13, Rows>, &attend_avx2<14, Rows>, &attend_avx2<15, Rows>, &attend_avx2<16, Rows>};
+  if (head_dim == 192) return &attend_avx2<24, Rows>;
+  if (head_dim == 256) return &attend_avx2<32, Rows>;
   if (head_dim % 8 != 0 || head_dim < 8 || head_dim > 128) return nullptr;
   return kByVecs[head_dim / 8 - 1];
+}
+
+// `rows` f16 rows (offsets[j]: row j's byte offset in `base`; dim a multiple of 8) widened into out[rows][dim].
+__attribute__((target("avx2,fma,f16c"))) void widen_rows(const std::byte* base, const int64_t* offsets, int64_t rows,
+                                                    int64_t dim, float* out) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const auto* src = reinterpret_cast<const uint16_t*>(base + offsets[j]);
+    for (int64_t d = 0; d < dim; d += 8) _mm256_storeu_ps(out + j * dim + d, load8(src + d));
+  }
 }
 
 struct AttentionIsa {
@@ -238,12 +274,28 @@ const AttentionIsa& attention_isa() {
   return isa;
 }
 
+// f16 rows eight values at a time: VCVTPS2PH rounds to nearest even as f32_to_f16 does (a NaN stays a NaN, with
+// its payload's high bits where f32_to_f16 writes the canonical one).
+__attribute__((target("avx2,f16c"))) void store_f16_avx2(const float* src, int64_t n, uint16_t* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
 void store_row(DType dtype, const float* src, int64_t n, std::byte* dst) {
   if (dtype == DType::kF32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
     return;
   }
   auto* p = reinterpret_cast<uint16_t*>(dst);
+  static const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  if (f16c) {
+    store_f16_avx2(src, n, p);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) p[i] = f32_to_f16(src[i]);
 }
 
@@ -317,46 +369,82 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
     }
   });
 
-  // 2. Attend, one task per (sequence, query head).
+  // 2. Attend, one task per (chunk of a sequence's tokens, query head).
   std::vector<std::vector<int64_t>> tokens_of(static_cast<size_t>(n_seqs));  // (n_seqs) token indices
   for (int64_t t = 0; t < n_tokens; ++t) tokens_of[static_cast<size_t>(seq_of[t])].push_back(t);
-  std::vector<int64_t> active;
+  struct Chunk {
+    int64_t s;
+    size_t begin;  // tokens_of[s][begin, end)
+    size_t end;
+  };
+  constexpr size_t kChunkTokens = 16;  // queries of one task (Note [Widened prefill rows])
+  std::vector<Chunk> chunks;
   for (int64_t s = 0; s < n_seqs; ++s) {
-    if (!tokens_of[static_cast<size_t>(s)].empty()) active.push_back(s);
+    const size_t count = tokens_of[static_cast<size_t>(s)].size();
+    for (size_t i = 0; i < count; i += kChunkTokens) chunks.push_back({s, i, std::min(count, i + kChunkTokens)});
   }
   const int64_t group = n_heads / n_kv;
   const float scale = params.scale != 0.0f ? params.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float* pq = q.data<const float>();
   float* py = out.data<float>();
-  const auto n_tasks = static_cast<int64_t>(active.size()) * n_heads;
+  const auto n_tasks = static_cast<int64_t>(chunks.size()) * n_heads;
   const AttentionIsa& isa = attention_isa();
   // Note [Half-precision products]: with an f16 cache the products are those of a half-precision GEMM, as in
   // llama.cpp: the query enters q·k, and the probabilities enter p·v, rounded to f16; sums stay f32.
   const bool half_products = cache_type == DType::kF16;
-  const AttendFn fast = half_products && !generic_attention_only() ? attend_f16_fast(head_dim) : nullptr;
+  const bool fast_ok = half_products && !generic_attention_only();
+  const AttendFn<HalfRows> fast_half = fast_ok ? attend_fast<HalfRows>(head_dim) : nullptr;
+  const AttendFn<FloatRows> fast_float = fast_ok ? attend_fast<FloatRows>(head_dim) : nullptr;
+  const auto first_visible = [&](int64_t t) {
+    // The visible positions [first, pos]: all of them, or the last `window` (a sliding-window layer).
+    return params.window > 0 ? std::max<int64_t>(0, pos_of[t] - params.window + 1) : int64_t{0};
+  };
   ctx.pool().parallel_for(n_tasks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores, query;  // (ctx), (head_dim)
-    std::vector<int64_t> rows;         // (ctx) byte offset of each position's (slot, kv head) row
+    std::vector<int64_t> rows;         // (hi - lo) byte offset of each position's (slot, kv head) row
+    std::vector<float> wide_k, wide_v; // (hi - lo, head_dim) the rows widened (Note [Widened prefill rows])
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t s = active[static_cast<size_t>(task / n_heads)];
+      const Chunk& chunk = chunks[static_cast<size_t>(task / n_heads)];
+      const int64_t s = chunk.s;
       const int64_t h = task % n_heads;
       const int64_t g = h / group;
-      const int64_t n_ctx = context[static_cast<size_t>(s)];
-      scores.resize(static_cast<size_t>(n_ctx));
-      rows.resize(static_cast<size_t>(n_ctx));
-      for (int64_t j = 0; j < n_ctx; ++j) rows[static_cast<size_t>(j)] = slot_of(s, j) * slot_bytes + g * row_bytes;
-      for (int64_t t : tokens_of[static_cast<size_t>(s)]) {
-        // The visible positions [first, pos]: all of them, or the last `window` (a sliding-window layer).
-        const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos_of[t] - params.window + 1) : 0;
+      const std::vector<int64_t>& tokens = tokens_of[static_cast<size_t>(s)];
+      // The positions [lo, hi) some query of the chunk sees.
+      int64_t lo = INT64_MAX;
+      int64_t hi = 0;
+      for (size_t i = chunk.begin; i < chunk.end; ++i) {
+        lo = std::min(lo, first_visible(tokens[i]));
+        hi = std::max<int64_t>(hi, pos_of[tokens[i]] + 1);
+      }
+      scores.resize(static_cast<size_t>(hi - lo));
+      rows.resize(static_cast<size_t>(hi - lo));
+      for (int64_t j = lo; j < hi; ++j) rows[static_cast<size_t>(j - lo)] = slot_of(s, j) * slot_bytes + g * row_bytes;
+      const bool widened = fast_float != nullptr && chunk.end - chunk.begin > 1;
+      if (widened) {
+        wide_k.resize(static_cast<size_t>((hi - lo) * head_dim));
+        wide_v.resize(static_cast<size_t>((hi - lo) * head_dim));
+        widen_rows(kc, rows.data(), hi - lo, head_dim, wide_k.data());
+        widen_rows(vc, rows.data(), hi - lo, head_dim, wide_v.data());
+      }
+      for (size_t i = chunk.begin; i < chunk.end; ++i) {
+        const int64_t t = tokens[i];
+        const int64_t first = first_visible(t);
         const int64_t n_visible = pos_of[t] + 1 - first;
-        const int64_t* visible = rows.data() + first;
+        const int64_t* visible = rows.data() + (first - lo);
         const float* qh = pq + (t * n_heads + h) * head_dim;
+        float* yh = py + (t * n_heads + h) * head_dim;
         if (half_products) {
           query.assign(qh, qh + head_dim);
           for (float& x : query) x = f16_to_f32(f32_to_f16(x));
           qh = query.data();
-          if (fast != nullptr) {
-            fast(qh, kc, vc, visible, n_visible, scale, params.softcap, scores.data(), py + (t * n_heads + h) * head_dim);
+          if (widened) {
+            const FloatRows wide{wide_k.data() + (first - lo) * head_dim, wide_v.data() + (first - lo) * head_dim,
+                                 head_dim};
+            fast_float(qh, wide, n_visible, scale, params.softcap, scores.data(), yh);
+            continue;
+          }
+          if (fast_half != nullptr) {
+            fast_half(qh, HalfRows{kc, vc, visible}, n_visible, scale, params.softcap, scores.data(), yh);
             continue;
           }
         }
@@ -374,7 +462,6 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
           sum += scores[static_cast<size_t>(j)];
         }
         const float inv = 1.0f / sum;
-        float* yh = py + (t * n_heads + h) * head_dim;
         std::fill(yh, yh + head_dim, 0.0f);
         for (int64_t j = 0; j < n_visible; ++j) {
           float p = scores[static_cast<size_t>(j)] * inv;

@@ -262,6 +262,51 @@ TEST(PagedAttentionTest, TheFastPathIsBitIdenticalToTheGenericLoops) {
   }
 }
 
+// Note [Widened prefill rows]: prefills longer than one task's chunk of queries (a 45-token prompt from position 0,
+// a 20-token chunk after 30 cached positions, and a decode), with and without a sliding window, give the generic
+// loops' bits.
+TEST(PagedAttentionTest, LongPrefillChunksAreBitIdenticalToTheGenericLoops) {
+  for (int64_t window : {0, 7}) {
+    std::mt19937 rng(static_cast<unsigned>(31 + window));
+    Scenario sc;
+    sc.head_dim = 64;
+    sc.n_heads = 6;
+    sc.n_kv = 2;
+    sc.n_blocks = 40;
+    sc.max_blocks = 13;
+    sc.window = window;
+    for (int32_t s = 0; s < 3; ++s) {
+      // 39 distinct blocks of the 40, scattered (7 is coprime with 40).
+      for (int32_t b = 0; b < 13; ++b) sc.tables.push_back((7 * (s * 13 + b)) % 40);
+    }
+    for (int32_t p = 0; p < 45; ++p) sc.token_seq.push_back(0), sc.positions.push_back(p);
+    for (int32_t p = 30; p < 50; ++p) sc.token_seq.push_back(1), sc.positions.push_back(p);
+    sc.token_seq.push_back(2), sc.positions.push_back(17);
+    std::uniform_real_distribution<float> dist(-1.5f, 1.5f);
+    const auto fill = [&](std::vector<float>& x, int64_t n, bool rounded) {
+      x.resize(static_cast<size_t>(n));
+      for (float& e : x) e = rounded ? sc.round(dist(rng)) : dist(rng);
+    };
+    fill(sc.q, sc.n_tokens() * sc.n_heads * sc.head_dim, false);
+    fill(sc.k, sc.n_tokens() * sc.n_kv * sc.head_dim, false);
+    fill(sc.v, sc.n_tokens() * sc.n_kv * sc.head_dim, false);
+    const int64_t cache = sc.n_layers * sc.n_blocks * sc.block_size * sc.n_kv * sc.head_dim;
+    fill(sc.k_cache, cache, true);
+    fill(sc.v_cache, cache, true);
+    Result<testing::OpResult> fast = run_op(sc.call());
+    ASSERT_TRUE(fast.ok()) << fast.status().to_string();
+    ::setenv("HXRT_GENERIC_ATTENTION", "1", 1);
+    Result<testing::OpResult> generic = run_op(sc.call());
+    ::unsetenv("HXRT_GENERIC_ATTENTION");
+    ASSERT_TRUE(generic.ok()) << generic.status().to_string();
+    const std::vector<float> a = fast->outputs[0].to_f32(), b = generic->outputs[0].to_f32();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "window " << window;
+    // Over 50 positions an f32 probability now and then rounds to the other f16 neighbour than the double one.
+    EXPECT_LT(normalized_max_error(a, sc.reference()), 2e-4) << "window " << window;
+  }
+}
+
 TEST(PagedAttentionTest, BadBindingsAreErrorsNamingTheToken) {
   std::mt19937 rng(5);
   Scenario bad_seq = mixed_scenario(DType::kF32, rng);

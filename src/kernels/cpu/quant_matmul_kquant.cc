@@ -10,6 +10,7 @@
 #include "hxrt/base/check.h"
 #include "hxrt/base/float16.h"
 #include "hxrt/base/quant_blocks.h"
+#include "kernels/cpu/quant_panel.h"
 #include "kernels/cpu/quant_simd.h"
 
 namespace hxrt::kernels::cpu::kquant {
@@ -386,8 +387,8 @@ HXRT_KQUANT_ROWS(rows_vnni256, "avx2,fma,f16c,avx512vl,avx512vnni", lanes_vnni<g
 
 // ---- AVX-512 VNNI: pairs of W rows -----------------------------------------------------------------------------
 // Note [K-quant pairs]: as the 32-value types in quant_matmul_vnni.cc (Note [VNNI-512 pairs]), two W rows share a
-// zmm — lanes 0..7 are row c's eight lanes of a run, lanes 8..15 row c + 1's — against the activation block stored
-// twice (ActBlock), so one vpdpbusd gives both rows' lane sums. The run's integers are the AVX2 kernel's (q_avx2 of
+// zmm — lanes 0..7 are row c's eight lanes of a run, lanes 8..15 row c + 1's — against the activation block broadcast
+// into both halves (ActBlock::values2), so one vpdpbusd gives both rows' lane sums. The run's integers are the AVX2 kernel's (q_avx2 of
 // each row), the signed types biased by 128 against the accumulator start ActBlock::corr, so every lane holds
 // exactly the integer of lanes_avx2 and the float operations follow rows_avx2 one for one: the same bits.
 // Per block and row the decoded scales go to a BlockVec once; per run one permute each spreads d, the integer
@@ -492,8 +493,8 @@ HXRT_KQUANT512_TARGET void pair_kernel(const vnni512::ActBlock* act, int64_t nb,
 #pragma GCC unroll 4
         for (int r = 0; r < RA; ++r) {
           const vnni512::ActBlock& a = act[r * nb + b * T::kRuns + j];
-          const __m512i init = T::kSigned ? _mm512_load_si512(a.corr) : _mm512_setzero_si512();
-          __m512i idot = _mm512_dpbusd_epi32(init, wq, _mm512_load_si512(a.qs));
+          const __m512i init = T::kSigned ? a.corr2() : _mm512_setzero_si512();
+          __m512i idot = _mm512_dpbusd_epi32(init, wq, a.values2());
           if constexpr (group_scales(W)) idot = _mm512_mullo_epi32(idot, scales);
           tile.acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), tile.acc[r][p]);
           if constexpr (!T::kSigned) tile.ext[r][p] = minus_min_lanes(tile.ext[r][p], mn0, mn1, a.d, a.sum[0], a.sum[1]);
@@ -503,11 +504,51 @@ HXRT_KQUANT512_TARGET void pair_kernel(const vnni512::ActBlock* act, int64_t nb,
   }
   tile.store(cols, bias, y, ldy);
 }
+
+// A pair's runs decoded for the panels (Note [Decoded panels] in quant_panel.h): pair_kernel's registers, stored.
+template <DType W>
+HXRT_KQUANT512_TARGET void decode_pair(const std::byte* w0, const std::byte* w1, int64_t nb, vnni512::PairRun* out) {
+  using T = Traits<W>;
+  const auto* row0 = reinterpret_cast<const typename T::Block*>(w0);
+  const auto* row1 = reinterpret_cast<const typename T::Block*>(w1);
+  for (int64_t b = 0; b < nb / T::kRuns; ++b) {
+    BlockVec v[2];
+    block_vec<W>(row0[b], &v[0]);
+    block_vec<W>(row1[b], &v[1]);
+    for (int j = 0; j < T::kRuns; ++j) {
+      vnni512::PairRun& run = out[b * T::kRuns + j];
+      __m512i wq = from_halves(T::q_avx2(row0[b], j), T::q_avx2(row1[b], j));
+      if constexpr (T::kSigned) wq = _mm512_xor_si512(wq, _mm512_set1_epi8(static_cast<char>(0x80)));
+      _mm512_store_si512(run.wq, wq);
+      _mm512_store_ps(run.dw, _mm512_permutex2var_ps(_mm512_load_ps(v[0].d), _mm512_load_si512(kDIndex[j].lane),
+                                                     _mm512_load_ps(v[1].d)));
+      if constexpr (group_scales(W)) {
+        _mm512_store_si512(run.sc, _mm512_permutex2var_epi32(_mm512_load_si512(v[0].sc),
+                                                             _mm512_load_si512(kScIndex[j].lane),
+                                                             _mm512_load_si512(v[1].sc)));
+      }
+      if constexpr (!T::kSigned) {
+        const __m512 mn = _mm512_permutex2var_ps(_mm512_load_ps(v[0].mn), _mm512_load_si512(kMnIndex[j].lane),
+                                                 _mm512_load_ps(v[1].mn));
+        _mm_store_ps(run.mn[0], low128(mn));
+        _mm_store_ps(run.mn[1], lane1_128(mn));
+      }
+    }
+  }
+}
 #undef HXRT_KQUANT512_TARGET
 
 template <DType W>
 void pair_tile(const vnni512::ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
                int64_t cols, const float* bias, float* y, int64_t ldy) {
+  using T = Traits<W>;
+  if (rows > vnni512::kMaxRows) {
+    constexpr vnni512::PanelForm kForm{.biased = T::kSigned,
+                                       .scaled = group_scales(W),
+                                       .term = T::kSigned ? vnni512::PanelTerm::kNone : vnni512::PanelTerm::kMin};
+    vnni512::panel_tile<kForm>(&decode_pair<W>, act, rows, w, row_bytes, nb, cols, bias, y, ldy);
+    return;
+  }
   // One pair per kernel: two made prefill 1.6x slower here (the BlockVecs of four rows spill).
   static constexpr vnni512::MicroKernelTable kKernels = {{
       {&pair_kernel<W, 1, 1>, &pair_kernel<W, 1, 1>},

@@ -367,7 +367,7 @@ TEST(QuantMatMulTest, Avx512VnniGivesTheAvx2Bits) {
     if (!dtype_info(type).is_quantized) continue;
     for (int64_t k : {32, 64, 96, 160, 256, 576, 768, 1536}) {
       if (k % dtype_info(type).block_elements != 0) continue;
-      for (int64_t m : {1, 2, 5}) {
+      for (int64_t m : {1, 2, 5, 11}) {  // 11: the decoded panels (Note [Decoded panels])
         const int64_t n = 13;
         const std::vector<std::byte> w = random_weights(type, n, k, rng);
         const std::vector<float> a = random_floats(m * k, rng);

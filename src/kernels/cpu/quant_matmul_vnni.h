@@ -7,7 +7,7 @@
 // term c_w·s_a accumulated by a scalar fma chain. What changes is how much one instruction does:
 //   - two W rows share a zmm: lanes 0..7 belong to row c, lanes 8..15 to row c + 1. For q4 the zmm holds
 //     [low nibbles of c | high nibbles of c | low of c + 1 | high of c + 1] (one broadcast load, one merge-masked
-//     broadcast, one shift, one and) and the activation block is stored twice in a row (ActBlock::qs), so one
+//     broadcast, one shift, one and) and the activation block is broadcast into both halves (ActBlock::values2), so one
 //     vpdpbusd gives both rows' eight lane sums;
 //   - the f16 scales and offsets of both rows for a whole step of blocks (4 of q4_0/q4_1/iq4_nl, 3 of q5_0/q5_1, 2 of
 //     q8_0: at most 64 bytes of a row) come from one load per row, one word permute and one conversion; per block a
@@ -24,6 +24,8 @@
 // Thread-safety: every function is reentrant.
 #pragma once
 
+#include <immintrin.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -33,14 +35,29 @@
 
 namespace hxrt::kernels::cpu::vnni512 {
 
-// One quantized activation block in the layout the kernels read (Note [VNNI-512 pairs]).
-struct alignas(64) ActBlock {
-  int8_t qs[64];     // the block's 32 values, twice
-  int32_t corr[16];  // the biased types (q8_0, q5_0, iq4_nl): -128 · Σ qs[4l .. 4l + 4) for lane l
-  float d;           // scale
-  float s;           // scaled sum
-  float sum[2];      // the exact half sums of BlockQ8A, as floats (q5_1's min term)
+// One quantized activation block in the layout the kernels read (Note [VNNI-512 pairs]). Both halves of a pair's
+// zmm meet the same activation, so the kernels broadcast its 32 values and eight corrections into both (one load
+// each): 96 bytes a block, which the prefill tiles stream from L2 once per group of W rows.
+struct alignas(32) ActBlock {
+  int8_t qs[32];    // the block's 32 values
+  int32_t corr[8];  // the biased types (q8_0, q5_0, iq4_nl, the signed K-quants): -128 · Σ qs[4l .. 4l + 4), lane l
+  float d;          // scale
+  float s;          // scaled sum
+  float sum[2];     // the exact half sums of BlockQ8A, as floats (the min terms)
+
+  // The values, and the corrections, for both rows of a pair. (GCC 12's false -Wmaybe-uninitialized inside the
+  // broadcast intrinsic is silenced as in quant_simd.h.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+  __attribute__((target("avx512f"), always_inline)) __m512i values2() const {
+    return _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(qs)));
+  }
+  __attribute__((target("avx512f"), always_inline)) __m512i corr2() const {
+    return _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(corr)));
+  }
+#pragma GCC diagnostic pop
 };
+static_assert(sizeof(ActBlock) == 96);
 
 // True for the W types tile() computes: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl.
 bool handles(DType w_type);
