@@ -163,6 +163,23 @@ struct FloatRows {
   const float* value(int64_t j) const { return v + j * dim; }
 };
 
+// y[offset, offset + 8·kN) = Σ_j p[j] · v_j[offset, offset + 8·kN), j = 0, 1, ... in order.
+template <int kN, typename Rows>
+__attribute__((target("avx2,fma,f16c"))) inline void accumulate_values(const float* p, const Rows& rows,
+                                                                      int64_t n_visible, int64_t offset, float* y) {
+  __m256 acc[kN];
+#pragma GCC unroll 8
+  for (int i = 0; i < kN; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n_visible; ++j) {
+    const __m256 pj = _mm256_broadcast_ss(p + j);
+    const auto* v = rows.value(j) + offset;
+#pragma GCC unroll 8
+    for (int i = 0; i < kN; ++i) acc[i] = _mm256_fmadd_ps(pj, load8(v + 8 * i), acc[i]);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kN; ++i) _mm256_storeu_ps(y + offset + 8 * i, acc[i]);
+}
+
 template <int kVecs, typename Rows>
 __attribute__((target("avx2,fma,f16c"))) void attend_avx2(const float* q, const Rows& rows, int64_t n_visible,
                                                           float scale, float softcap, float* scores, float* y) {
@@ -171,6 +188,8 @@ __attribute__((target("avx2,fma,f16c"))) void attend_avx2(const float* q, const 
   for (int i = 0; i < kVecs; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i);
   const auto key = [&](int64_t j) { return rows.key(j); };
   float max_score = -INFINITY;
+  const __m128 scale4 = _mm_set1_ps(scale);
+  __m128 max4 = _mm_set1_ps(-INFINITY);
   int64_t j = 0;
   for (; j + 4 <= n_visible; j += 4) {
     const auto* k0 = key(j);
@@ -186,13 +205,21 @@ __attribute__((target("avx2,fma,f16c"))) void attend_avx2(const float* q, const 
     }
     const __m256 pairs = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
     const __m128 dots = _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
-    alignas(16) float d[4];
-    _mm_store_ps(d, dots);
-    for (int u = 0; u < 4; ++u) {
-      scores[j + u] = capped(d[u] * scale, softcap);
-      max_score = std::max(max_score, scores[j + u]);
+    __m128 scaled = _mm_mul_ps(dots, scale4);
+    if (softcap > 0.0f) {
+      alignas(16) float d[4];
+      _mm_store_ps(d, scaled);
+      for (float& x : d) x = capped(x, softcap);
+      scaled = _mm_load_ps(d);
     }
+    _mm_storeu_ps(scores + j, scaled);
+    max4 = _mm_max_ps(max4, scaled);
   }
+  // The maximum only offsets the exponents (a NaN score makes every output NaN whichever way it is taken), so the
+  // lanes' maxima give the generic loop's exps.
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, max4);
+  for (float x : lanes) max_score = std::max(max_score, x);
   for (; j < n_visible; ++j) {
     scores[j] = capped(dot_avx2(q, key(j), kDim) * scale, softcap);
     max_score = std::max(max_score, scores[j]);
@@ -213,14 +240,9 @@ __attribute__((target("avx2,fma,f16c"))) void attend_avx2(const float* q, const 
     _mm256_storeu_ps(scores + j, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
   }
   for (; j < n_visible; ++j) scores[j] = f16_to_f32(f32_to_f16(scores[j] * inv));
-  __m256 acc[kVecs];
-  for (int i = 0; i < kVecs; ++i) acc[i] = _mm256_setzero_ps();
-  for (j = 0; j < n_visible; ++j) {
-    const __m256 p = _mm256_broadcast_ss(scores + j);
-    const auto* v = rows.value(j);
-    for (int i = 0; i < kVecs; ++i) acc[i] = _mm256_fmadd_ps(p, load8(v + 8 * i), acc[i]);
-  }
-  for (int i = 0; i < kVecs; ++i) _mm256_storeu_ps(y + 8 * i, acc[i]);
+  // y += p·v, 64 values of y at a time in registers (every value still sums its terms in position order).
+  for (int c = 0; c + 8 <= kVecs; c += 8) accumulate_values<8>(scores, rows, n_visible, 8 * c, y);
+  if constexpr (kVecs % 8 != 0) accumulate_values<kVecs % 8>(scores, rows, n_visible, 8 * (kVecs / 8 * 8), y);
 }
 
 // HXRT_GENERIC_ATTENTION=1 turns the fast path off (read at every launch: tests compare the two bit for bit).
@@ -283,6 +305,24 @@ __attribute__((target("avx2,f16c"))) void store_f16_avx2(const float* src, int64
                      _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
   }
   for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
+// y[i] = f16_to_f32(f32_to_f16(x[i])) (a NaN stays a NaN, as in store_f16_avx2).
+__attribute__((target("avx2,f16c"))) void round_to_half_avx2(const float* x, int64_t n, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  }
+  for (; i < n; ++i) y[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
+void round_to_half(const float* x, int64_t n, float* y) {
+  static const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  if (f16c) {
+    round_to_half_avx2(x, n, y);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = f16_to_f32(f32_to_f16(x[i]));
 }
 
 void store_row(DType dtype, const float* src, int64_t n, std::byte* dst) {
@@ -418,7 +458,12 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
       }
       scores.resize(static_cast<size_t>(hi - lo));
       rows.resize(static_cast<size_t>(hi - lo));
-      for (int64_t j = lo; j < hi; ++j) rows[static_cast<size_t>(j - lo)] = slot_of(s, j) * slot_bytes + g * row_bytes;
+      for (int64_t j = lo; j < hi;) {  // block by block: one table read per block
+        const int64_t block_end = std::min(hi, (j / block_size + 1) * block_size);
+        const int64_t at = slot_of(s, j) * slot_bytes + g * row_bytes;
+        for (int64_t i = 0; i < block_end - j; ++i) rows[static_cast<size_t>(j - lo + i)] = at + i * slot_bytes;
+        j = block_end;
+      }
       const bool widened = fast_float != nullptr && chunk.end - chunk.begin > 1;
       if (widened) {
         wide_k.resize(static_cast<size_t>((hi - lo) * head_dim));
@@ -434,8 +479,8 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
         const float* qh = pq + (t * n_heads + h) * head_dim;
         float* yh = py + (t * n_heads + h) * head_dim;
         if (half_products) {
-          query.assign(qh, qh + head_dim);
-          for (float& x : query) x = f16_to_f32(f32_to_f16(x));
+          query.resize(static_cast<size_t>(head_dim));
+          round_to_half(qh, head_dim, query.data());
           qh = query.data();
           if (widened) {
             const FloatRows wide{wide_k.data() + (first - lo) * head_dim, wide_v.data() + (first - lo) * head_dim,
