@@ -155,19 +155,30 @@ void rms_norm_mul_row(const float* x, const float* weight, float* y, int64_t n, 
 // kernels; `freq_factors` is null without the op's third input.
 void rope_cos_sin(int64_t position, const ops::RopeParams& params, const ops::RopeGeometry& g,
                   const float* freq_factors, float* cos_sin) {
-  const double pos = static_cast<double>(position);
+  RopeAngles(params, g, freq_factors).cos_sin(position, cos_sin);
+}
+
+RopeAngles::RopeAngles(const ops::RopeParams& params, const ops::RopeGeometry& g, const float* freq_factors)
+    : params_(params), freq_factors_(freq_factors) {
   const int64_t rotary_dims = g.rotary_dims;
   for (int64_t i = 0; i < rotary_dims / 2; ++i) {
-    const double freq =
-        std::pow(static_cast<double>(params.theta), -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dims));
-    double extrap = pos * freq;
-    if (freq_factors != nullptr) extrap /= static_cast<double>(freq_factors[i]);
-    double angle = static_cast<double>(params.freq_scale) * extrap;
-    const double mix = ops::rope_yarn_mix(params, g, i);
+    freq_.push_back(
+        std::pow(static_cast<double>(params.theta), -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dims)));
+    mix_.push_back(ops::rope_yarn_mix(params, g, i));
+  }
+}
+
+void RopeAngles::cos_sin(int64_t position, float* out) const {
+  const double pos = static_cast<double>(position);
+  const double magnitude = static_cast<double>(params_.attn_factor);
+  for (size_t i = 0; i < freq_.size(); ++i) {
+    double extrap = pos * freq_[i];
+    if (freq_factors_ != nullptr) extrap /= static_cast<double>(freq_factors_[i]);
+    double angle = static_cast<double>(params_.freq_scale) * extrap;
+    const double mix = mix_[i];
     if (mix != 0.0) angle = angle * (1.0 - mix) + extrap * mix;
-    const double magnitude = static_cast<double>(params.attn_factor);
-    cos_sin[2 * i] = static_cast<float>(std::cos(angle) * magnitude);
-    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle) * magnitude);
+    out[2 * i] = static_cast<float>(std::cos(angle) * magnitude);
+    out[2 * i + 1] = static_cast<float>(std::sin(angle) * magnitude);
   }
 }
 
@@ -480,6 +491,7 @@ Status compute_rope(const ops::CpuComputeContext& ctx) {
     HXRT_RETURN_IF_ERROR(ops::check_rope_freq_factors(g, ctx.input(2).dtype, ctx.input(2).shape));
     freq_factors = ctx.input(2).data<const float>();
   }
+  const RopeAngles angles(params, g, freq_factors);
   ctx.pool().parallel_for(token_rows, rows_per_chunk(ctx.tiling(), row_elements), [&](int64_t begin, int64_t end) {
     std::vector<float> cos_sin(static_cast<size_t>(std::max<int64_t>(rotary_dims, 2)));  // (rotary_dims/2, 2)
     int64_t cached_position = std::numeric_limits<int64_t>::min();
@@ -488,7 +500,7 @@ Status compute_rope(const ops::CpuComputeContext& ctx) {
       const int64_t pos = pos_i64 ? static_cast<const int64_t*>(pos_data)[t]
                                   : static_cast<int64_t>(static_cast<const int32_t*>(pos_data)[t]);
       if (pos != cached_position) {
-        rope_cos_sin(pos, params, g, freq_factors, cos_sin.data());
+        angles.cos_sin(pos, cos_sin.data());
         cached_position = pos;
       }
       for (int64_t h = 0; h < n_heads; ++h) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "hxrt/ops/params/normalization.h"
 
@@ -46,6 +47,21 @@ using ops::RopeMode;
 // Angles are computed in double so that large positions keep their precision.
 void rope_cos_sin(int64_t position, const ops::RopeParams& params, const ops::RopeGeometry& g,
                   const float* freq_factors, float* cos_sin);
+
+// What rope_cos_sin computes that does not depend on the position, per pair: theta^(-2i/rotary_dims) and the YaRN
+// ramp (a launch computes them once instead of once per token: pow was half a RoPE's time). rope_cos_sin is
+// RopeAngles::cos_sin of a fresh table, so both give the same bits.
+class RopeAngles {
+ public:
+  RopeAngles(const ops::RopeParams& params, const ops::RopeGeometry& g, const float* freq_factors);
+  void cos_sin(int64_t position, float* out) const;
+
+ private:
+  const ops::RopeParams& params_;
+  const float* freq_factors_;
+  std::vector<double> freq_;  // (rotary_dims / 2)
+  std::vector<double> mix_;   // (rotary_dims / 2)
+};
 // Rotates one head of head_dim elements: the first rotary_dims (even, <= head_dim) are rotated in pairs by the
 // table from rope_cos_sin; the rest are copied.
 void rope_head(const float* x, float* y, int64_t head_dim, int64_t rotary_dims, const float* cos_sin, RopeMode mode);
