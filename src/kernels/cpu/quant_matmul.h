@@ -61,6 +61,10 @@ struct QuantMatMulTiles {
   int64_t tile_n = 64;  // W rows per task
 };
 
+// The tiles MatMulQ launches with for an [m, n] output on `units` compute units: decode (m small) splits over N
+// only; prefill tiles M×N so each W tile is reused across tile_m rows.
+QuantMatMulTiles quant_matmul_tiles(int64_t m, int64_t n, int64_t units);
+
 // Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]); bias may be null. Splits (m-tiles × n-tiles) over `pool` when given.
 // InvalidArgument for an unsupported W type or, for quantized W, k not a whole number of its blocks (32 or 256).
 Status quant_matmul(DType w_type, const float* a, int64_t m, int64_t k, const void* w, int64_t n, const float* bias,

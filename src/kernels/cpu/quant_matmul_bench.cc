@@ -56,11 +56,7 @@ void BM_MatMulQ(benchmark::State& state) {
   std::vector<float> y(static_cast<size_t>(m * n));
   std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
   // As the kernel's tiling picks them for a device of `threads` compute units: decode splits N only.
-  QuantMatMulTiles tiles;
-  tiles.tile_m = m <= 8 ? m : 32;
-  const int64_t m_tiles = (m + tiles.tile_m - 1) / tiles.tile_m;
-  const int64_t wanted_n_tiles = std::max<int64_t>(1, (4 * threads + m_tiles - 1) / m_tiles);
-  tiles.tile_n = std::clamp<int64_t>((n + wanted_n_tiles - 1) / wanted_n_tiles, 16, 128);
+  const QuantMatMulTiles tiles = quant_matmul_tiles(m, n, threads);
   for (auto _ : state) {
     const Status status =
         quant_matmul(W, a.data(), m, k, w.data(), n, nullptr, y.data(), tiles, quant_best_isa(), pool.get());
@@ -155,9 +151,7 @@ void BM_MatMulQ_Type(benchmark::State& state) {
   for (float& x : a) x = dist(rng);
   std::vector<float> y(static_cast<size_t>(m * n));
   std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
-  QuantMatMulTiles tiles;
-  tiles.tile_m = m <= 8 ? m : 32;
-  tiles.tile_n = std::clamp<int64_t>((n + 4 * threads - 1) / (4 * threads), 16, 128);
+  const QuantMatMulTiles tiles = quant_matmul_tiles(m, n, threads);
   size_t c = 0;
   for (auto _ : state) {
     const Status status = quant_matmul(type, a.data(), m, k, w.data() + c * one.size(), n, nullptr, y.data(), tiles,
