@@ -158,6 +158,9 @@ Result<RequestId> Engine::submit(Request request) {
     }
   }
   if (request.max_new_tokens < 0) return invalid_argument("request: max_new_tokens {} must be >= 0", request.max_new_tokens);
+  if (request.logprobs < -1 || request.logprobs > kMaxTopLogprobs) {
+    return invalid_argument("request: logprobs {} must be -1 (none) or in [0, {}]", request.logprobs, kMaxTopLogprobs);
+  }
   HXRT_RETURN_IF_ERROR(request.sampling.validate());
   const int64_t total = static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens;
   if (total > config_.context_length) {
@@ -299,13 +302,18 @@ void Engine::deliver() {
     if (seq == nullptr) continue;
     while (seq->delivered < seq->result.tokens.size() && seq->ending != FinishReason::kCallback &&
            seq->ending != FinishReason::kCancelled) {
-      const int32_t token = seq->result.tokens[seq->delivered++];
+      const size_t index = seq->delivered++;
+      const int32_t token = seq->result.tokens[index];
+      if (seq->request.on_logprobs && index < seq->result.logprobs.size()) {
+        seq->request.on_logprobs(seq->id, seq->result.logprobs[index]);
+      }
       if (seq->request.on_token && !seq->request.on_token(seq->id, token)) {
         // EOS and stop tokens name the reason even when the callback also asks to stop (as when undelayed).
         if (seq->ending != FinishReason::kEos && seq->ending != FinishReason::kStopToken) {
           seq->ending = FinishReason::kCallback;
         }
         seq->result.tokens.resize(seq->delivered);
+        if (seq->result.logprobs.size() > seq->delivered) seq->result.logprobs.resize(seq->delivered);
       }
     }
     if (seq->ending && !seq->in_flight && seq->delivered == seq->result.tokens.size()) finish(*seq, *seq->ending);
@@ -501,6 +509,7 @@ Status Engine::step(hal::Duration timeout) {
     std::vector<float> row(last.begin(), last.end());
     if (seq.request.return_logits) seq.result.logits.push_back(row);
     const int32_t token = seq.sampler.sample(row, seq.tokens);
+    if (seq.request.logprobs >= 0) seq.result.logprobs.push_back(token_logprobs(last, token, seq.request.logprobs));
     seq.tokens.push_back(token);
     seq.result.tokens.push_back(token);
     const bool eos = !seq.request.ignore_eos &&

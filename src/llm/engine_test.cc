@@ -2,6 +2,7 @@
 // prefix sharing, preemption under a tight KV budget, sampling, and bad requests.
 #include "hxrt/llm/engine.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +11,10 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <span>
+#include <string>
 #include <thread>
 
 #include "hxrt/hal/driver.h"
@@ -240,6 +243,59 @@ TEST_F(EngineTest, SamplingIsSeededAndStopsAsAsked) {
   ASSERT_TRUE(cancelled.ok());
   EXPECT_EQ(cancelled->finish, FinishReason::kCallback);
   EXPECT_EQ(cancelled->tokens.size(), 3u);
+}
+
+// Request::logprobs: each sampled token's log-probability and the top alternatives are the double log-softmax of
+// that step's raw logits, delivered through on_logprobs just before on_token, and cut with the tokens when a
+// callback stops the request.
+TEST_F(EngineTest, LogprobsAreTheLogSoftmaxOfEachStepsLogits) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 256});
+  std::mt19937 rng(5);
+  const std::vector<int32_t> prompt = random_prompt(9, model->spec().vocab, rng);
+  for (float temperature : {0.0f, 20.0f}) {
+    Request r = greedy(prompt, 8, true);
+    r.sampling.temperature = temperature;
+    r.sampling.seed = 3;
+    r.logprobs = 4;
+    std::vector<std::string> events;
+    r.on_logprobs = [&](RequestId, const TokenLogprobs& lp) { events.push_back(fmt::format("lp {}", lp.sampled.token)); };
+    r.on_token = [&](RequestId, int32_t token) {
+      events.push_back(fmt::format("tok {}", token));
+      return events.size() < 12;  // stops after the 6th token
+    };
+    Result<RequestResult> result = e->generate(std::move(r));
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    ASSERT_EQ(result->tokens.size(), 6u);
+    ASSERT_EQ(result->logprobs.size(), 6u);
+    for (size_t i = 0; i < result->tokens.size(); ++i) {
+      SCOPED_TRACE(fmt::format("temperature {} step {}", temperature, i));
+      EXPECT_EQ(events[2 * i], fmt::format("lp {}", result->tokens[i]));
+      EXPECT_EQ(events[2 * i + 1], fmt::format("tok {}", result->tokens[i]));
+      const std::vector<float>& row = result->logits[i];
+      double max_logit = -INFINITY, sum = 0.0;
+      for (float x : row) max_logit = std::max<double>(max_logit, x);
+      for (float x : row) sum += std::exp(x - max_logit);
+      const auto expected = [&](int32_t id) { return row[static_cast<size_t>(id)] - max_logit - std::log(sum); };
+      const TokenLogprobs& lp = result->logprobs[i];
+      EXPECT_EQ(lp.sampled.token, result->tokens[i]);
+      EXPECT_NEAR(lp.sampled.logprob, expected(lp.sampled.token), 1e-5);
+      ASSERT_EQ(lp.top.size(), 4u);
+      std::vector<int32_t> order(row.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+      for (size_t k = 0; k < 4; ++k) {
+        EXPECT_EQ(lp.top[k].token, order[k]);
+        EXPECT_NEAR(lp.top[k].logprob, expected(order[k]), 1e-5);
+      }
+      if (temperature == 0.0f) {
+        EXPECT_EQ(lp.top[0].token, lp.sampled.token);
+      }
+    }
+  }
+  Request too_many = greedy(prompt, 2);
+  too_many.logprobs = kMaxTopLogprobs + 1;
+  EXPECT_EQ(e->submit(std::move(too_many)).status().code(), StatusCode::kInvalidArgument);
 }
 
 // Note [Pipelined decode steps]: callbacks run a step late, while the next forward is in flight; a callback that

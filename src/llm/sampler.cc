@@ -28,6 +28,35 @@ std::string SamplingParams::to_string() const {
                      repetition_penalty, seed);
 }
 
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top) {
+  float max_logit = -INFINITY;
+  for (float x : logits) max_logit = std::max(max_logit, x);
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max_logit);
+  const double log_z = static_cast<double>(max_logit) + std::log(sum);
+  const auto logprob = [&](int32_t id) {
+    return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - log_z);
+  };
+  TokenLogprobs out;
+  out.sampled = {token, logprob(token)};
+  top = std::clamp(top, 0, std::min(kMaxTopLogprobs, static_cast<int>(logits.size())));
+  // The top set: a sorted run of at most `top` ids, more likely first, the lower id first among equals.
+  const auto better = [&](int32_t a, int32_t b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  };
+  std::vector<int32_t> best;
+  best.reserve(static_cast<size_t>(top) + 1);
+  for (int32_t id = 0; top > 0 && id < static_cast<int32_t>(logits.size()); ++id) {
+    if (std::isnan(logits[static_cast<size_t>(id)])) continue;
+    if (static_cast<int>(best.size()) == top && !better(id, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), id, better), id);
+    if (static_cast<int>(best.size()) > top) best.pop_back();
+  }
+  for (int32_t id : best) out.top.push_back({id, logprob(id)});
+  return out;
+}
+
 int32_t argmax(std::span<const float> logits) {
   // The first index of the largest logit (NaNs never win; index 0 when logits[0] is NaN). Two passes that the
   // compiler vectorises — the maximum in 16 independent lanes, then the first index holding it — instead of one

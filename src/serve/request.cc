@@ -27,6 +27,69 @@ std::optional<HttpError> read_number(const json& body, const char* key, double l
   return std::nullopt;
 }
 
+// Fields that would change the output and that hxrt does not honour: a 400 naming each, never ignored.
+std::optional<HttpError> refuse_unserved(const json& body) {
+  if (present(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty())) {
+    return bad_field("logit_bias", "'logit_bias' is not supported");
+  }
+  if (present(body, "response_format")) {
+    const json& f = body["response_format"];
+    if (!f.is_object() || !f.contains("type") || f["type"] != "text") {
+      return bad_field("response_format",
+                       "'response_format' other than {\"type\": \"text\"} (JSON output) is not supported");
+    }
+  }
+  if (present(body, "tool_choice")) {
+    const json& c = body["tool_choice"];
+    if (!(c.is_string() && (c == "auto" || c == "none"))) {
+      return bad_field("tool_choice",
+                       "'tool_choice' other than \"auto\" or \"none\" (a forced call) is not supported");
+    }
+  }
+  if (present(body, "echo") && body["echo"] != false) return bad_field("echo", "'echo' is not supported");
+  if (present(body, "suffix") && !(body["suffix"].is_string() && body["suffix"].get<std::string>().empty())) {
+    return bad_field("suffix", "'suffix' is not supported");
+  }
+  if (present(body, "best_of") && (!body["best_of"].is_number_integer() || body["best_of"].get<int64_t>() != 1)) {
+    return bad_field("best_of", "only best_of = 1 is supported");
+  }
+  for (const char* key : {"grammar", "json_schema", "functions", "function_call"}) {
+    if (present(body, key)) return bad_field(key, fmt::format("'{}' is not supported", key));
+  }
+  return std::nullopt;
+}
+
+// logprobs: chat's boolean `logprobs` with `top_logprobs`, or completions' integer `logprobs`.
+std::optional<HttpError> read_logprobs(const json& body, bool chat, CompletionRequest* out) {
+  const int top_max = llm::kMaxTopLogprobs;
+  if (chat) {
+    bool wanted = false;
+    if (present(body, "logprobs")) {
+      if (!body["logprobs"].is_boolean()) return bad_field("logprobs", "'logprobs' must be a boolean");
+      wanted = body["logprobs"].get<bool>();
+    }
+    int top = 0;
+    if (present(body, "top_logprobs")) {
+      const json& t = body["top_logprobs"];
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > top_max) {
+        return bad_field("top_logprobs", fmt::format("'top_logprobs' must be an integer in [0, {}]", top_max));
+      }
+      if (!wanted) return bad_field("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+      top = t.get<int>();
+    }
+    out->logprobs = wanted ? top : -1;
+    return std::nullopt;
+  }
+  if (present(body, "logprobs")) {
+    const json& l = body["logprobs"];
+    if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() > top_max) {
+      return bad_field("logprobs", fmt::format("'logprobs' must be an integer in [0, {}]", top_max));
+    }
+    out->logprobs = l.get<int>();
+  }
+  return std::nullopt;
+}
+
 std::optional<HttpError> read_sampling(const json& body, CompletionRequest* out) {
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (!present(body, key)) continue;
@@ -60,6 +123,7 @@ std::optional<HttpError> read_sampling(const json& body, CompletionRequest* out)
   if (present(body, "n") && (!body["n"].is_number_integer() || body["n"].get<int64_t>() != 1)) {
     return bad_field("n", "only n = 1 is supported");
   }
+  if (auto e = refuse_unserved(body)) return e;
   if (present(body, "stop")) {
     const json& stop = body["stop"];
     if (stop.is_string()) {
@@ -177,6 +241,7 @@ std::variant<CompletionRequest, HttpError> parse_request(std::string_view body, 
   request.max_tokens = default_max_tokens;
   try {
     if (auto e = read_sampling(parsed, &request)) return *e;
+    if (auto e = read_logprobs(parsed, chat, &request)) return *e;
     if (auto e = chat ? read_messages(parsed, &request) : read_prompt(parsed, vocab_size, &request)) return *e;
   } catch (const json::exception& e) {  // a value that passed its type check but not a conversion
     return bad_field("", fmt::format("a field has a value hxrt cannot read: {}", e.what()));

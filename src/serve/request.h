@@ -2,7 +2,9 @@
 //
 // Every field hxrt serves is read with its type and range checked; a bad one is an HttpError naming it (OpenAI's
 // `param`), never an exception or a crash. Fields hxrt does not serve are refused when they would change the result
-// (n > 1, presence/frequency penalties) and ignored otherwise, as OpenAI's clients send some by default. The prompt
+// (n > 1, presence/frequency penalties, logit_bias, response_format other than text, a forced tool_choice, echo,
+// suffix, best_of > 1, llama-server's grammar and json_schema, the legacy functions) and ignored otherwise (user,
+// metadata, store, parallel_tool_calls), as OpenAI's clients send some by default. The prompt
 // stays text (or token ids) here: the server tokenizes it. Separate from the server so that the parser can be fuzzed
 // alone (tests/fuzz/fuzz_serve_request.cc).
 //
@@ -43,6 +45,9 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;              // stream_options.include_usage
   bool ignore_eos = false;                 // llama-server's extension
+  // -1: no logprobs; else every generated token's log-probability and this many alternatives (chat: logprobs
+  // true and top_logprobs; completions: logprobs = the count), at most llm::kMaxTopLogprobs.
+  int logprobs = -1;
 };
 
 inline constexpr int kMaxStopStrings = 16;

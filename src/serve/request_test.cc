@@ -72,5 +72,41 @@ TEST(RequestTest, BadFieldsAreNamed) {
   EXPECT_EQ(json, R"({"error":{"code":null,"message":"m","param":"p","type":"invalid_request_error"}})");
 }
 
+TEST(RequestTest, ReadsLogprobsAsEachEndpointSpellsThem) {
+  const char* user = R"("messages": [{"role": "user", "content": "hi"}])";
+  EXPECT_EQ(ok("{" + std::string(user) + "}", true).logprobs, -1);
+  EXPECT_EQ(ok("{" + std::string(user) + R"(, "logprobs": true})", true).logprobs, 0);
+  EXPECT_EQ(ok("{" + std::string(user) + R"(, "logprobs": true, "top_logprobs": 5})", true).logprobs, 5);
+  EXPECT_EQ(ok("{" + std::string(user) + R"(, "logprobs": false})", true).logprobs, -1);
+  EXPECT_EQ(ok(R"({"prompt": "x", "logprobs": 3})", false).logprobs, 3);
+  EXPECT_EQ(ok(R"({"prompt": "x", "logprobs": null})", false).logprobs, -1);
+  EXPECT_EQ(bad("{" + std::string(user) + R"(, "top_logprobs": 2})", true).param, "top_logprobs") << "needs logprobs";
+  EXPECT_EQ(bad("{" + std::string(user) + R"(, "logprobs": true, "top_logprobs": 21})", true).param, "top_logprobs");
+  EXPECT_EQ(bad("{" + std::string(user) + R"(, "logprobs": 2})", true).param, "logprobs");
+  EXPECT_EQ(bad(R"({"prompt": "x", "logprobs": true})", false).param, "logprobs");
+}
+
+// What would change the output and is not served is refused by name; what would not is accepted.
+TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
+  const char* user = R"("messages": [{"role": "user", "content": "hi"}])";
+  for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("response_format": {"type": "json_object"})", "response_format"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {}})", "response_format"},
+           {R"("logit_bias": {"5": 10})", "logit_bias"}, {R"("tool_choice": "required")", "tool_choice"},
+           {R"("tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice"},
+           {R"("grammar": "root ::= \"a\"")", "grammar"}, {R"("json_schema": {})", "json_schema"},
+           {R"("functions": [])", "functions"}, {R"("best_of": 2)", "best_of"}}) {
+    const HttpError e = bad("{" + std::string(user) + ", " + field + "}", true);
+    EXPECT_EQ(e.param, param) << field << ": " << e.message;
+  }
+  EXPECT_EQ(bad(R"({"prompt": "x", "echo": true})", false).param, "echo");
+  EXPECT_EQ(bad(R"({"prompt": "x", "suffix": "end"})", false).param, "suffix");
+  ok("{" + std::string(user) +
+         R"(, "response_format": {"type": "text"}, "logit_bias": {}, "tool_choice": "auto", "user": "u",
+             "metadata": {"a": "b"}, "store": false, "parallel_tool_calls": true})",
+     true);
+  ok(R"({"prompt": "x", "echo": false, "suffix": "", "best_of": 1})", false);
+}
+
 }  // namespace
 }  // namespace hxrt::serve

@@ -4,7 +4,7 @@
 
 namespace hxrt::serve {
 
-bool Job::wait_pieces(std::vector<std::string>* out, std::chrono::milliseconds timeout) {
+bool Job::wait_pieces(std::vector<Piece>* out, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex);
   cv.wait_for(lock, timeout, [&] { return done || !pieces.empty(); });
   while (!pieces.empty()) {
@@ -84,7 +84,11 @@ void Scheduler::loop() {
       request.max_new_tokens = job->max_tokens;
       request.sampling = job->sampling;
       request.ignore_eos = job->ignore_eos;
+      request.logprobs = job->logprobs;
       Job* raw = job.get();
+      if (job->logprobs >= 0) {
+        request.on_logprobs = [raw](llm::RequestId, const llm::TokenLogprobs& lp) { raw->pending_logprobs.push_back(lp); };
+      }
       request.on_token = [this, raw, &tokenizer](llm::RequestId, int32_t token) {
         if (raw->cancel.load(std::memory_order_relaxed)) return false;
         const Clock::time_point now = Clock::now();
@@ -94,14 +98,19 @@ void Scheduler::loop() {
           metrics_.inter_token_latency(std::chrono::duration<double>(now - *raw->last_token).count());
         }
         raw->last_token = now;
-        if (tokenizer.is_eog(token) && !raw->ignore_eos) return true;  // the engine ends the request
+        if (tokenizer.is_eog(token) && !raw->ignore_eos) {  // the engine ends the request; EOS is not text
+          raw->pending_logprobs.clear();
+          return true;
+        }
         Result<std::string> piece = raw->stream->push(token);
         if (!piece.ok()) return false;
         if (!piece->empty()) {
           std::lock_guard<std::mutex> lock(raw->mutex);
-          raw->pieces.push_back(std::move(*piece));
+          raw->pieces.push_back(Piece{.text = std::move(*piece), .logprobs = std::move(raw->pending_logprobs)});
+          raw->pending_logprobs.clear();
           raw->cv.notify_all();
         }
+        if (raw->stream->stopped()) raw->pending_logprobs.clear();  // tokens inside the stop string: no text
         return !raw->stream->stopped();
       };
       job->prompt_tokens = static_cast<int>(job->prompt.size());
@@ -138,9 +147,9 @@ void Scheduler::loop() {
       }
       if (end == JobEnd::kStop || end == JobEnd::kLength) {
         std::string rest = job->stream->finish();
-        if (!rest.empty()) {
+        if (!rest.empty() || !job->pending_logprobs.empty()) {
           std::lock_guard<std::mutex> lock(job->mutex);
-          job->pieces.push_back(std::move(rest));
+          job->pieces.push_back(Piece{.text = std::move(rest), .logprobs = std::move(job->pending_logprobs)});
         }
       }
       finish(job, end, result.status, static_cast<int>(result.tokens.size()));

@@ -30,6 +30,13 @@ using Clock = std::chrono::steady_clock;
 
 enum class JobEnd : uint8_t { kStop, kLength, kCancelled, kError };
 
+// A piece of the answer's text, with the logprobs of the tokens that completed it (when the job asked for them;
+// a token whose bytes end inside a character is reported with the piece that completes the character).
+struct Piece {
+  std::string text;
+  std::vector<llm::TokenLogprobs> logprobs;
+};
+
 struct Job {
   // Set by the handler before submit.
   std::vector<int32_t> prompt;
@@ -37,6 +44,7 @@ struct Job {
   llm::SamplingParams sampling;
   std::vector<std::string> stops;
   bool ignore_eos = false;
+  int logprobs = -1;  // Request::logprobs
 
   // Set by the handler at any time: the scheduler cancels the request at its next step.
   std::atomic<bool> cancel{false};
@@ -44,7 +52,7 @@ struct Job {
   // The channel, guarded by mutex; cv signals a new piece or the end.
   std::mutex mutex;
   std::condition_variable cv;
-  std::deque<std::string> pieces;
+  std::deque<Piece> pieces;
   bool done = false;
   JobEnd end = JobEnd::kStop;
   Status status;  // kError only
@@ -55,9 +63,10 @@ struct Job {
   std::unique_ptr<llm::TextStream> stream;
   Clock::time_point submitted{};
   std::optional<Clock::time_point> last_token;
+  std::vector<llm::TokenLogprobs> pending_logprobs;  // of tokens whose text is not out yet
 
   // Waits until a piece is ready, the job ended, or `timeout` passed; moves the pieces into *out. Returns done.
-  bool wait_pieces(std::vector<std::string>* out, std::chrono::milliseconds timeout);
+  bool wait_pieces(std::vector<Piece>* out, std::chrono::milliseconds timeout);
 };
 
 struct SchedulerOptions {

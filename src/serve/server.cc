@@ -99,6 +99,7 @@ struct Server::Impl {
     job->sampling = request.sampling;
     job->stops = request.stops;
     job->ignore_eos = request.ignore_eos;
+    job->logprobs = request.logprobs;
     if (Status submitted = scheduler->submit(job); !submitted.ok()) {
       return reply_error(res, endpoint,
                          HttpError{.status = 503, .message = std::string(submitted.message()), .type = "server_error",
@@ -113,6 +114,47 @@ struct Server::Impl {
     }
   }
 
+  // A token's text as OpenAI reports it: the piece (invalid UTF-8 replaced when dumped) and its bytes.
+  json token_entry(const llm::TokenLogprob& t) const {
+    const Result<std::string_view> bytes_of = llm.tokenizer().token_to_piece(t.token);
+    const std::string piece(bytes_of.ok() ? *bytes_of : std::string_view());
+    json bytes = json::array();
+    for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+    return json{{"token", piece}, {"logprob", t.logprob}, {"bytes", std::move(bytes)}};
+  }
+
+  // The `logprobs` of a choice for these tokens (null when the request asked for none). Chat: {"content": [...]};
+  // completions: the legacy {tokens, token_logprobs, top_logprobs, text_offset}, offsets in bytes from `offset`.
+  json logprobs_json(const Job& job, bool chat, const std::vector<llm::TokenLogprobs>& tokens, size_t offset) const {
+    if (job.logprobs < 0) return nullptr;
+    if (chat) {
+      json content = json::array();
+      for (const llm::TokenLogprobs& lp : tokens) {
+        json entry = token_entry(lp.sampled);
+        json top = json::array();
+        for (const llm::TokenLogprob& t : lp.top) top.push_back(token_entry(t));
+        entry["top_logprobs"] = std::move(top);
+        content.push_back(std::move(entry));
+      }
+      return json{{"content", std::move(content)}};
+    }
+    json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                {"text_offset", json::array()}};
+    for (const llm::TokenLogprobs& lp : tokens) {
+      const json sampled = token_entry(lp.sampled);
+      out["tokens"].push_back(sampled["token"]);
+      out["token_logprobs"].push_back(lp.sampled.logprob);
+      json top = json::object();
+      for (const llm::TokenLogprob& t : lp.top) top[token_entry(t)["token"].get<std::string>()] = t.logprob;
+      out["top_logprobs"].push_back(std::move(top));
+      out["text_offset"].push_back(offset);
+      offset += sampled["bytes"].size();
+    }
+    return out;
+  }
+
+  static std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
   json usage(const Job& job) const {
     return json{{"prompt_tokens", job.prompt_tokens},
                 {"completion_tokens", job.completion_tokens},
@@ -122,27 +164,33 @@ struct Server::Impl {
   void complete(httplib::Response& res, const std::string& endpoint, const std::shared_ptr<Job>& job,
                 const std::string& id, int64_t created, bool chat) {
     std::string text;
-    std::vector<std::string> pieces;
+    std::vector<Piece> pieces;
     while (!job->wait_pieces(&pieces, std::chrono::milliseconds(500))) {
     }
     job->wait_pieces(&pieces, std::chrono::milliseconds(0));
-    for (const std::string& p : pieces) text += p;
+    std::vector<llm::TokenLogprobs> logprobs;
+    for (Piece& p : pieces) {
+      text += p.text;
+      for (llm::TokenLogprobs& lp : p.logprobs) logprobs.push_back(std::move(lp));
+    }
     if (job->end == JobEnd::kError || job->end == JobEnd::kCancelled) {
       return reply_error(res, endpoint, job_failure(*job));
     }
-    json choice =
-        chat ? json{{"index", 0},
-                    {"message", {{"role", "assistant"}, {"content", text}}},
-                    {"logprobs", nullptr},
-                    {"finish_reason", finish_reason(job->end)}}
-             : json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_reason(job->end)}};
+    json choice = chat ? json{{"index", 0},
+                              {"message", {{"role", "assistant"}, {"content", text}}},
+                              {"logprobs", logprobs_json(*job, chat, logprobs, 0)},
+                              {"finish_reason", finish_reason(job->end)}}
+                       : json{{"index", 0},
+                              {"text", text},
+                              {"logprobs", logprobs_json(*job, chat, logprobs, 0)},
+                              {"finish_reason", finish_reason(job->end)}};
     const json out = {{"id", id},
                       {"object", chat ? "chat.completion" : "text_completion"},
                       {"created", created},
                       {"model", model_id},
                       {"choices", json::array({choice})},
                       {"usage", usage(*job)}};
-    res.set_content(out.dump(), "application/json");
+    res.set_content(dump(out), "application/json");
     metrics.request(endpoint, 200);
   }
 
@@ -151,26 +199,27 @@ struct Server::Impl {
               const std::string& id, int64_t created, bool chat, bool include_usage) {
     metrics.request(endpoint, 200);
     res.set_header("Cache-Control", "no-cache");
-    auto chunk = [this, id, created, chat](json delta_or_text, json finish) {
+    auto chunk = [this, id, created, chat](json delta_or_text, json finish, json logprobs = nullptr) {
       json choice = chat ? json{{"index", 0},
                                 {"delta", std::move(delta_or_text)},
-                                {"logprobs", nullptr},
+                                {"logprobs", std::move(logprobs)},
                                 {"finish_reason", std::move(finish)}}
                          : json{{"index", 0},
                                 {"text", std::move(delta_or_text)},
-                                {"logprobs", nullptr},
+                                {"logprobs", std::move(logprobs)},
                                 {"finish_reason", std::move(finish)}};
       const json out = {{"id", id},
                         {"object", chat ? "chat.completion.chunk" : "text_completion"},
                         {"created", created},
                         {"model", model_id},
                         {"choices", json::array({choice})}};
-      return "data: " + out.dump() + "\n\n";
+      return "data: " + dump(out) + "\n\n";
     };
     auto started = std::make_shared<bool>(false);
+    auto text_bytes = std::make_shared<size_t>(0);  // completions' text_offset: bytes streamed so far
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, chunk, started, id, created, chat, include_usage](size_t, httplib::DataSink& sink) {
+        [this, job, chunk, started, text_bytes, id, created, chat, include_usage](size_t, httplib::DataSink& sink) {
           const auto send = [&](const std::string& event) {
             if (sink.write(event.data(), event.size())) return true;
             job->cancel = true;  // the client went away
@@ -184,11 +233,13 @@ struct Server::Impl {
             job->cancel = true;
             return false;
           }
-          std::vector<std::string> pieces;
+          std::vector<Piece> pieces;
           const bool done = job->wait_pieces(&pieces, kPollInterval);
-          for (std::string& piece : pieces) {
-            if (!send(chunk(chat ? json{{"content", std::move(piece)}} : json(std::move(piece)), nullptr)))
-              return false;
+          for (Piece& piece : pieces) {
+            json logprobs = logprobs_json(*job, chat, piece.logprobs, *text_bytes);
+            *text_bytes += piece.text.size();
+            json text = chat ? json{{"content", std::move(piece.text)}} : json(std::move(piece.text));
+            if (!send(chunk(std::move(text), nullptr, std::move(logprobs)))) return false;
           }
           if (!done) return true;
           if (job->end == JobEnd::kError || job->end == JobEnd::kCancelled) {

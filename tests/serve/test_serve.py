@@ -182,6 +182,58 @@ def test_a_client_that_disconnects_cancels_its_sequence(server):
     assert generated < 200, f"{generated} tokens generated for a client that left after 3"
 
 
+def test_logprobs_plain_and_streamed(server):
+    """logprobs / top_logprobs: one entry per generated token, the greedy token the most likely alternative, the
+    alternatives sorted; streamed chunks carry the same entries; completions' legacy form agrees with chat's."""
+    import math
+    client = server.client()
+    plain = chat(client, "What is the capital of France?", max_tokens=16, logprobs=True, top_logprobs=3)
+    content = plain.choices[0].logprobs.content
+    assert len(content) == plain.usage.completion_tokens
+    assert "".join(t.token for t in content) == plain.choices[0].message.content
+    for t in content:
+        assert t.logprob <= 0 and len(t.top_logprobs) == 3
+        assert t.top_logprobs[0].token == t.token and math.isclose(t.top_logprobs[0].logprob, t.logprob)
+        lps = [a.logprob for a in t.top_logprobs]
+        assert lps == sorted(lps, reverse=True) and sum(math.exp(x) for x in lps) <= 1 + 1e-5
+        assert bytes(t.bytes).decode("utf-8", "replace") == t.token or "\ufffd" in t.token
+    streamed = [c for c in chat(client, "What is the capital of France?", max_tokens=16, logprobs=True,
+                                top_logprobs=3, stream=True) if c.choices and c.choices[0].logprobs]
+    entries = [t for c in streamed for t in c.choices[0].logprobs.content]
+    assert [(t.token, round(t.logprob, 4)) for t in entries] == [(t.token, round(t.logprob, 4)) for t in content]
+    assert chat(client, "hi", max_tokens=4).choices[0].logprobs is None
+
+    done = complete(client, PROMPTS[0], max_tokens=8, logprobs=2)
+    lp = done.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 8
+    assert "".join(lp.tokens) == done.choices[0].text
+    assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
+    for token, value, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert len(top) == 2 and math.isclose(max(top.values()), value) and top[token] == max(top.values())
+    streamed = [c.choices[0].logprobs for c in complete(client, PROMPTS[0], max_tokens=8, logprobs=2, stream=True)
+                if c.choices and c.choices[0].logprobs]
+    assert [t for s in streamed for t in s.tokens] == lp.tokens
+    assert [o for s in streamed for o in s.text_offset] == lp.text_offset
+
+
+def test_unserved_parameters_are_refused_by_name(server):
+    client = server.client()
+    cases = [
+        (lambda: chat(client, "hi", max_tokens=5, response_format={"type": "json_object"}), "response_format"),
+        (lambda: chat(client, "hi", max_tokens=5, logit_bias={"5": 10}), "logit_bias"),
+        (lambda: chat(client, "hi", max_tokens=5, top_logprobs=2), "top_logprobs"),
+        (lambda: chat(client, "hi", max_tokens=5, tools=[{"type": "function", "function": {"name": "f"}}],
+                      tool_choice="required"), "tool_choice"),
+        (lambda: complete(client, "hi", max_tokens=5, echo=True), "echo"),
+        (lambda: complete(client, "hi", max_tokens=5, suffix="end"), "suffix"),
+        (lambda: complete(client, "hi", max_tokens=5, best_of=2), "best_of"),
+    ]
+    for call, param in cases:
+        with pytest.raises(openai.BadRequestError) as caught:
+            call()
+        assert caught.value.body["param"] == param, caught.value.body
+
+
 def test_bad_requests_get_openai_errors(server):
     client = server.client()
     response = httpx.post(server.url + "/v1/chat/completions", content=b"{not json", timeout=30)

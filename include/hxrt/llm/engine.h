@@ -107,6 +107,11 @@ struct Request {
   // forward computes the logits of every prompt row; perplexity, OpenAI's echo + logprobs). With max_new_tokens = 0
   // the request finishes after its prompt without sampling.
   bool prompt_logprobs = false;
+  // >= 0: every sampled token's log-probability and this many most likely alternatives (at most kMaxTopLogprobs),
+  // in RequestResult::logprobs and through on_logprobs; -1: none.
+  int logprobs = -1;
+  // Called with each new token's TokenLogprobs (when logprobs >= 0) just before on_token is called with it.
+  std::function<void(RequestId, const TokenLogprobs&)> on_logprobs;
   // Called with each new token, at the step after the one that sampled it; return false to stop the request
   // (FinishReason::kCallback). It may cancel() requests; it must not step().
   std::function<bool(RequestId, int32_t token)> on_token;
@@ -127,6 +132,7 @@ struct RequestResult {
   // When prompt_logprobs: prompt_tokens - 1 entries, [i] = log p(prompt[i + 1] | prompt[0..i]) (natural log). Rows
   // whose K/V came from the prefix cache were not computed: NaN there (cached_prompt_tokens says how many).
   std::vector<double> prompt_logprobs;
+  std::vector<TokenLogprobs> logprobs;     // when Request::logprobs >= 0: one per generated token
 };
 
 struct EngineStats {

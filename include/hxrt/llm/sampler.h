@@ -12,6 +12,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "hxrt/base/status.h"
 
@@ -51,5 +52,23 @@ class Sampler {
 
 // The index of the largest value; the lowest index wins a tie.
 int32_t argmax(std::span<const float> logits);
+
+inline constexpr int kMaxTopLogprobs = 20;  // OpenAI's bound on top_logprobs
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;  // natural log
+};
+// A sampled token's log-probability and the most likely tokens at that step, under the model's distribution:
+// log_softmax of the raw logits (before the repetition penalty, temperature and filters; vLLM's and OpenAI's
+// convention).
+struct TokenLogprobs {
+  TokenLogprob sampled;
+  std::vector<TokenLogprob> top;  // the `top` most likely, most likely first (the lower id first on a tie)
+};
+
+// TokenLogprobs of `token` over `logits` with `top` (0..kMaxTopLogprobs) alternatives; the sum of exponentials in
+// double. One pass over the logits for the log-sum-exp and one for the top set.
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top);
 
 }  // namespace hxrt::llm
