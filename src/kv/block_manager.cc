@@ -141,7 +141,7 @@ Status BlockManager::commit(SeqId seq) {
   HXRT_ASSIGN_OR_RETURN(Sequence * s, find(seq));
   s->committed = s->length;
   const int32_t full = s->committed / block_size_;
-  uint64_t h = s->hashed_blocks > 0 ? hash_[s->blocks[s->hashed_blocks - 1]] : kRootBlockHash;
+  uint64_t h = hash_before(*s, s->hashed_blocks);
   for (int32_t i = s->hashed_blocks; i < full; ++i) {
     const int32_t b = s->blocks[i];
     h = kv_block_hash(h, block_tokens(b));
@@ -162,7 +162,9 @@ Status BlockManager::fork(SeqId src, SeqId dst) {
   HXRT_ASSIGN_OR_RETURN(const Sequence* s, std::as_const(*this).find(src));
   if (contains(dst)) return already_exists("kv: cannot fork sequence {} into {}: {} already exists", src, dst, dst);
   Sequence copy = *s;
-  for (int32_t b : copy.blocks) add_ref(b);
+  for (int32_t b : copy.blocks) {
+    if (b != kNoBlock) add_ref(b);
+  }
   sequences_.emplace(dst, std::move(copy));
   return ok_status();
 }
@@ -172,6 +174,10 @@ Status BlockManager::truncate(SeqId seq, int32_t n_tokens) {
   if (n_tokens < 0) return invalid_argument("kv: cannot truncate sequence {} to {} tokens", seq, n_tokens);
   if (n_tokens > s->length) {
     return out_of_range("kv: cannot truncate sequence {} to {} tokens: it has {}", seq, n_tokens, s->length);
+  }
+  if (n_tokens < s->released_blocks * block_size_) {
+    return failed_precondition("kv: cannot truncate sequence {} to {} tokens: its first {} were released", seq,
+                               n_tokens, s->released_blocks * block_size_);
   }
   const auto keep = static_cast<size_t>(ceil_div(n_tokens, block_size_));
   while (s->blocks.size() > keep) {  // last block first: it is the first to be evicted (Note [Block states])
@@ -194,9 +200,35 @@ Status BlockManager::release(SeqId seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return not_found("kv: no sequence {}", seq);
   const std::vector<int32_t>& blocks = it->second.blocks;
-  for (size_t i = blocks.size(); i-- > 0;) drop_ref(blocks[i]);  // last block first, as in truncate
+  for (size_t i = blocks.size(); i-- > 0;) {  // last block first, as in truncate
+    if (blocks[i] != kNoBlock) drop_ref(blocks[i]);
+  }
   sequences_.erase(it);
   return ok_status();
+}
+
+Status BlockManager::release_before(SeqId seq, int32_t position) {
+  HXRT_ASSIGN_OR_RETURN(Sequence * s, find(seq));
+  if (position < 0 || position > s->committed) {
+    return invalid_argument("kv: release_before({}) of sequence {} outside its {} committed tokens", position, seq,
+                            s->committed);
+  }
+  // Every block below position is full and committed, so hashed (commit hashes all full committed blocks).
+  const int32_t end = position / block_size_;
+  for (int32_t i = s->released_blocks; i < end; ++i) {
+    const int32_t b = s->blocks[static_cast<size_t>(i)];
+    s->released_hash = hash_[b];
+    drop_ref(b);
+    s->blocks[static_cast<size_t>(i)] = kNoBlock;
+  }
+  s->released_blocks = std::max(s->released_blocks, end);
+  return ok_status();
+}
+
+uint64_t BlockManager::hash_before(const Sequence& s, int32_t i) const {
+  if (i == 0) return kRootBlockHash;
+  const int32_t b = s.blocks[static_cast<size_t>(i - 1)];
+  return b == kNoBlock ? s.released_hash : hash_[b];
 }
 
 // --- Queries ------------------------------------------------------------------------------------------------------
@@ -268,6 +300,7 @@ KvCacheStats BlockManager::stats() const {
   for (const auto& [id, s] : sequences_) {
     st.sequence_tokens += s.length;
     for (size_t i = 0; i < s.blocks.size(); ++i) {
+      if (s.blocks[i] == kNoBlock) continue;
       const int32_t in_block = std::min(block_size_, s.length - static_cast<int32_t>(i) * block_size_);
       int32_t& e = extent[static_cast<size_t>(s.blocks[i])];
       e = std::max(e, in_block);
@@ -323,8 +356,16 @@ Status BlockManager::check_invariants() const {
       return internal_error("kv: sequence {} claims {} hashed blocks with {} committed tokens", id, s.hashed_blocks,
                             s.committed);
     }
+    if (s.released_blocks < 0 || s.released_blocks > s.hashed_blocks) {
+      return internal_error("kv: sequence {} released {} blocks with {} hashed", id, s.released_blocks,
+                            s.hashed_blocks);
+    }
     for (size_t i = 0; i < s.blocks.size(); ++i) {
       const int32_t b = s.blocks[i];
+      if (static_cast<int32_t>(i) < s.released_blocks) {
+        if (b != kNoBlock) return internal_error("kv: sequence {} kept block {} of its released ones", id, i);
+        continue;
+      }
       if (b < 0 || b >= num_blocks_) return internal_error("kv: sequence {} holds block id {}", id, b);
       refs[static_cast<size_t>(b)]++;
       if (static_cast<int32_t>(i) < s.hashed_blocks && !hashed_[b]) {

@@ -503,5 +503,49 @@ TEST_F(BlockManagerTest, BlockHashChainsOverThePrefix) {
   EXPECT_NE(kv_block_hash(kRootBlockHash, std::vector<int32_t>{0}), kv_block_hash(kRootBlockHash, {}));
 }
 
+// release_before gives the blocks before a position back (holes in the table), keeps them findable by prefix
+// hits, and leaves appending, committing (the chain hash goes on from the released blocks), forking and
+// truncating above the released tokens working.
+TEST_F(BlockManagerTest, ReleaseBeforeGivesBackTheBlocksBeforeAPosition) {
+  BlockManager m(8, 4);
+  const std::vector<int32_t> tokens = iota_tokens(14);
+  std::vector<int32_t> slots(14);
+  ASSERT_TRUE(m.add_sequence(1, {}).ok());
+  ASSERT_TRUE(m.reserve(1, tokens, slots).ok());
+  EXPECT_EQ(m.release_before(1, 13).code(), StatusCode::kInvalidArgument) << "not committed yet";
+  ASSERT_TRUE(m.commit(1).ok());
+  const std::vector<int32_t> before = table_of(m, 1);
+  ASSERT_TRUE(m.release_before(1, 9).ok());  // blocks 0 and 1 (tokens 0..7) lie wholly before token 9
+  EXPECT_THAT(table_of(m, 1), ElementsAre(kNoBlock, kNoBlock, before[2], before[3]));
+  EXPECT_EQ(m.block_state(before[0]), BlockState::kReclaimable);
+  EXPECT_EQ(m.block_state(before[1]), BlockState::kReclaimable);
+  EXPECT_EQ(*m.length(1), 14);
+  EXPECT_EQ(m.stats().used_blocks, 2);
+  EXPECT_EQ(m.stats().valid_tokens, 6);
+  expect_consistent(m);
+  ASSERT_TRUE(m.release_before(1, 4).ok()) << "already released: nothing to do";
+
+  // Appending past a block boundary and committing hashes the new full block on the released chain: a second
+  // sequence with the same 18 tokens finds all four full blocks.
+  std::vector<int32_t> more = iota_tokens(4, 114), more_slots(4);
+  ASSERT_TRUE(m.reserve(1, more, more_slots).ok());
+  ASSERT_TRUE(m.commit(1).ok());
+  std::vector<int32_t> all = tokens;
+  all.insert(all.end(), more.begin(), more.end());
+  EXPECT_EQ(m.match_prefix(all), 16);
+  expect_consistent(m);
+
+  ASSERT_TRUE(m.fork(1, 2).ok());
+  EXPECT_EQ(table_of(m, 2), table_of(m, 1));
+  EXPECT_EQ(m.truncate(2, 7).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(m.truncate(2, 8).ok());
+  EXPECT_THAT(table_of(m, 2), ElementsAre(kNoBlock, kNoBlock));
+  ASSERT_TRUE(m.release(2).ok());
+  ASSERT_TRUE(m.release(1).ok());
+  expect_consistent(m);
+  EXPECT_EQ(m.stats().used_blocks, 0);
+  EXPECT_EQ(m.release_before(1, 0).code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace hxrt::kv

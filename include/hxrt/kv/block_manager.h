@@ -151,12 +151,20 @@ class BlockManager {
   // last block first in line for reuse), others free.
   Status release(SeqId seq);
 
+  // Gives back the blocks of `seq` that lie wholly before token `position` (0 <= position <= committed_length):
+  // their table entries become kNoBlock and they lose a reference (registered ones stay reclaimable for prefix
+  // hits). For the layers that attend to a sliding window (Note [Sliding-window cache] in llm/engine.cc): the
+  // tokens before the window are never read again. The length does not change; later calls may release more; a
+  // truncate below the released tokens is FailedPrecondition.
+  Status release_before(SeqId seq, int32_t position);
+
   // --- Queries ----------------------------------------------------------------------------------------------------
 
   bool contains(SeqId seq) const { return sequences_.contains(seq); }
   int64_t num_sequences() const { return static_cast<int64_t>(sequences_.size()); }
   std::vector<SeqId> sequence_ids() const;  // unordered
-  // Block ids of `seq`, token order. Valid until the next call that changes `seq`.
+  // Block ids of `seq`, token order (kNoBlock for blocks given back by release_before). Valid until the next call
+  // that changes `seq`.
   Result<std::span<const int32_t>> block_table(SeqId seq) const;
   Result<int32_t> length(SeqId seq) const;
   Result<int32_t> committed_length(SeqId seq) const;
@@ -199,7 +207,11 @@ class BlockManager {
     int32_t length = 0;
     int32_t committed = 0;
     int32_t hashed_blocks = 0;  // leading table blocks whose chain hash is known (full and committed)
+    int32_t released_blocks = 0;       // leading table entries given back by release_before (kNoBlock)
+    uint64_t released_hash = kRootBlockHash;  // chain hash of the last of them (the next block's "previous")
   };
+  // The chain hash of block i - 1 of `s` (kRootBlockHash for i = 0); i <= hashed_blocks.
+  uint64_t hash_before(const Sequence& s, int32_t i) const;
 
   Result<Sequence*> find(SeqId seq);
   Result<const Sequence*> find(SeqId seq) const;
