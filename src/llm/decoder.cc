@@ -140,6 +140,12 @@ class Builder {
 }  // namespace
 
 
+bool has_mixed_windows(const ModelConfig& config) {
+  bool window = false, full = false;
+  for (const LayerConfig& layer : config.layers) (layer.window > 0 ? window : full) = true;
+  return window && full;
+}
+
 Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const ModelConfig& c,
                                          const DecoderGraphOptions& options) {
   if (c.family == nullptr || c.layers.size() != static_cast<size_t>(c.n_layers)) {
@@ -152,9 +158,6 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
   const ModelFamily& f = *c.family;
   graph::Graph g(c.name.empty() ? c.architecture : c.name);
   const graph::Dim n_tokens = graph::Dim::symbol("n_tokens");
-  const graph::SymShape cache_shape{static_cast<int64_t>(c.n_layers), graph::Dim::symbol("n_blocks"),
-                                    static_cast<int64_t>(options.block_size), static_cast<int64_t>(c.n_kv_heads),
-                                    static_cast<int64_t>(c.head_dim)};
   HXRT_RETURN_IF_ERROR(g.add_input(decoder::kTokens, {DType::kI32, {n_tokens}}).status());
   HXRT_RETURN_IF_ERROR(g.add_input(decoder::kPositions, {DType::kI32, {n_tokens}}).status());
   HXRT_RETURN_IF_ERROR(g.add_input(decoder::kTokenSeq, {DType::kI32, {n_tokens}}).status());
@@ -162,8 +165,32 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
       g.add_input(decoder::kBlockTables, {DType::kI32, {graph::Dim::symbol("n_seqs"), graph::Dim::symbol("max_blocks")}})
           .status());
   HXRT_RETURN_IF_ERROR(g.add_input(decoder::kLogitRows, {DType::kI32, {graph::Dim::symbol("n_outputs")}}).status());
-  HXRT_RETURN_IF_ERROR(g.add_input(decoder::kKCache, {options.kv_dtype, cache_shape}).status());
-  HXRT_RETURN_IF_ERROR(g.add_input(decoder::kVCache, {options.kv_dtype, cache_shape}).status());
+  // Each layer's cache: its index among the layers of that cache (Note [Sliding-window cache] in llm/engine.cc).
+  if (options.window_cache && !has_mixed_windows(c)) {
+    return invalid_argument("window_cache needs sliding-window and full-attention layers; {} has not both",
+                            c.architecture);
+  }
+  std::vector<int64_t> cache_layer(static_cast<size_t>(c.n_layers));
+  int64_t n_window_layers = 0, n_full_layers = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const bool local = options.window_cache && c.layers[static_cast<size_t>(l)].window > 0;
+    cache_layer[static_cast<size_t>(l)] = local ? n_window_layers++ : n_full_layers++;
+  }
+  const auto cache_of = [&](int64_t layers, const char* blocks) {
+    return graph::SymShape{layers, graph::Dim::symbol(blocks), static_cast<int64_t>(options.block_size),
+                           static_cast<int64_t>(c.n_kv_heads), static_cast<int64_t>(c.head_dim)};
+  };
+  HXRT_RETURN_IF_ERROR(g.add_input(decoder::kKCache, {options.kv_dtype, cache_of(n_full_layers, "n_blocks")}).status());
+  HXRT_RETURN_IF_ERROR(g.add_input(decoder::kVCache, {options.kv_dtype, cache_of(n_full_layers, "n_blocks")}).status());
+  if (n_window_layers > 0) {
+    const graph::SymShape local_shape = cache_of(n_window_layers, "n_local_blocks");
+    HXRT_RETURN_IF_ERROR(
+        g.add_input(decoder::kBlockTablesLocal,
+                    {DType::kI32, {graph::Dim::symbol("n_seqs"), graph::Dim::symbol("max_blocks")}})
+            .status());
+    HXRT_RETURN_IF_ERROR(g.add_input(decoder::kKCacheLocal, {options.kv_dtype, local_shape}).status());
+    HXRT_RETURN_IF_ERROR(g.add_input(decoder::kVCacheLocal, {options.kv_dtype, local_shape}).status());
+  }
 
   Builder b(g, file);
   auto wrap = [](Status s, int layer) { return std::move(s).with_context(fmt::format("building layer {}", layer)); };
@@ -234,14 +261,17 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
       HXRT_ASSIGN_OR_RETURN(std::string qr, b.hxrt(n + "q.rope", "RoPE", std::move(q_in), rope));
       HXRT_ASSIGN_OR_RETURN(std::string kr, b.hxrt(n + "k.rope", "RoPE", std::move(k_in), std::move(rope)));
       graph::AttributeMap attention;
-      attention.set("layer", graph::Attribute(static_cast<int64_t>(l)));
+      attention.set("layer", graph::Attribute(cache_layer[static_cast<size_t>(l)]));
+      const bool local = options.window_cache && layer.window > 0;
       if (c.attention_scale > 0) attention.set("scale", graph::Attribute(static_cast<double>(c.attention_scale)));
       if (layer.window > 0) attention.set("window", graph::Attribute(static_cast<int64_t>(layer.window)));
       if (c.attention_softcap > 0) attention.set("softcap", graph::Attribute(static_cast<double>(c.attention_softcap)));
       HXRT_ASSIGN_OR_RETURN(std::string a,
                             b.hxrt(n + "attention", "PagedAttention",
-                                   {qr, kr, v3, decoder::kKCache, decoder::kVCache, decoder::kBlockTables,
-                                    decoder::kTokenSeq, decoder::kPositions},
+                                   {qr, kr, v3, local ? decoder::kKCacheLocal : decoder::kKCache,
+                                    local ? decoder::kVCacheLocal : decoder::kVCache,
+                                    local ? decoder::kBlockTablesLocal : decoder::kBlockTables, decoder::kTokenSeq,
+                                    decoder::kPositions},
                                    std::move(attention)));
       HXRT_ASSIGN_OR_RETURN(std::string a2, b.node(n + "attention.flat", "Reshape", {a, flat_shape}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string wo, b.weight(w + "attn_output.weight"));

@@ -118,6 +118,7 @@ Status Engine::init() {
     graph_options.group_projections = graph_options.group_projections || def->device == session_.device().info().kind;
   }
   graph_options.group_projections = graph_options.group_projections && options_.fuse;
+  graph_options.window_cache = options_.window_cache && has_mixed_windows(config_);
   HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_decoder_graph(file_, config_, graph_options));
   runtime::PlanOptions plan_options;
   plan_options.max_streams = options_.max_streams;
@@ -134,18 +135,55 @@ Status Engine::init() {
   runtime::Session* fallback = plan->fallback_device() != nullptr ? options_.fallback_session : nullptr;
   HXRT_ASSIGN_OR_RETURN(executor_, runtime::Executor::create(session_, std::shared_ptr<const runtime::ExecutionPlan>(std::move(plan)),
                                                              fallback));
+  // Note [Sliding-window cache]
+  // A sliding-window layer reads only the last `window` positions of a sequence. With the window layers' K/V in a
+  // cache of their own, the blocks that fall out of the widest window go back after every step
+  // (BlockManager::release_before), so that cache needs about window + a prefill chunk of tokens per sequence,
+  // however long the sequences grow, and the full-attention layers' cache holds only those layers (Gemma 3: 3 of
+  // 18 layers at 32K context instead of 18). As llama.cpp's iSWA cache, sized the same way. Both caches take the
+  // same reservations in the same order, so a sequence's tables have the same length in both (holes where the
+  // window cache gave blocks back); a sequence is admitted, preempted and finished in both at once. Prefix hits
+  // need both: the window cache keeps released full blocks reclaimable, and the shorter hit of the two is used.
   kv::KvCacheConfig cache_config;
-  cache_config.n_layers = config_.n_layers;
   cache_config.n_kv_heads = config_.n_kv_heads;
   cache_config.head_dim = config_.head_dim;
   cache_config.block_size = options_.block_size;
   cache_config.dtype = options_.kv_dtype;
+  cache_config.n_layers = config_.n_layers;
   cache_config.budget_tokens = options_.kv_budget_bytes > 0 ? 0 : options_.kv_budget_tokens;
   cache_config.budget_bytes = options_.kv_budget_bytes;
+  if (graph_options.window_cache) {
+    int n_window_layers = 0;
+    for (const LayerConfig& layer : config_.layers) {
+      n_window_layers += layer.window > 0 ? 1 : 0;
+      max_window_ = std::max(max_window_, layer.window);
+    }
+    kv::KvCacheConfig window_config = cache_config;
+    window_config.n_layers = n_window_layers;
+    const int64_t demand = static_cast<int64_t>(options_.max_sequences) * (max_window_ + 2 * options_.block_size) +
+                           options_.max_batch_tokens;
+    window_config.budget_bytes = 0;
+    window_config.budget_tokens = options_.kv_budget_bytes > 0 ? demand : std::min(demand, options_.kv_budget_tokens);
+    if (options_.kv_budget_bytes > 0) {  // a bytes budget covers both caches: the window cache's share first
+      HXRT_ASSIGN_OR_RETURN(const kv::KvCacheLayout layout, kv::kv_cache_layout(window_config));
+      const uint64_t share = std::min<uint64_t>(static_cast<uint64_t>(layout.num_blocks) * layout.bytes_per_block,
+                                                options_.kv_budget_bytes / 2);
+      window_config.budget_bytes = share;
+      window_config.budget_tokens = 0;
+      cache_config.budget_bytes = options_.kv_budget_bytes - share;
+    }
+    cache_config.n_layers = config_.n_layers - n_window_layers;
+    HXRT_ASSIGN_OR_RETURN(window_cache_, kv::KvCache::create(session_.device(), window_config));
+  }
   HXRT_ASSIGN_OR_RETURN(cache_, kv::KvCache::create(session_.device(), cache_config));
-  const Shape cache_shape{config_.n_layers, cache_->num_blocks(), options_.block_size, config_.n_kv_heads, config_.head_dim};
-  HXRT_RETURN_IF_ERROR(executor_->bind_state(decoder::kKCache, options_.kv_dtype, cache_shape, hal::BufferView(cache_->k_buffer())));
-  HXRT_RETURN_IF_ERROR(executor_->bind_state(decoder::kVCache, options_.kv_dtype, cache_shape, hal::BufferView(cache_->v_buffer())));
+  const auto bind = [&](const kv::KvCache& cache, const char* k, const char* v) {
+    const Shape shape{cache.config().n_layers, cache.num_blocks(), options_.block_size, config_.n_kv_heads,
+                      config_.head_dim};
+    HXRT_RETURN_IF_ERROR(executor_->bind_state(k, options_.kv_dtype, shape, hal::BufferView(cache.k_buffer())));
+    return executor_->bind_state(v, options_.kv_dtype, shape, hal::BufferView(cache.v_buffer()));
+  };
+  HXRT_RETURN_IF_ERROR(bind(*cache_, decoder::kKCache, decoder::kVCache));
+  if (window_cache_) HXRT_RETURN_IF_ERROR(bind(*window_cache_, decoder::kKCacheLocal, decoder::kVCacheLocal));
   return ok_status();
 }
 
@@ -187,6 +225,7 @@ Result<RequestId> Engine::submit(Request request) {
 // Records the result and drops the sequence from the running or waiting list that holds it (destroying it).
 void Engine::finish(Sequence& seq, FinishReason reason, Status status) {
   if (cache_->contains(seq.id)) cache_->release(seq.id).ignore();
+  if (window_cache_ && window_cache_->contains(seq.id)) window_cache_->release(seq.id).ignore();
   seq.result.finish = reason;
   seq.result.status = std::move(status);
   finished_.push_back(std::move(seq.result));
@@ -233,6 +272,7 @@ void Engine::expire_deadlines() {
 // generated tokens are prefilled again on readmission (prefix hits may bring back its full blocks for free).
 void Engine::preempt(Sequence& seq) {
   cache_->release(seq.id).ignore();
+  if (window_cache_) window_cache_->release(seq.id).ignore();
   seq.computed = 0;
   ++seq.result.preemptions;
   ++stats_.preemptions;
@@ -247,12 +287,31 @@ bool Engine::reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEn
   std::vector<int32_t> slots(static_cast<size_t>(n_tokens));
   const std::span<const int32_t> chunk(seq.tokens.data() + seq.computed, static_cast<size_t>(n_tokens));
   while (true) {
-    Result<kv::Reservation> reservation = cache_->reserve(seq.id, chunk, slots, session_.default_stream());
+    // Both caches or neither (Note [Sliding-window cache]): the window cache is asked first, as it can only
+    // refuse, never change anything, when it lacks blocks.
+    bool room = true;
+    if (window_cache_) {
+      Result<bool> fits = window_cache_->can_reserve(seq.id, n_tokens);
+      if (!fits.ok()) {
+        *failure = std::move(fits).take_status();
+        return false;
+      }
+      room = *fits;
+    }
+    Result<kv::Reservation> reservation =
+        room ? cache_->reserve(seq.id, chunk, slots, session_.default_stream()) : kv::Reservation{};
     if (!reservation.ok()) {
       *failure = std::move(reservation).take_status();
       return false;
     }
-    if (reservation->ok()) return true;
+    if (room && reservation->ok() && window_cache_) {
+      Result<kv::Reservation> window = window_cache_->reserve(seq.id, chunk, slots, session_.default_stream());
+      if (!window.ok() || !window->ok()) {  // checked above: only a failed stream gets here
+        *failure = window.ok() ? internal_error("window cache exhausted after can_reserve") : window.status();
+        return false;
+      }
+    }
+    if (room && reservation->ok()) return true;
     // Exhausted: preempt the newest running sequence other than this one.
     Sequence* victim = nullptr;
     for (const auto& s : running_) {
@@ -345,14 +404,21 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
   // Admit waiting requests while the budgets allow.
   while (budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < options_.max_sequences) {
     Sequence& seq = *waiting_.front();
-    if (!cache_->can_add(seq.tokens)) {
+    if (!cache_->can_add(seq.tokens) || (window_cache_ && !window_cache_->can_add(seq.tokens))) {
       if (!running_.empty()) break;  // wait for blocks to free up
       finish(seq, FinishReason::kError,
              out_of_memory("the KV cache budget of {} blocks × {} tokens cannot hold request {} ({} tokens)",
                                 cache_->num_blocks(), cache_->block_size(), seq.id, seq.tokens.size()));
       continue;
     }
-    HXRT_ASSIGN_OR_RETURN(const int32_t cached, cache_->add_sequence(seq.id, seq.tokens));
+    HXRT_ASSIGN_OR_RETURN(int32_t cached, cache_->add_sequence(seq.id, seq.tokens));
+    if (window_cache_) {  // the shorter prefix hit of the two caches (Note [Sliding-window cache])
+      HXRT_ASSIGN_OR_RETURN(const int32_t window_cached, window_cache_->add_sequence(seq.id, seq.tokens));
+      cached = std::min(cached, window_cached);
+      HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, cached));
+      HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, cached));
+      HXRT_RETURN_IF_ERROR(window_cache_->release_before(seq.id, std::max(0, cached - max_window_ + 1)));
+    }
     seq.computed = cached;
     seq.result.cached_prompt_tokens = cached;
     seq.admission = ++admissions_;
@@ -416,12 +482,16 @@ Status Engine::step(hal::Duration timeout) {
   // positions it attends to only).
   int64_t n_tokens = 0;
   size_t max_blocks = 1;
-  std::vector<std::span<const int32_t>> seq_tables;  // valid until the cache changes, after the forward
+  std::vector<std::span<const int32_t>> seq_tables, window_tables;  // valid until the caches change
   for (const BatchEntry& e : batch) {
     n_tokens += e.count;
     HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> table, cache_->block_table(e.seq->id));
     max_blocks = std::max(max_blocks, table.size());
     seq_tables.push_back(table);
+    if (window_cache_) {
+      HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> window, window_cache_->block_table(e.seq->id));
+      window_tables.push_back(window);
+    }
   }
   // Decode steps pad the block tables to a power of two of blocks, so one capture serves 16·2^k positions.
   bool decode_only = true;
@@ -429,6 +499,7 @@ Status Engine::step(hal::Duration timeout) {
   if (decode_only && options_.max_captured_steps > 0) max_blocks = std::bit_ceil(std::max<size_t>(max_blocks, 4));
   std::vector<int32_t> tokens, positions, token_seq, logit_rows;
   std::vector<int32_t> tables(batch.size() * max_blocks, -1);
+  std::vector<int32_t> local_tables(window_cache_ ? batch.size() * max_blocks : 0, -1);
   // Logits rows per entry: its last token's (sampling), or every row of a scored prompt chunk (the last one last).
   std::vector<int64_t> last_logit_row(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -443,6 +514,10 @@ Status Engine::step(hal::Duration timeout) {
     logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
     last_logit_row[i] = static_cast<int64_t>(logit_rows.size()) - 1;
     std::copy(seq_tables[i].begin(), seq_tables[i].end(), tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
+    if (window_cache_) {
+      std::copy(window_tables[i].begin(), window_tables[i].end(),
+                local_tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
+    }
   }
   runtime::TensorMap inputs;
   inputs.emplace(decoder::kTokens, HostTensor::i32(Shape{n_tokens}, tokens));
@@ -451,6 +526,11 @@ Status Engine::step(hal::Duration timeout) {
   inputs.emplace(decoder::kBlockTables,
                  HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)}, tables));
   inputs.emplace(decoder::kLogitRows, HostTensor::i32(Shape{static_cast<int64_t>(logit_rows.size())}, logit_rows));
+  if (window_cache_) {
+    inputs.emplace(decoder::kBlockTablesLocal,
+                   HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)},
+                                   local_tables));
+  }
   for (const BatchEntry& e : batch) e.seq->in_flight = true;
   trace_span(kHostLane, "schedule", step_begin, now_ns());
   Result<runtime::TensorMap> outputs = forward(inputs, decode_only, deadline.remaining());
@@ -487,6 +567,12 @@ Status Engine::step(hal::Duration timeout) {
       continue;
     }
     HXRT_RETURN_IF_ERROR(cache_->commit(seq.id));
+    if (window_cache_) {
+      // The next tokens, from position `computed + count` on, see nothing before its window's start.
+      HXRT_RETURN_IF_ERROR(window_cache_->commit(seq.id));
+      const int32_t next = batch[i].start + batch[i].count;
+      HXRT_RETURN_IF_ERROR(window_cache_->release_before(seq.id, std::max(0, next - max_window_ + 1)));
+    }
     if (seq.request.prompt_logprobs) {
       // Rows first_row .. last_logit_row[i] are the chunk's positions start .. start + count - 1.
       const int64_t first_row = last_logit_row[i] - (batch[i].count - 1);

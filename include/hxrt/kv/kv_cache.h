@@ -111,6 +111,7 @@ class KvCache {
   Status fork(SeqId src, SeqId dst) { return blocks_.fork(src, dst); }
   Status truncate(SeqId seq, int32_t n_tokens) { return blocks_.truncate(seq, n_tokens); }
   Status release(SeqId seq) { return blocks_.release(seq); }
+  Status release_before(SeqId seq, int32_t position) { return blocks_.release_before(seq, position); }
 
   // --- Queries ----------------------------------------------------------------------------------------------------
 

@@ -44,6 +44,11 @@ inline constexpr const char* kLogitRows = "logit_rows";     // i32 (n_outputs): 
 inline constexpr const char* kKCache = "k_cache";           // state: (n_layers, n_blocks, block_size, n_kv_heads, head_dim)
 inline constexpr const char* kVCache = "v_cache";           // state, same shape
 inline constexpr const char* kLogits = "logits";            // f32 (n_outputs, vocab)
+// With DecoderGraphOptions::window_cache, the sliding-window layers' cache and tables (Note [Sliding-window
+// cache] in llm/engine.cc): k_cache / v_cache then hold the other layers only.
+inline constexpr const char* kBlockTablesLocal = "block_tables_local";  // i32 (n_seqs, max_blocks)
+inline constexpr const char* kKCacheLocal = "k_cache_local";  // state: (n_window_layers, n_local_blocks, ...)
+inline constexpr const char* kVCacheLocal = "v_cache_local";  // state, same shape
 }  // namespace decoder
 
 struct DecoderGraphOptions {
@@ -56,7 +61,13 @@ struct DecoderGraphOptions {
   // The longest sequence the graph serves (0: the model's context_length). Phi-3's long-context RoPE factors
   // apply when it exceeds the model's original context, as llama.cpp picks them by n_ctx.
   int context = 0;
+  // The sliding-window layers read their own cache (kKCacheLocal, kVCacheLocal, kBlockTablesLocal; layer index
+  // among the window layers) and the others k_cache / v_cache (index among them). Needs both kinds of layer.
+  bool window_cache = false;
 };
+
+// Whether the model has both sliding-window and full-attention layers (what window_cache splits).
+bool has_mixed_windows(const ModelConfig& config);
 
 Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const ModelConfig& config,
                                          const DecoderGraphOptions& options = {});

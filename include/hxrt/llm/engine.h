@@ -89,6 +89,10 @@ struct EngineOptions {
   // and each forward on its stream's lane, so a trace shows the host work of one step beside the device work of the
   // next. Unlike the session's profiler it leaves decode steps captured. Null: none.
   runtime::Profiler* step_trace = nullptr;
+  // Note [Sliding-window cache] in engine.cc: a model with both sliding-window and full-attention layers (Gemma 2
+  // and 3) keeps the window layers' K/V in a second cache that gives back what falls out of the window, so their
+  // memory stays about window + max_batch_tokens tokens a sequence whatever the context. false: one cache for all.
+  bool window_cache = true;
 };
 
 // kCancelled: Engine::cancel(). kDeadline: the request's deadline passed (its status is DeadlineExceeded; the tokens
@@ -185,7 +189,10 @@ class Engine {
   const ModelConfig& config() const { return config_; }
   const EngineOptions& options() const { return options_; }
   const EngineStats& stats() const { return stats_; }
+  // The KV cache of the full-attention layers (of every layer without a window cache).
   const kv::KvCache& cache() const { return *cache_; }
+  // The sliding-window layers' cache (Note [Sliding-window cache] in engine.cc), or null.
+  const kv::KvCache* window_cache() const { return window_cache_.get(); }
   const runtime::ExecutionPlan& plan() const { return executor_->plan(); }
 
  private:
@@ -215,6 +222,8 @@ class Engine {
   const ops::Registries* registries_ = nullptr;
   std::unique_ptr<runtime::Executor> executor_;
   std::unique_ptr<kv::KvCache> cache_;
+  std::unique_ptr<kv::KvCache> window_cache_;  // Note [Sliding-window cache]; null without one
+  int max_window_ = 0;                          // the widest window of its layers
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   std::vector<RequestResult> finished_;

@@ -366,6 +366,9 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
   const int32_t* pos_of = positions.data<const int32_t>();
   // Validate every index before touching memory: a bad binding is an error naming the token, never a stray write.
   std::vector<int64_t> context(static_cast<size_t>(n_seqs), 0);  // (n_seqs) tokens of context each sequence needs
+  // (n_seqs) the first position some token of the sequence sees: blocks before it (given back by a sliding-window
+  // cache, Note [Sliding-window cache] in llm/engine.cc) are never read, so never checked.
+  std::vector<int64_t> first_seen(static_cast<size_t>(n_seqs), INT64_MAX);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t s = seq_of[t], p = pos_of[t];
     if (s < 0 || s >= n_seqs) return invalid_argument("PagedAttention: token_seq[{}] = {} is outside [0, {})", t, s, n_seqs);
@@ -374,10 +377,13 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
                               max_blocks, block_size);
     }
     context[static_cast<size_t>(s)] = std::max(context[static_cast<size_t>(s)], p + 1);
+    const int64_t first = params.window > 0 ? std::max<int64_t>(0, p - params.window + 1) : 0;
+    first_seen[static_cast<size_t>(s)] = std::min(first_seen[static_cast<size_t>(s)], first);
   }
   for (int64_t s = 0; s < n_seqs; ++s) {
     const int64_t used_blocks = (context[static_cast<size_t>(s)] + block_size - 1) / block_size;
-    for (int64_t b = 0; b < used_blocks; ++b) {
+    for (int64_t b = context[static_cast<size_t>(s)] > 0 ? first_seen[static_cast<size_t>(s)] / block_size : 0;
+         b < used_blocks; ++b) {
       const int32_t block = table[s * max_blocks + b];
       if (block < 0 || block >= n_blocks) {
         return invalid_argument("PagedAttention: block_tables[{}][{}] = {} is outside the cache's {} blocks", s, b,
