@@ -39,6 +39,7 @@ struct GenerateFlags {
   int threads = 0;
   std::string device = "cpu";
   int64_t kv_tokens = 4096;
+  bool swa_full = false;  // one cache for every layer (no sliding-window cache), as llama.cpp's --swa-full
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool quiet = false;  // no streaming, only the stats line (benchmarks)
@@ -60,6 +61,9 @@ Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
   options.threads = flags.threads;
   HXRT_ASSIGN_OR_RETURN(options.chat_template, resolve_chat_template_flag(flags.chat_template));
   options.engine.kv_budget_tokens = flags.kv_tokens;
+  // The requests this command runs at once: sizes the sliding-window cache (Note [Sliding-window cache]).
+  options.engine.max_sequences = std::max(1, flags.parallel);
+  options.engine.window_cache = !flags.swa_full;
   options.engine.step_trace = flags.step_trace.get();
   return llm::Llm::load(options);
 }
@@ -222,6 +226,8 @@ void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   cmd->add_option("--kv-tokens", flags->kv_tokens, "KV cache budget in tokens")->check(CLI::PositiveNumber);
+  cmd->add_flag("--swa-full", flags->swa_full,
+                "keep the sliding-window layers' K/V for the whole context too (one cache for every layer)");
   cmd->add_option("--stop", flags->stop, "stop string (repeatable)");
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-generation tokens");
 }

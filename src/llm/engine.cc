@@ -404,7 +404,9 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
   // Admit waiting requests while the budgets allow.
   while (budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < options_.max_sequences) {
     Sequence& seq = *waiting_.front();
-    if (!cache_->can_add(seq.tokens) || (window_cache_ && !window_cache_->can_add(seq.tokens))) {
+    // (The window cache holds a chunk and a window of each sequence, never a whole prompt: its reservations are
+    // checked chunk by chunk in reserve_or_preempt.)
+    if (!cache_->can_add(seq.tokens)) {
       if (!running_.empty()) break;  // wait for blocks to free up
       finish(seq, FinishReason::kError,
              out_of_memory("the KV cache budget of {} blocks × {} tokens cannot hold request {} ({} tokens)",
