@@ -16,18 +16,9 @@
 
 #include <cstdint>
 
-namespace hxrt::kernels::cpu {
+#include "hxrt/base/expf_table.h"
 
-// The bits of 2^(i/32) rounded to double, minus i << 47 (glibc's __exp2f_data.tab; the JIT preludes' table).
-alignas(64) inline constexpr uint64_t kExp2fTable[32] = {
-    0x3ff0000000000000ULL, 0x3fefd9b0d3158574ULL, 0x3fefb5586cf9890fULL, 0x3fef9301d0125b51ULL,
-    0x3fef72b83c7d517bULL, 0x3fef54873168b9aaULL, 0x3fef387a6e756238ULL, 0x3fef1e9df51fdee1ULL,
-    0x3fef06fe0a31b715ULL, 0x3feef1a7373aa9cbULL, 0x3feedea64c123422ULL, 0x3feece086061892dULL,
-    0x3feebfdad5362a27ULL, 0x3feeb42b569d4f82ULL, 0x3feeab07dd485429ULL, 0x3feea47eb03a5585ULL,
-    0x3feea09e667f3bcdULL, 0x3fee9f75e8ec5f74ULL, 0x3feea11473eb0187ULL, 0x3feea589994cce13ULL,
-    0x3feeace5422aa0dbULL, 0x3feeb737b0cdc5e5ULL, 0x3feec49182a3f090ULL, 0x3feed503b23e255dULL,
-    0x3feee89f995ad3adULL, 0x3feeff76f2fb5e47ULL, 0x3fef199bdd85529cULL, 0x3fef3720dcef9069ULL,
-    0x3fef5818dcfba487ULL, 0x3fef7c97337b9b5fULL, 0x3fefa4afa2a490daULL, 0x3fefd0765b6e4540ULL};
+namespace hxrt::kernels::cpu {
 
 // Four of glibc's expf core in double (no special cases): x as doubles in, the results as doubles out.
 __attribute__((target("avx2,fma"))) inline __m256d exp_core_pd(__m256d xd) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/base/expf_table.h"
 #include "hxrt/base/logging.h"
 
 namespace hxrt::kernels::cuda {
@@ -37,15 +38,7 @@ __device__ __forceinline__ float hx_bf16_to_float(hx_u16 h) { return __uint_as_f
 
 // glibc's expf (Note [Matching the CPU kernels on CUDA]): x·32/ln2 = k + r, 2^(k/32) from a table, a degree-3
 // polynomial in r, in double, rounded to float once.
-__device__ __constant__ hx_u64 hx_exp_table[32] = {
-    0x3ff0000000000000ULL, 0x3fefd9b0d3158574ULL, 0x3fefb5586cf9890fULL, 0x3fef9301d0125b51ULL,
-    0x3fef72b83c7d517bULL, 0x3fef54873168b9aaULL, 0x3fef387a6e756238ULL, 0x3fef1e9df51fdee1ULL,
-    0x3fef06fe0a31b715ULL, 0x3feef1a7373aa9cbULL, 0x3feedea64c123422ULL, 0x3feece086061892dULL,
-    0x3feebfdad5362a27ULL, 0x3feeb42b569d4f82ULL, 0x3feeab07dd485429ULL, 0x3feea47eb03a5585ULL,
-    0x3feea09e667f3bcdULL, 0x3fee9f75e8ec5f74ULL, 0x3feea11473eb0187ULL, 0x3feea589994cce13ULL,
-    0x3feeace5422aa0dbULL, 0x3feeb737b0cdc5e5ULL, 0x3feec49182a3f090ULL, 0x3feed503b23e255dULL,
-    0x3feee89f995ad3adULL, 0x3feeff76f2fb5e47ULL, 0x3fef199bdd85529cULL, 0x3fef3720dcef9069ULL,
-    0x3fef5818dcfba487ULL, 0x3fef7c97337b9b5fULL, 0x3fefa4afa2a490daULL, 0x3fefd0765b6e4540ULL};
+__device__ __constant__ hx_u64 hx_exp_table[32] = HX_EXP2F_TABLE;  // hxrt/base/expf_table.h
 __device__ __forceinline__ float hx_exp(float x) {
   if (isnan(x)) return x;
   if (x > 0x1.62e42ep6f) return __int_as_float(0x7f800000);  // overflows to +inf
@@ -91,7 +84,7 @@ __device__ __forceinline__ float hx_block_max(float v, float* scratch) {
 
 CudaProgram::CudaProgram(std::string name, std::string_view source)
     : name_(std::move(name)),
-      source_(std::string(kCudaPrelude) + std::string(source)),
+      source_(with_exp2f_table(kCudaPrelude, "ULL") + std::string(source)),
       key_(jit::program_key("cuda-cpp", name_, source_)) {}
 
 std::string CudaProgram::build_options(const std::string& options) { return options + " --fmad=false"; }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/base/expf_table.h"
 #include "hxrt/base/logging.h"
 #include "hxrt/hal/opencl/opencl_driver.h"
 
@@ -42,15 +43,7 @@ typedef double acc_t;
 // glibc's expf (Note [Matching the CPU kernels] in jit_program.cc).
 inline float hx_exp(float x) {
   // the bits of 2^(i/32) rounded to double, minus i << 47 (adding k << 47 then scales by 2^(k/32))
-  const ulong table[32] = {
-    0x3ff0000000000000UL, 0x3fefd9b0d3158574UL, 0x3fefb5586cf9890fUL, 0x3fef9301d0125b51UL,
-    0x3fef72b83c7d517bUL, 0x3fef54873168b9aaUL, 0x3fef387a6e756238UL, 0x3fef1e9df51fdee1UL,
-    0x3fef06fe0a31b715UL, 0x3feef1a7373aa9cbUL, 0x3feedea64c123422UL, 0x3feece086061892dUL,
-    0x3feebfdad5362a27UL, 0x3feeb42b569d4f82UL, 0x3feeab07dd485429UL, 0x3feea47eb03a5585UL,
-    0x3feea09e667f3bcdUL, 0x3fee9f75e8ec5f74UL, 0x3feea11473eb0187UL, 0x3feea589994cce13UL,
-    0x3feeace5422aa0dbUL, 0x3feeb737b0cdc5e5UL, 0x3feec49182a3f090UL, 0x3feed503b23e255dUL,
-    0x3feee89f995ad3adUL, 0x3feeff76f2fb5e47UL, 0x3fef199bdd85529cUL, 0x3fef3720dcef9069UL,
-    0x3fef5818dcfba487UL, 0x3fef7c97337b9b5fUL, 0x3fefa4afa2a490daUL, 0x3fefd0765b6e4540UL};
+  const ulong table[32] = HX_EXP2F_TABLE;  // hxrt/base/expf_table.h
   if (isnan(x)) return x;
   if (x > 0x1.62e42ep6f) return INFINITY;  // overflows
   if (x < -0x1.9fe368p6f) return 0.0f;     // underflows to zero
@@ -74,7 +67,7 @@ inline float hx_exp(float x) { return exp(x); }
 
 JitProgram::JitProgram(std::string name, std::string_view source)
     : name_(std::move(name)),
-      source_(std::string(kClPrelude) + std::string(source)),
+      source_(with_exp2f_table(kClPrelude, "UL") + std::string(source)),
       key_(jit::program_key("opencl-c", name_, source_)) {}
 
 Result<const hal::Kernel*> JitProgram::kernel(hal::Device& device, const std::string& options,
