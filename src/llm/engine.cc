@@ -200,6 +200,11 @@ Result<RequestId> Engine::submit(Request request) {
     return invalid_argument("request: logprobs {} must be -1 (none) or in [0, {}]", request.logprobs, kMaxTopLogprobs);
   }
   HXRT_RETURN_IF_ERROR(request.sampling.validate());
+  for (const auto& [token, bias] : request.sampling.logit_bias) {
+    if (token >= config_.vocab_size) {
+      return invalid_argument("request: logit_bias token {} is outside the vocabulary of {}", token, config_.vocab_size);
+    }
+  }
   const int64_t total = static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens;
   if (total > config_.context_length) {
     return invalid_argument("request: {} prompt + {} new tokens exceed the model's context of {}", request.prompt.size(),

@@ -245,6 +245,34 @@ TEST_F(EngineTest, SamplingIsSeededAndStopsAsAsked) {
   EXPECT_EQ(cancelled->tokens.size(), 3u);
 }
 
+// SamplingParams::logit_bias: +100 forces a token under greedy and sampling alike, -100 bans the greedy choice;
+// the logprobs stay those of the raw logits; a token outside the vocabulary is refused at submit.
+TEST_F(EngineTest, LogitBiasForcesAndBansTokens) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 256});
+  std::mt19937 rng(6);
+  const std::vector<int32_t> prompt = random_prompt(9, model->spec().vocab, rng);
+  const std::vector<int32_t> free_run = e->generate(greedy(prompt, 6)).value().tokens;
+  for (float temperature : {0.0f, 1.0f}) {
+    Request forced = greedy(prompt, 6);
+    forced.sampling.temperature = temperature;
+    forced.sampling.logit_bias = {{7, 100.0f}};
+    forced.logprobs = 0;
+    const RequestResult r = e->generate(std::move(forced)).value();
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(6, 7)) << "temperature " << temperature;
+    EXPECT_LT(r.logprobs[0].sampled.logprob, 0.0f);
+  }
+  Request banned = greedy(prompt, 1);
+  banned.sampling.logit_bias = {{free_run[0], -100.0f}};
+  EXPECT_NE(e->generate(std::move(banned)).value().tokens[0], free_run[0]);
+  Request outside = greedy(prompt, 1);
+  outside.sampling.logit_bias = {{model->spec().vocab, 1.0f}};
+  EXPECT_EQ(e->submit(std::move(outside)).status().code(), StatusCode::kInvalidArgument);
+  Request too_large = greedy(prompt, 1);
+  too_large.sampling.logit_bias = {{3, 101.0f}};
+  EXPECT_EQ(e->submit(std::move(too_large)).status().code(), StatusCode::kInvalidArgument);
+}
+
 // Request::logprobs: each sampled token's log-probability and the top alternatives are the double log-softmax of
 // that step's raw logits, delivered through on_logprobs just before on_token, and cut with the tokens when a
 // callback stops the request.

@@ -19,6 +19,12 @@ Status SamplingParams::validate() const {
     return invalid_argument("sampling: repetition_penalty {} must be > 0", repetition_penalty);
   }
   if (repeat_last_n < 0) return invalid_argument("sampling: repeat_last_n {} must be >= 0", repeat_last_n);
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0) return invalid_argument("sampling: logit_bias token {} must be >= 0", token);
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return invalid_argument("sampling: logit_bias {} of token {} must be in [-100, 100]", bias, token);
+    }
+  }
   return ok_status();
 }
 
@@ -80,6 +86,9 @@ int32_t argmax(std::span<const float> logits) {
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  for (const auto& [token, bias] : params_.logit_bias) {
+    if (token >= 0 && static_cast<size_t>(token) < logits.size()) logits[static_cast<size_t>(token)] += bias;
+  }
   // Repetition penalty (as llama.cpp and CTRL): positive logits divided, negative multiplied, once per token.
   if (params_.repetition_penalty != 1.0f && params_.repeat_last_n > 0) {
     const size_t n = std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));

@@ -1,5 +1,6 @@
 #include "serve/request.h"
 
+#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -29,9 +30,6 @@ std::optional<HttpError> read_number(const json& body, const char* key, double l
 
 // Fields that would change the output and that hxrt does not honour: a 400 naming each, never ignored.
 std::optional<HttpError> refuse_unserved(const json& body) {
-  if (present(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty())) {
-    return bad_field("logit_bias", "'logit_bias' is not supported");
-  }
   if (present(body, "response_format")) {
     const json& f = body["response_format"];
     if (!f.is_object() || !f.contains("type") || f["type"] != "text") {
@@ -55,6 +53,28 @@ std::optional<HttpError> refuse_unserved(const json& body) {
   }
   for (const char* key : {"grammar", "json_schema", "functions", "function_call"}) {
     if (present(body, key)) return bad_field(key, fmt::format("'{}' is not supported", key));
+  }
+  return std::nullopt;
+}
+
+// logit_bias: {"token id": bias in [-100, 100]}, ids within the vocabulary, at most kMaxLogitBias entries.
+std::optional<HttpError> read_logit_bias(const json& body, int vocab_size, CompletionRequest* out) {
+  if (!present(body, "logit_bias")) return std::nullopt;
+  const json& bias = body["logit_bias"];
+  if (!bias.is_object() || bias.size() > static_cast<size_t>(kMaxLogitBias)) {
+    return bad_field("logit_bias", fmt::format("'logit_bias' must be an object of at most {} token ids", kMaxLogitBias));
+  }
+  for (const auto& [key, value] : bias.items()) {
+    int64_t token = -1;
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), token);
+    if (error != std::errc() || end != key.data() + key.size() || token < 0 || token >= vocab_size) {
+      return bad_field("logit_bias", fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", key, vocab_size));
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100.0 ||
+        value.get<double>() > 100.0) {
+      return bad_field("logit_bias", fmt::format("'logit_bias' of token {} must be a number in [-100, 100]", key));
+    }
+    out->sampling.logit_bias.emplace_back(static_cast<int32_t>(token), value.get<float>());
   }
   return std::nullopt;
 }
@@ -242,6 +262,7 @@ std::variant<CompletionRequest, HttpError> parse_request(std::string_view body, 
   try {
     if (auto e = read_sampling(parsed, &request)) return *e;
     if (auto e = read_logprobs(parsed, chat, &request)) return *e;
+    if (auto e = read_logit_bias(parsed, vocab_size, &request)) return *e;
     if (auto e = chat ? read_messages(parsed, &request) : read_prompt(parsed, vocab_size, &request)) return *e;
   } catch (const json::exception& e) {  // a value that passed its type check but not a conversion
     return bad_field("", fmt::format("a field has a value hxrt cannot read: {}", e.what()));

@@ -2,7 +2,7 @@
 //
 // Every field hxrt serves is read with its type and range checked; a bad one is an HttpError naming it (OpenAI's
 // `param`), never an exception or a crash. Fields hxrt does not serve are refused when they would change the result
-// (n > 1, presence/frequency penalties, logit_bias, response_format other than text, a forced tool_choice, echo,
+// (n > 1, presence/frequency penalties, response_format other than text, a forced tool_choice, echo,
 // suffix, best_of > 1, llama-server's grammar and json_schema, the legacy functions) and ignored otherwise (user,
 // metadata, store, parallel_tool_calls), as OpenAI's clients send some by default. The prompt
 // stays text (or token ids) here: the server tokenizes it. Separate from the server so that the parser can be fuzzed
@@ -51,6 +51,7 @@ struct CompletionRequest {
 };
 
 inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxLogitBias = 300;  // OpenAI's bound
 inline constexpr int kMaxTokensLimit = 1 << 20;
 
 // `vocab_size` bounds token-id prompts. `default_max_tokens` applies when the body has none.

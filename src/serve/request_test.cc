@@ -86,13 +86,24 @@ TEST(RequestTest, ReadsLogprobsAsEachEndpointSpellsThem) {
   EXPECT_EQ(bad(R"({"prompt": "x", "logprobs": true})", false).param, "logprobs");
 }
 
+TEST(RequestTest, ReadsLogitBiasAsTokenIdsAndBoundedValues) {
+  const char* user = R"("messages": [{"role": "user", "content": "hi"}])";
+  const CompletionRequest r = ok("{" + std::string(user) + R"(, "logit_bias": {"5": 10, "999": -100}})", true);
+  EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, 10.0f}, {999, -100.0f}}));
+  EXPECT_TRUE(r.sampling.validate().ok());
+  for (const char* field : {R"("logit_bias": {"1000": 1})", R"("logit_bias": {"x": 1})", R"("logit_bias": {"-1": 1})",
+                            R"("logit_bias": {"5": 101})", R"("logit_bias": {"5": "a"})", R"("logit_bias": [1])"}) {
+    EXPECT_EQ(bad("{" + std::string(user) + ", " + field + "}", true).param, "logit_bias") << field;
+  }
+}
+
 // What would change the output and is not served is refused by name; what would not is accepted.
 TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
   const char* user = R"("messages": [{"role": "user", "content": "hi"}])";
   for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
            {R"("response_format": {"type": "json_object"})", "response_format"},
            {R"("response_format": {"type": "json_schema", "json_schema": {}})", "response_format"},
-           {R"("logit_bias": {"5": 10})", "logit_bias"}, {R"("tool_choice": "required")", "tool_choice"},
+           {R"("tool_choice": "required")", "tool_choice"},
            {R"("tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice"},
            {R"("grammar": "root ::= \"a\"")", "grammar"}, {R"("json_schema": {})", "json_schema"},
            {R"("functions": [])", "functions"}, {R"("best_of": 2)", "best_of"}}) {
@@ -102,7 +113,7 @@ TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
   EXPECT_EQ(bad(R"({"prompt": "x", "echo": true})", false).param, "echo");
   EXPECT_EQ(bad(R"({"prompt": "x", "suffix": "end"})", false).param, "suffix");
   ok("{" + std::string(user) +
-         R"(, "response_format": {"type": "text"}, "logit_bias": {}, "tool_choice": "auto", "user": "u",
+         R"(, "response_format": {"type": "text"}, "tool_choice": "auto", "user": "u",
              "metadata": {"a": "b"}, "store": false, "parallel_tool_calls": true})",
      true);
   ok(R"({"prompt": "x", "echo": false, "suffix": "", "best_of": 1})", false);

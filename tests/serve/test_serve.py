@@ -216,11 +216,20 @@ def test_logprobs_plain_and_streamed(server):
     assert [o for s in streamed for o in s.text_offset] == lp.text_offset
 
 
+def test_logit_bias_forces_a_token(server):
+    """logit_bias +100 on one id makes every generated token that id (banning is in EngineTest.LogitBiasForcesAndBansTokens)."""
+    client = server.client()
+    forced = complete(client, PROMPTS[0], max_tokens=4, logit_bias={"28": 100}, logprobs=0)
+    tokens = forced.choices[0].logprobs.tokens
+    assert len(tokens) == 4 and len(set(tokens)) == 1 and "".join(tokens) == forced.choices[0].text
+
+
 def test_unserved_parameters_are_refused_by_name(server):
     client = server.client()
     cases = [
         (lambda: chat(client, "hi", max_tokens=5, response_format={"type": "json_object"}), "response_format"),
-        (lambda: chat(client, "hi", max_tokens=5, logit_bias={"5": 10}), "logit_bias"),
+        (lambda: chat(client, "hi", max_tokens=5, logit_bias={"5": 101}), "logit_bias"),
+        (lambda: chat(client, "hi", max_tokens=5, logit_bias={"999999": 1}), "logit_bias"),
         (lambda: chat(client, "hi", max_tokens=5, top_logprobs=2), "top_logprobs"),
         (lambda: chat(client, "hi", max_tokens=5, tools=[{"type": "function", "function": {"name": "f"}}],
                       tool_choice="required"), "tool_choice"),

@@ -12,6 +12,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hxrt/base/status.h"
@@ -26,6 +27,10 @@ struct SamplingParams {
   float repetition_penalty = 1.0f; // 1: off; > 1 discourages tokens seen in the last repeat_last_n
   int repeat_last_n = 64;
   uint64_t seed = 0;
+  // Added to the logits of these tokens before everything else (OpenAI's logit_bias): finite, in [-100, 100];
+  // -100 all but bans a token, +100 all but forces it. Ids outside the vocabulary are ignored by the sampler (the
+  // engine refuses them at submit).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // InvalidArgument naming the field for values outside their range.
   Status validate() const;
