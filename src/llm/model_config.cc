@@ -264,6 +264,12 @@ Result<ModelConfig> ModelConfig::from_gguf(const formats::GgufFile& file) {
                             c.n_embd, c.n_heads, p);
   }
   HXRT_ASSIGN_OR_RETURN(c.head_dim, int_key(file, p + "attention.key_length", false, c.n_embd / c.n_heads));
+  // q_dim() = head_count · key_length is an int: a file may not make it overflow (a fuzz finding).
+  constexpr int64_t kMaxQueryDim = int64_t{1} << 24;
+  if (static_cast<int64_t>(c.n_heads) * c.head_dim > kMaxQueryDim) {
+    return invalid_argument("{}attention.head_count {} × key_length {} exceeds {}", p, c.n_heads, c.head_dim,
+                            kMaxQueryDim);
+  }
   HXRT_ASSIGN_OR_RETURN(const int value_length, int_key(file, p + "attention.value_length", false, c.head_dim));
   if (value_length != c.head_dim) {
     return unimplemented("{}attention.value_length {} differs from key_length {} (hxrt's KV cache holds one head_dim)",
