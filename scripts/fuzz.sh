@@ -15,7 +15,7 @@ fuzz_targets=()
 for t in "${TARGETS_TO_RUN[@]}"; do fuzz_targets+=("fuzz_$t"); done
 mkdir -p build-fuzz
 CXX=clang++ CC=clang TARGETS="${fuzz_targets[*]}" scripts/build.sh build-fuzz -DHXRT_FUZZ=ON -DHXRT_SANITIZE=address \
-  -DHXRT_BUILD_TESTS=OFF -DHXRT_BUILD_BENCHMARKS=OFF -DHXRT_BUILD_TOOLS=OFF >build-fuzz/build.log 2>&1 \
+  -DHXRT_BUILD_TESTS=OFF -DHXRT_BUILD_BENCHMARKS=OFF -DHXRT_BUILD_TOOLS=OFF -DHXRT_DEBUG_INFO=lines >build-fuzz/build.log 2>&1 \
   || { tail -60 build-fuzz/build.log; exit 1; }
 
 # The tokenizer target also fuzzes the real model's vocabulary when it can find the model.
