@@ -2,10 +2,12 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "hxrt/base/check.h"
 #include "hxrt/base/float16.h"
@@ -238,13 +240,15 @@ struct Traits<DType::kQ5_K> : TraitsK4<BlockQ5_K> {
 template <>
 struct Traits<DType::kQ6_K> {
   using Block = BlockQ6_K;
-  using Scales = NoScales;
+  struct Scales {
+    float d;
+  };
   static constexpr int kRuns = 8;
   static constexpr bool kSigned = true;
-  static Scales scales(const Block&) { return {}; }
-  static RunInfo info(const Block& b, const Scales&, int j) {
+  static Scales scales(const Block& b) { return {f16_to_f32(b.d)}; }
+  static RunInfo info(const Block& b, const Scales& s, int j) {
     // Run j = 4·h + t covers groups 8·h + 2·t and 8·h + 2·t + 1, i.e. 2·j and 2·j + 1.
-    return {.d = f16_to_f32(b.d), .sc = {b.scales[2 * j], b.scales[2 * j + 1]}};
+    return {.d = s.d, .sc = {b.scales[2 * j], b.scales[2 * j + 1]}};
   }
   static void q_scalar(const Block& b, int j, int8_t* q) {
     const int h = j / 4;
@@ -362,7 +366,7 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
     }                                                                                                           \
     for (int64_t b = 0; b < blocks; ++b) {                                                                      \
       const typename T::Scales s = T::scales(w[b]);                                                             \
-      for (int j = 0; j < T::kRuns; ++j) {                                                                      \
+      _Pragma("GCC unroll 8") for (int j = 0; j < T::kRuns; ++j) {                                              \
         const RunInfo run = T::info(w[b], s, j);                                                                \
         const __m256i q = T::q_avx2(w[b], j);                                                                   \
         const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q; /* |q| for the signed types */               \
@@ -384,6 +388,103 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
 HXRT_KQUANT_ROWS(rows_avx2, "avx2,fma,f16c", lanes_avx2)
 HXRT_KQUANT_ROWS(rows_vnni256, "avx2,fma,f16c,avx512vl,avx512vnni", lanes_vnni<group_scales(W)>)
 #undef HXRT_KQUANT_ROWS
+
+// ---- AVX2: decoded rows for the prefill tiles -------------------------------------------------------------------
+// Note [AVX2 decoded rows]: rows_avx2 decodes a W run — its integers, RunInfo and scale vector, often more
+// instructions than the dot products they feed — once per call, and a call covers at most four activation rows,
+// so a 64-row prefill tile decodes each W run sixteen times. panel_tile_avx2 decodes kPanelRows W rows at a time
+// into RowRun records and runs every row of the tile against them, kPanelRows W rows per micro-kernel call (the
+// activation block is loaded once for them). Each (activation row, W row) still executes rows_avx2's operations in
+// the same order on the same values, so the results keep their bits (RowsAreBatchInvariantBitForBit compares
+// against the one-row kernel).
+
+// One 32-value run of a W row, decoded.
+struct alignas(64) RowRun {
+  int8_t q[32];  // the run's integers (signed, or unsigned with a min)
+  RunInfo info;
+};
+
+constexpr int kPanelRows = 2;  // W rows decoded and computed together
+
+template <DType W>
+__attribute__((target("avx2,fma,f16c"))) void decode_row(const std::byte* row, int64_t nb, RowRun* out) {
+  using T = Traits<W>;
+  const auto* w = reinterpret_cast<const typename T::Block*>(row);
+  for (int64_t b = 0; b < nb / T::kRuns; ++b) {
+    const typename T::Scales s = T::scales(w[b]);
+#pragma GCC unroll 8
+    for (int j = 0; j < T::kRuns; ++j) {
+      RowRun& run = out[b * T::kRuns + j];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(run.q), T::q_avx2(w[b], j));
+      run.info = T::info(w[b], s, j);
+    }
+  }
+}
+
+// RA activation rows × P decoded W rows (W row p's nb runs at panel + p · nb): rows_avx2's operations per pair.
+template <DType W, int RA, int P>
+__attribute__((target("avx2,fma,f16c"))) void panel_kernel_avx2(const BlockQ8A* a, int64_t nb, const RowRun* panel,
+                                                                int64_t cols, const float* bias, float* y,
+                                                                int64_t ldy) {
+  using T = Traits<W>;
+  __m256 acc[RA][P];
+  float extra[RA][P];
+  for (int r = 0; r < RA; ++r) {
+    for (int p = 0; p < P; ++p) {
+      acc[r][p] = _mm256_setzero_ps();
+      extra[r][p] = 0.0f;
+    }
+  }
+  for (int64_t g = 0; g < nb; ++g) {
+    __m256i av[RA];
+#pragma GCC unroll 4
+    for (int r = 0; r < RA; ++r) av[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[r * nb + g].qs));
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const RowRun& run = panel[p * nb + g];
+      const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(run.q));
+      const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q;
+      const __m256i scales16 = _mm256_set_m128i(_mm_set1_epi16(run.info.sc[1]), _mm_set1_epi16(run.info.sc[0]));
+#pragma GCC unroll 4
+      for (int r = 0; r < RA; ++r) {
+        const BlockQ8A& ab = a[r * nb + g];
+        const __m256i idot = lanes_avx2(u, T::kSigned ? _mm256_sign_epi8(av[r], q) : av[r], scales16, scales16);
+        acc[r][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(run.info.d * ab.d), acc[r][p]);
+        if constexpr (!T::kSigned) extra[r][p] = minus_min_term(extra[r][p], run.info, ab);
+      }
+    }
+  }
+  for (int r = 0; r < RA; ++r) {
+    for (int p = 0; p < P && p < cols; ++p) {
+      y[r * ldy + p] = (hsum256(acc[r][p]) + extra[r][p]) + (bias != nullptr ? bias[p] : 0.0f);
+    }
+  }
+}
+
+template <DType W>
+void panel_tile_avx2(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
+                     int64_t cols, const float* bias, float* y, int64_t ldy) {
+  using Kernel = void (*)(const BlockQ8A*, int64_t, const RowRun*, int64_t, const float*, float*, int64_t);
+  static constexpr std::array<std::array<Kernel, kPanelRows>, kQuantTileRows> kKernels = {{
+      {&panel_kernel_avx2<W, 1, 1>, &panel_kernel_avx2<W, 1, 2>},
+      {&panel_kernel_avx2<W, 2, 1>, &panel_kernel_avx2<W, 2, 2>},
+      {&panel_kernel_avx2<W, 3, 1>, &panel_kernel_avx2<W, 3, 2>},
+      {&panel_kernel_avx2<W, 4, 1>, &panel_kernel_avx2<W, 4, 2>},
+  }};
+  thread_local std::vector<RowRun> panel;
+  panel.resize(static_cast<size_t>(kPanelRows * nb));
+  for (int64_t j = 0; j < cols; j += kPanelRows) {
+    const int width = static_cast<int>(std::min<int64_t>(kPanelRows, cols - j));
+    for (int p = 0; p < width; ++p) {
+      decode_row<W>(w + static_cast<uint64_t>(j + p) * row_bytes, nb, panel.data() + p * nb);
+    }
+    for (int64_t i = 0; i < rows; i += kQuantTileRows) {
+      const int ra = static_cast<int>(std::min<int64_t>(kQuantTileRows, rows - i));
+      kKernels[static_cast<size_t>(ra - 1)][static_cast<size_t>(width - 1)](
+          a + i * nb, nb, panel.data(), width, bias != nullptr ? bias + j : nullptr, y + i * ldy + j, ldy);
+    }
+  }
+}
 
 // ---- AVX-512 VNNI: pairs of W rows -----------------------------------------------------------------------------
 // Note [K-quant pairs]: as the 32-value types in quant_matmul_vnni.cc (Note [VNNI-512 pairs]), two W rows share a
@@ -607,6 +708,22 @@ void pair_tile(DType w_type, const vnni512::ActBlock* act, int64_t rows, const s
     case DType::kQ6_K: pair_tile<DType::kQ6_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kIQ4_XS: pair_tile<DType::kIQ4_XS>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     default: HXRT_CHECK(false, "kquant::pair_tile: {} is not a super-block type", w_type);
+  }
+}
+
+void panel_tile_avx2(DType w_type, const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
+                     int64_t cols, const float* bias, float* y, int64_t ldy) {
+  switch (w_type) {
+    case DType::kQ5_0: panel_tile_avx2<DType::kQ5_0>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ5_1: panel_tile_avx2<DType::kQ5_1>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kIQ4_NL: panel_tile_avx2<DType::kIQ4_NL>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ2_K: panel_tile_avx2<DType::kQ2_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ3_K: panel_tile_avx2<DType::kQ3_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ4_K: panel_tile_avx2<DType::kQ4_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ5_K: panel_tile_avx2<DType::kQ5_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ6_K: panel_tile_avx2<DType::kQ6_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kIQ4_XS: panel_tile_avx2<DType::kIQ4_XS>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    default: HXRT_CHECK(false, "kquant::panel_tile_avx2: {} is not a type these kernels handle", w_type);
   }
 }
 
