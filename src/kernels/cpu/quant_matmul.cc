@@ -395,6 +395,11 @@ void kquant_tile(DType w_type, QuantIsa isa, const BlockQ8A* aq, int64_t nb, con
 template <DType W>
 void quant_tile(QuantIsa isa, const BlockQ8A* aq, int64_t nb, const std::byte* w, uint64_t w_row_bytes, int64_t n,
                 const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  if (isa == QuantIsa::kAvx2 && i1 - i0 > kMaxRows) {  // the same bits through decoded rows (Note [AVX2 decoded rows])
+    kquant::panel_tile_avx2(W, aq + i0 * nb, i1 - i0, w + static_cast<uint64_t>(j0) * w_row_bytes, w_row_bytes, nb,
+                            j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
+    return;
+  }
   float res[kMaxRows];
   for (int64_t i = i0; i < i1; i += kMaxRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, i1 - i));

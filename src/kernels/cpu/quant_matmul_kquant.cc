@@ -63,6 +63,52 @@ struct NoScales {};
 template <DType W>
 struct Traits;
 
+// q8_0, q4_0 and q4_1 take the decoded rows of the AVX2 prefill tiles only (Note [AVX2 decoded rows]); their
+// rows kernels are quant_matmul.cc's, whose arithmetic these repeat: q8_0 signed, q4_0 and q4_1 unsigned nibbles
+// with the offset term c · s_a (c = -8·d or m, kept in mn[0]).
+template <>
+struct Traits<DType::kQ8_0> {
+  using Block = BlockQ8_0;
+  using Scales = NoScales;
+  static constexpr int kRuns = 1;
+  static constexpr bool kSigned = true;
+  static Scales scales(const Block&) { return {}; }
+  static RunInfo info(const Block& b, const Scales&, int) { return {.d = f16_to_f32(b.d)}; }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  }
+};
+
+template <>
+struct Traits<DType::kQ4_0> {
+  using Block = BlockQ4_0;
+  using Scales = NoScales;
+  static constexpr int kRuns = 1;
+  static constexpr bool kSigned = false;
+  static Scales scales(const Block&) { return {}; }
+  static RunInfo info(const Block& b, const Scales&, int) {
+    const float d = f16_to_f32(b.d);
+    return {.d = d, .mn = {-8.0f * d, 0.0f}};
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) { return expand_nibbles(b.qs); }
+};
+
+template <>
+struct Traits<DType::kQ4_1> {
+  using Block = BlockQ4_1;
+  using Scales = NoScales;
+  static constexpr int kRuns = 1;
+  static constexpr bool kSigned = false;
+  static Scales scales(const Block&) { return {}; }
+  static RunInfo info(const Block& b, const Scales&, int) {
+    return {.d = f16_to_f32(b.d), .mn = {f16_to_f32(b.m), 0.0f}};
+  }
+  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) { return expand_nibbles(b.qs); }
+};
+
+// The types whose extra term is the offset c · s_a (quant_matmul.cc) rather than the mins of Note [Runs].
+constexpr bool offset_term(DType w) { return w == DType::kQ4_0 || w == DType::kQ4_1; }
+
 template <>
 struct Traits<DType::kQ5_0> {
   using Block = BlockQ5_0;
@@ -450,7 +496,11 @@ __attribute__((target("avx2,fma,f16c"))) void panel_kernel_avx2(const BlockQ8A* 
         const BlockQ8A& ab = a[r * nb + g];
         const __m256i idot = lanes_avx2(u, T::kSigned ? _mm256_sign_epi8(av[r], q) : av[r], scales16, scales16);
         acc[r][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(run.info.d * ab.d), acc[r][p]);
-        if constexpr (!T::kSigned) extra[r][p] = minus_min_term(extra[r][p], run.info, ab);
+        if constexpr (offset_term(W)) {
+          extra[r][p] = std::fma(run.info.mn[0], ab.s, extra[r][p]);
+        } else if constexpr (!T::kSigned) {
+          extra[r][p] = minus_min_term(extra[r][p], run.info, ab);
+        }
       }
     }
   }
@@ -714,6 +764,9 @@ void pair_tile(DType w_type, const vnni512::ActBlock* act, int64_t rows, const s
 void panel_tile_avx2(DType w_type, const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
                      int64_t cols, const float* bias, float* y, int64_t ldy) {
   switch (w_type) {
+    case DType::kQ8_0: panel_tile_avx2<DType::kQ8_0>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ4_0: panel_tile_avx2<DType::kQ4_0>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kQ4_1: panel_tile_avx2<DType::kQ4_1>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ5_0: panel_tile_avx2<DType::kQ5_0>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ5_1: panel_tile_avx2<DType::kQ5_1>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kIQ4_NL: panel_tile_avx2<DType::kIQ4_NL>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
@@ -723,7 +776,7 @@ void panel_tile_avx2(DType w_type, const BlockQ8A* a, int64_t rows, const std::b
     case DType::kQ5_K: panel_tile_avx2<DType::kQ5_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ6_K: panel_tile_avx2<DType::kQ6_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kIQ4_XS: panel_tile_avx2<DType::kIQ4_XS>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    default: HXRT_CHECK(false, "kquant::panel_tile_avx2: {} is not a type these kernels handle", w_type);
+    default: HXRT_CHECK(false, "kquant::panel_tile_avx2: {} is not a quantized block type", w_type);
   }
 }
 
