@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace hxrt {
@@ -17,6 +18,27 @@ TEST(Float16, EveryHalfRoundTrips) {
       continue;
     }
     ASSERT_EQ(f32_to_f16(f), static_cast<uint16_t>(h)) << "half 0x" << std::hex << h;
+  }
+}
+
+// Every half against its value computed in double from the fields (sign · 2^(e-15) · 1.m, sign · 2^-14 · 0.m), and
+// infinities and NaNs bit for bit (payload in the top mantissa bits).
+TEST(Float16, EveryHalfHasItsExactValue) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const uint32_t e = (h >> 10) & 0x1Fu;
+    const uint32_t m = h & 0x3FFu;
+    const float f = f16_to_f32(static_cast<uint16_t>(h));
+    uint32_t bits = 0;
+    std::memcpy(&bits, &f, sizeof bits);
+    if (e == 0x1F) {
+      ASSERT_EQ(bits, ((h & 0x8000u) << 16) | 0x7F800000u | (m << 13)) << "half 0x" << std::hex << h;
+      continue;
+    }
+    const double magnitude = e == 0 ? std::ldexp(static_cast<double>(m), -24)
+                                    : std::ldexp(1.0 + static_cast<double>(m) / 1024.0, static_cast<int>(e) - 15);
+    const double want = (h & 0x8000u) != 0 ? -magnitude : magnitude;
+    ASSERT_EQ(static_cast<double>(f), want) << "half 0x" << std::hex << h;
+    ASSERT_EQ(std::signbit(f), (h & 0x8000u) != 0) << "half 0x" << std::hex << h;
   }
 }
 
