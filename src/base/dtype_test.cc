@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "hxrt/base/quant_blocks.h"
+
 namespace hxrt {
 namespace {
 
@@ -56,6 +60,28 @@ TEST(DType, StorageBytes) {
   EXPECT_EQ(*storage_bytes(DType::kQ8_0, 0), 0u);
   EXPECT_EQ(storage_bytes(DType::kQ4_0, 33).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(storage_bytes(DType::kI64, uint64_t{1} << 62).status().code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace hxrt
+
+namespace hxrt {
+namespace {
+
+// unpack_scales_q3_k against the layout read group by group (quant_blocks.h, BlockQ3_K), on random packed bytes.
+TEST(QuantBlocks, Q3KScalesUnpackGroupByGroup) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int trial = 0; trial < 10000; ++trial) {
+    uint8_t packed[12];
+    for (uint8_t& b : packed) b = static_cast<uint8_t>(byte(rng));
+    const std::array<int8_t, 16> got = unpack_scales_q3_k(packed);
+    for (int g = 0; g < 16; ++g) {
+      const int low = g < 8 ? packed[g] & 0x0F : packed[g - 8] >> 4;
+      const int high = (packed[8 + g % 4] >> (2 * (g / 4))) & 3;
+      ASSERT_EQ(got[static_cast<size_t>(g)], (low | (high << 4)) - 32) << "trial " << trial << " group " << g;
+    }
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 namespace hxrt {
 
@@ -122,14 +123,25 @@ inline void unpack_scale_min_k4(int j, const uint8_t* q, uint8_t* scale, uint8_t
   }
 }
 
-// The sixteen 6-bit scales of a q3_K block, minus 32 (signed).
+// The sixteen 6-bit scales of a q3_K block, minus 32 (signed). Eight bytes at a time (the kernels unpack these once
+// per block; a loop over the groups cost more than the block's dot products): group g takes the low nibble of
+// byte g (g < 8) or the high nibble of byte g - 8, and bits 2·(g / 4)..+1 of byte 8 + g % 4 as its bits 4..5.
 inline std::array<int8_t, 16> unpack_scales_q3_k(const uint8_t* packed) {
+  constexpr uint64_t kNibbles = 0x0F0F0F0F0F0F0F0Full;
+  constexpr uint32_t kPairs = 0x03030303u;
+  uint64_t low = 0;
+  uint32_t high = 0;
+  std::memcpy(&low, packed, sizeof(low));
+  std::memcpy(&high, packed + 8, sizeof(high));
+  // Byte l of group_high(q) is bits 2q..2q+1 of byte 8 + l, i.e. the high bits of group 4q + l.
+  const auto group_high = [high](int q) { return static_cast<uint64_t>((high >> (2 * q)) & kPairs); };
+  const uint64_t first = (low & kNibbles) | ((group_high(0) | group_high(1) << 32) << 4);           // groups 0..7
+  const uint64_t second = ((low >> 4) & kNibbles) | ((group_high(2) | group_high(3) << 32) << 4);  // groups 8..15
+  std::array<uint8_t, 16> bytes{};
+  std::memcpy(bytes.data(), &first, sizeof(first));
+  std::memcpy(bytes.data() + 8, &second, sizeof(second));
   std::array<int8_t, 16> out{};
-  for (int g = 0; g < 16; ++g) {
-    const int low = g < 8 ? packed[g] & 0x0F : packed[g - 8] >> 4;
-    const int high = (packed[8 + g % 4] >> (2 * (g / 4))) & 3;
-    out[static_cast<size_t>(g)] = static_cast<int8_t>((low | (high << 4)) - 32);
-  }
+  for (size_t g = 0; g < 16; ++g) out[g] = static_cast<int8_t>(bytes[g] - 32);
   return out;
 }
 
