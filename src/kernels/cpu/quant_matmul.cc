@@ -373,11 +373,6 @@ FloatDotFn float_dot_kernel(QuantIsa isa) {
 // Computes rows [i0, i0 + rows) × W rows [j0, j1) of Y for a W of quant_matmul_kquant.h.
 void kquant_tile(DType w_type, QuantIsa isa, const BlockQ8A* aq, int64_t nb, const std::byte* w, uint64_t w_row_bytes,
                  int64_t n, const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  if (isa == QuantIsa::kAvx2 && i1 - i0 > kMaxRows) {
-    kquant::panel_tile_avx2(w_type, aq + i0 * nb, i1 - i0, w + static_cast<uint64_t>(j0) * w_row_bytes, w_row_bytes,
-                            nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
-    return;
-  }
   float res[kMaxRows];
   for (int64_t i = i0; i < i1; i += kMaxRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, i1 - i));
@@ -395,11 +390,6 @@ void kquant_tile(DType w_type, QuantIsa isa, const BlockQ8A* aq, int64_t nb, con
 template <DType W>
 void quant_tile(QuantIsa isa, const BlockQ8A* aq, int64_t nb, const std::byte* w, uint64_t w_row_bytes, int64_t n,
                 const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  if (isa == QuantIsa::kAvx2 && i1 - i0 > kMaxRows) {  // the same bits through decoded rows (Note [AVX2 decoded rows])
-    kquant::panel_tile_avx2(W, aq + i0 * nb, i1 - i0, w + static_cast<uint64_t>(j0) * w_row_bytes, w_row_bytes, nb,
-                            j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
-    return;
-  }
   float res[kMaxRows];
   for (int64_t i = i0; i < i1; i += kMaxRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, i1 - i));
@@ -522,6 +512,13 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
       if (vnni512) {
         vnni512::tile(w_type, act.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
                       w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
+        continue;
+      }
+      // AVX2 prefill tiles of any quantized type: the rows kernels' bits through decoded W rows (Note [AVX2 decoded
+      // rows] in quant_matmul_kquant.cc).
+      if (quantized && isa == QuantIsa::kAvx2 && i1 - i0 > kMaxRows) {
+        kquant::panel_tile_avx2(w_type, aq.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
+                                w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
         continue;
       }
       if (kquant_w) {

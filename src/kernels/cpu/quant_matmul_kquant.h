@@ -34,9 +34,8 @@ using RowsFn = void (*)(const void* w_row, const BlockQ8A* a, int64_t nb, float*
 RowsFn rows_kernel(DType w_type, QuantIsa isa, int rows);
 
 // AVX2, for prefill tiles of more than kQuantTileRows rows, of these types and q8_0, q4_0, q4_1: W decoded once per
-// tile (Note [AVX2 decoded rows] in
-// the .cc), bit-identical to the rows kernels: y[i * ldy + j] = dot(activation row i, W row j) (+ bias[j]) for
-// i < rows, j < cols; activation row i is a + i · nb.
+// tile (Note [AVX2 decoded rows] in the .cc), bit-identical to the rows kernels: y[i * ldy + j] = dot(activation
+// row i, W row j) (+ bias[j]) for i < rows, j < cols; activation row i is a + i · nb.
 void panel_tile_avx2(DType w_type, const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
                      int64_t cols, const float* bias, float* y, int64_t ldy);
 
