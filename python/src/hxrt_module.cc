@@ -238,7 +238,7 @@ class Stream {
 class Llm {
  public:
   Llm(const std::optional<std::string>& model, const std::string& device, int threads, int64_t kv_tokens,
-      int max_sequences, const std::optional<std::string>& chat_template) {
+      int max_sequences, const std::optional<std::string>& chat_template, int draft_max) {
     hxrt::llm::LlmOptions options;
     options.model = model.value_or("");
     options.chat_template = chat_template.value_or("");
@@ -246,6 +246,7 @@ class Llm {
     options.threads = threads;
     options.engine.kv_budget_tokens = kv_tokens;
     options.engine.max_sequences = max_sequences;
+    options.engine.speculative.draft_max = draft_max;  // Note [Speculative decoding] (llm/engine.cc)
     nb::gil_scoped_release release;
     llm_ = take(hxrt::llm::Llm::load(options));
   }
@@ -384,9 +385,9 @@ NB_MODULE(_hxrt, m) {
 
   nb::class_<Llm>(m, "LLM")
       .def(nb::init<const std::optional<std::string>&, const std::string&, int, int64_t, int,
-                    const std::optional<std::string>&>(),
+                    const std::optional<std::string>&, int>(),
            "model"_a = nb::none(), "device"_a = "cpu", "threads"_a = 0, "kv_tokens"_a = 4096, "max_sequences"_a = 16,
-           "chat_template"_a = nb::none())
+           "chat_template"_a = nb::none(), "draft_max"_a = 0)
       .def_prop_ro("model_path", &Llm::model_path)
       .def_prop_ro("chat_template", &Llm::chat_template)
       .def("apply_chat_template", &Llm::apply_chat_template)

@@ -116,6 +116,16 @@ def test_generate_streams_the_engines_greedy_tokens(llm):
     assert llm.detokenize(llm.tokenize(PROMPT, add_special=False)) == PROMPT
 
 
+def test_speculative_decoding_gives_the_same_text(llm):
+    # A prompt the model copies from: prompt-lookup drafts are accepted, and greedy text is unchanged.
+    prompt = "Repeat exactly: the quick brown fox jumps over the lazy dog. the quick brown fox"
+    plain = "".join(llm.generate(prompt, max_tokens=24))
+    drafting = hxrt.LLM(default_model(), kv_tokens=512, draft_max=8)
+    assert "".join(drafting.generate(prompt, max_tokens=24)) == plain
+    with pytest.raises(hxrt.Error, match="draft_max"):
+        hxrt.LLM(default_model(), kv_tokens=256, draft_max=100)
+
+
 def test_stop_strings_cancellation_and_timeouts(llm):
     full = "".join(llm.generate(PROMPT, max_tokens=24))
     stop = full[6:9]

@@ -670,6 +670,7 @@ hxrt_status hxrt_llm_load(const hxrt_llm_options* options, hxrt_llm** llm) {
     llm_options.chat_template = o.chat_template != nullptr ? o.chat_template : "";
     if (o.kv_tokens <= 0) return hxrt::invalid_argument("kv_tokens {} must be > 0", o.kv_tokens);
     llm_options.engine.kv_budget_tokens = o.kv_tokens;
+    llm_options.engine.speculative.draft_max = o.draft_max;  // Engine::create checks its range
     auto handle = std::make_unique<hxrt_llm>();
     HXRT_ASSIGN_OR_RETURN(handle->llm, hxrt::llm::Llm::load(llm_options));
     *llm = handle.release();

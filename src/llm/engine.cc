@@ -67,6 +67,11 @@ struct Engine::Sequence {
   size_t delivered = 0;
   std::optional<FinishReason> ending;
   bool in_flight = false;
+  // Note [Speculative decoding]: the request's options, its draft-length controller, and how many of the last
+  // `tokens` are an unverified draft (0 outside a step that verifies one).
+  SpeculativeOptions speculative;
+  DraftController drafter;
+  int32_t drafted = 0;
 
   explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - computed; }
@@ -76,6 +81,7 @@ struct Engine::BatchEntry {
   Sequence* seq = nullptr;
   int32_t start = 0;  // first token of the chunk (== seq->computed when scheduled)
   int32_t count = 0;
+  int32_t drafted = 0;  // of `count`, the draft tokens after the pending one (Note [Speculative decoding])
 };
 
 Result<std::unique_ptr<Engine>> Engine::create(runtime::Session& session, const formats::GgufFile& file,
@@ -84,6 +90,7 @@ Result<std::unique_ptr<Engine>> Engine::create(runtime::Session& session, const 
     return invalid_argument("engine: max_batch_tokens {} and max_sequences {} must be positive", options.max_batch_tokens,
                             options.max_sequences);
   }
+  HXRT_RETURN_IF_ERROR_CTX(options.speculative.validate(), "EngineOptions::speculative");
   std::unique_ptr<Engine> engine(new Engine(session, file, options));
   HXRT_RETURN_IF_ERROR_CTX(engine->init(), "creating the LLM engine");
   return engine;
@@ -200,6 +207,7 @@ Result<RequestId> Engine::submit(Request request) {
     return invalid_argument("request: logprobs {} must be -1 (none) or in [0, {}]", request.logprobs, kMaxTopLogprobs);
   }
   HXRT_RETURN_IF_ERROR(request.sampling.validate());
+  if (request.speculative) HXRT_RETURN_IF_ERROR_CTX(request.speculative->validate(), "request");
   for (const auto& [token, bias] : request.sampling.logit_bias) {
     if (token >= config_.vocab_size) {
       return invalid_argument("request: logit_bias token {} is outside the vocabulary of {}", token, config_.vocab_size);
@@ -214,6 +222,8 @@ Result<RequestId> Engine::submit(Request request) {
   seq->id = next_id_++;
   seq->result.id = seq->id;
   seq->result.prompt_tokens = static_cast<int>(seq->tokens.size());
+  seq->speculative = seq->request.speculative.value_or(options_.speculative);
+  seq->drafter = DraftController(seq->speculative.draft_max);
   const RequestId id = seq->id;
   if (seq->request.prompt_logprobs) {
     seq->result.prompt_logprobs.assign(seq->tokens.size() - 1, std::numeric_limits<double>::quiet_NaN());
@@ -276,6 +286,7 @@ void Engine::expire_deadlines() {
 // Preempt-and-recompute: the sequence gives back every block and waits at the head of the queue; its prompt and
 // generated tokens are prefilled again on readmission (prefix hits may bring back its full blocks for free).
 void Engine::preempt(Sequence& seq) {
+  drop_draft(seq);
   cache_->release(seq.id).ignore();
   if (window_cache_) window_cache_->release(seq.id).ignore();
   seq.computed = 0;
@@ -397,13 +408,14 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
     if (std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s.get() == seq; }) == running_.end()) {
       continue;  // preempted while scheduling an older sequence
     }
+    draft(*seq, budget - 1);
     const int n = std::min(seq->pending(), budget);
     Status failure;
     if (!reserve_or_preempt(*seq, n, batch, &failure)) {
       if (!failure.ok()) finish(*seq, FinishReason::kError, std::move(failure));
       continue;
     }
-    batch.push_back(BatchEntry{seq, seq->computed, n});
+    batch.push_back(BatchEntry{seq, seq->computed, n, seq->drafted});
     budget -= n;
   }
   // Admit waiting requests while the budgets allow.
@@ -441,6 +453,43 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
     budget -= n;
   }
   return ok_status();
+}
+
+// Note [Speculative decoding]
+// A decoding sequence with speculation on (SpeculativeOptions, per request) may append a draft to its tokens when
+// it is scheduled: up to k tokens that followed the latest earlier occurrence of its last n tokens
+// (prompt_lookup_draft in speculative.h; k from its DraftController, at most the step's budget left and
+// max_new_tokens - generated - 1, and only when both caches have room: a draft never preempts). Its batch entry is
+// then the pending token and the draft, 1 + k rows whose logits are all computed (the rows of a chunk, as for a
+// scored prompt), and the step verifies them in order: row j's token is sampled exactly as a decode step would
+// sample it (the same sampler, the history up to it, one draw per emitted token), and the next row is used only
+// when that token equals draft token j. The first mismatch (or EOS, a stop token, max_new_tokens) ends the
+// sequence's step; if every draft token matched, the last row gives one more. So a step emits accepted + 1
+// tokens, each sampled from the logits plain decoding would compute: every kernel is batch invariant, so a row of
+// a 1 + k chunk has the bits of a one-token step, and greedy output, logits and seeded sampling are bit for bit
+// those of decoding without a draft. The K/V of the rejected tail is dropped by truncating both caches to the
+// accepted length before the commit (nothing uncommitted is ever registered for prefix hits), and the draft's
+// tokens leave `tokens`. A step with a draft is not a captured decode bucket (its forward runs as a prefill chunk
+// does); a step without one is, so a sequence whose text does not repeat costs only the lookup.
+void Engine::draft(Sequence& seq, int max_tokens) {
+  // Decoding: its prompt done, one sampled token pending.
+  if (!seq.speculative.enabled() || seq.pending() != 1 || seq.result.tokens.empty() || seq.drafted != 0) return;
+  const int remaining = seq.request.max_new_tokens - static_cast<int>(seq.result.tokens.size());
+  const int k = std::min({seq.drafter.next_k(), max_tokens, remaining - 1});
+  if (k <= 0) return;
+  std::vector<int32_t> tokens = prompt_lookup_draft(seq.tokens, seq.speculative.ngram_min, seq.speculative.ngram_max, k);
+  const auto fits = [&](const kv::KvCache& cache) {
+    Result<bool> room = cache.can_reserve(seq.id, static_cast<int32_t>(tokens.size()) + 1);
+    return room.ok() && *room;
+  };
+  if (tokens.empty() || !fits(*cache_) || (window_cache_ && !fits(*window_cache_))) return;
+  seq.tokens.insert(seq.tokens.end(), tokens.begin(), tokens.end());
+  seq.drafted = static_cast<int32_t>(tokens.size());
+}
+
+void Engine::drop_draft(Sequence& seq) {
+  seq.tokens.resize(seq.tokens.size() - static_cast<size_t>(seq.drafted));
+  seq.drafted = 0;
 }
 
 // Note [Step traces]
@@ -511,12 +560,12 @@ Status Engine::step(hal::Duration timeout) {
   std::vector<int64_t> last_logit_row(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     const BatchEntry& e = batch[i];
-    const bool scored = e.seq->request.prompt_logprobs;
+    const bool every_row = e.seq->request.prompt_logprobs || e.drafted > 0;
     for (int32_t j = 0; j < e.count; ++j) {
       tokens.push_back(e.seq->tokens[static_cast<size_t>(e.start + j)]);
       positions.push_back(e.start + j);
       token_seq.push_back(static_cast<int32_t>(i));
-      if (scored && j + 1 < e.count) logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+      if (every_row && j + 1 < e.count) logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
     }
     logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
     last_logit_row[i] = static_cast<int64_t>(logit_rows.size()) - 1;
@@ -567,18 +616,72 @@ Status Engine::step(hal::Duration timeout) {
     return std::span<const float>(logits).subspan(static_cast<size_t>(r * config_.vocab_size),
                                                   static_cast<size_t>(config_.vocab_size));
   };
+  // Samples the next token of `seq` from logits row `r` (a decode step's), appends it, and marks the sequence
+  // ending when the token ends it.
+  const auto sample_next = [&](Sequence& seq, int64_t r) {
+    const std::span<const float> last = logits_row(r);
+    std::vector<float> row(last.begin(), last.end());
+    if (seq.request.return_logits) seq.result.logits.push_back(row);
+    const int32_t token = seq.sampler.sample(row, seq.tokens);
+    if (seq.request.logprobs >= 0) seq.result.logprobs.push_back(token_logprobs(last, token, seq.request.logprobs));
+    seq.tokens.push_back(token);
+    seq.result.tokens.push_back(token);
+    const bool eos = !seq.request.ignore_eos &&
+                     std::find(options_.eos_tokens.begin(), options_.eos_tokens.end(), token) != options_.eos_tokens.end();
+    const bool stop = std::find(seq.request.stop_tokens.begin(), seq.request.stop_tokens.end(), token) !=
+                      seq.request.stop_tokens.end();
+    // The callback sees the token at the next step (Note [Pipelined decode steps]).
+    if (eos) {
+      seq.ending = FinishReason::kEos;
+    } else if (stop) {
+      seq.ending = FinishReason::kStopToken;
+    } else if (static_cast<int>(seq.result.tokens.size()) >= seq.request.max_new_tokens) {
+      seq.ending = FinishReason::kLength;
+    }
+    return token;
+  };
   for (size_t i = 0; i < batch.size(); ++i) {
     Sequence& seq = *batch[i].seq;
     if (seq.ending) {  // asked to stop while its forward ran (Note [Pipelined decode steps]): that work is dropped
       finish(seq, *seq.ending);
       continue;
     }
+    int32_t valid = batch[i].count;  // tokens of the chunk whose K/V is kept
+    if (batch[i].drafted > 0) {
+      // Note [Speculative decoding]: verify the draft row by row; the K/V of the pending token and the accepted
+      // draft tokens stays.
+      const int32_t drafted = batch[i].drafted;
+      const std::vector<int32_t> draft(seq.tokens.end() - drafted, seq.tokens.end());
+      drop_draft(seq);
+      const int64_t first_row = last_logit_row[i] - drafted;
+      int32_t emitted = 0;
+      while (true) {
+        const int32_t token = sample_next(seq, first_row + emitted);
+        ++emitted;
+        if (seq.ending || emitted > drafted || token != draft[static_cast<size_t>(emitted - 1)]) break;
+      }
+      valid = emitted;
+      const int32_t accepted = emitted - 1;
+      seq.drafter.record(drafted, accepted);
+      seq.result.drafted_tokens += drafted;
+      seq.result.accepted_tokens += accepted;
+      ++stats_.draft_steps;
+      stats_.drafted_tokens += static_cast<uint64_t>(drafted);
+      stats_.accepted_tokens += static_cast<uint64_t>(accepted);
+      HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, batch[i].start + valid));
+      if (window_cache_) HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, batch[i].start + valid));
+    }
     HXRT_RETURN_IF_ERROR(cache_->commit(seq.id));
     if (window_cache_) {
-      // The next tokens, from position `computed + count` on, see nothing before its window's start.
+      // The next tokens, from position `computed + valid` on, see nothing before its window's start.
       HXRT_RETURN_IF_ERROR(window_cache_->commit(seq.id));
-      const int32_t next = batch[i].start + batch[i].count;
+      const int32_t next = batch[i].start + valid;
       HXRT_RETURN_IF_ERROR(window_cache_->release_before(seq.id, std::max(0, next - max_window_ + 1)));
+    }
+    if (batch[i].drafted > 0) {
+      seq.computed += valid;
+      decode += static_cast<uint64_t>(valid);
+      continue;
     }
     if (seq.request.prompt_logprobs) {
       // Rows first_row .. last_logit_row[i] are the chunk's positions start .. start + count - 1.
@@ -598,25 +701,7 @@ Status Engine::step(hal::Duration timeout) {
       finish(seq, FinishReason::kLength);
       continue;
     }
-    const std::span<const float> last = logits_row(last_logit_row[i]);
-    std::vector<float> row(last.begin(), last.end());
-    if (seq.request.return_logits) seq.result.logits.push_back(row);
-    const int32_t token = seq.sampler.sample(row, seq.tokens);
-    if (seq.request.logprobs >= 0) seq.result.logprobs.push_back(token_logprobs(last, token, seq.request.logprobs));
-    seq.tokens.push_back(token);
-    seq.result.tokens.push_back(token);
-    const bool eos = !seq.request.ignore_eos &&
-                     std::find(options_.eos_tokens.begin(), options_.eos_tokens.end(), token) != options_.eos_tokens.end();
-    const bool stop = std::find(seq.request.stop_tokens.begin(), seq.request.stop_tokens.end(), token) !=
-                      seq.request.stop_tokens.end();
-    // The callback sees the token at the next step (Note [Pipelined decode steps]).
-    if (eos) {
-      seq.ending = FinishReason::kEos;
-    } else if (stop) {
-      seq.ending = FinishReason::kStopToken;
-    } else if (static_cast<int>(seq.result.tokens.size()) >= seq.request.max_new_tokens) {
-      seq.ending = FinishReason::kLength;
-    }
+    sample_next(seq, last_logit_row[i]);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double total = static_cast<double>(prefill + decode);

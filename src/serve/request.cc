@@ -174,6 +174,30 @@ std::optional<HttpError> read_sampling(const json& body, CompletionRequest* out)
   return std::nullopt;  // within SamplingParams::validate's ranges by the checks above
 }
 
+// Speculative decoding per request, with llama-server's key: "speculative.n_max" (draft tokens a step, 0 = off), and
+// hxrt's "speculative.ngram_min" / "speculative.ngram_max" (the prompt-lookup suffix lengths).
+std::optional<HttpError> read_speculative(const json& body, CompletionRequest* out) {
+  llm::SpeculativeOptions options;
+  bool any = false;
+  for (const auto& [key, field, low, high] : {std::tuple{"speculative.n_max", &options.draft_max, 0, 64},
+                                              std::tuple{"speculative.ngram_min", &options.ngram_min, 1, 16},
+                                              std::tuple{"speculative.ngram_max", &options.ngram_max, 1, 16}}) {
+    if (!present(body, key)) continue;
+    const json& v = body[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < low || v.get<int64_t>() > high) {
+      return bad_field(key, fmt::format("'{}' must be an integer in [{}, {}]", key, low, high));
+    }
+    *field = v.get<int>();
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  if (options.ngram_min > options.ngram_max) {
+    return bad_field("speculative.ngram_min", "'speculative.ngram_min' must not exceed 'speculative.ngram_max'");
+  }
+  out->speculative = options;
+  return std::nullopt;
+}
+
 std::optional<HttpError> read_messages(const json& body, CompletionRequest* out) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
     return bad_field("messages", "'messages' must be a non-empty array");
@@ -263,6 +287,7 @@ std::variant<CompletionRequest, HttpError> parse_request(std::string_view body, 
     if (auto e = read_sampling(parsed, &request)) return *e;
     if (auto e = read_logprobs(parsed, chat, &request)) return *e;
     if (auto e = read_logit_bias(parsed, vocab_size, &request)) return *e;
+    if (auto e = read_speculative(parsed, &request)) return *e;
     if (auto e = chat ? read_messages(parsed, &request) : read_prompt(parsed, vocab_size, &request)) return *e;
   } catch (const json::exception& e) {  // a value that passed its type check but not a conversion
     return bad_field("", fmt::format("a field has a value hxrt cannot read: {}", e.what()));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hxrt/llm/sampler.h"
+#include "hxrt/llm/speculative.h"
 #include "hxrt/llm/tokenizer.h"
 
 namespace hxrt::serve {
@@ -48,6 +49,8 @@ struct CompletionRequest {
   // -1: no logprobs; else every generated token's log-probability and this many alternatives (chat: logprobs
   // true and top_logprobs; completions: logprobs = the count), at most llm::kMaxTopLogprobs.
   int logprobs = -1;
+  // llama-server's "speculative.n_max" (and hxrt's "speculative.ngram_min/max"); unset: the server's default.
+  std::optional<llm::SpeculativeOptions> speculative;
 };
 
 inline constexpr int kMaxStopStrings = 16;

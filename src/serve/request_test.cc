@@ -97,6 +97,24 @@ TEST(RequestTest, ReadsLogitBiasAsTokenIdsAndBoundedValues) {
   }
 }
 
+TEST(RequestTest, ReadsSpeculativeOptionsWithLlamaServersKey) {
+  const char* user = R"("messages": [{"role": "user", "content": "hi"}])";
+  EXPECT_FALSE(ok("{" + std::string(user) + "}", true).speculative.has_value());
+  const CompletionRequest r = ok("{" + std::string(user) + R"(, "speculative.n_max": 12, "speculative.ngram_min": 2})", true);
+  ASSERT_TRUE(r.speculative.has_value());
+  EXPECT_EQ(r.speculative->draft_max, 12);
+  EXPECT_EQ(r.speculative->ngram_min, 2);
+  EXPECT_EQ(r.speculative->ngram_max, llm::SpeculativeOptions{}.ngram_max);
+  EXPECT_TRUE(r.speculative->validate().ok());
+  EXPECT_EQ(ok(R"({"prompt": "x", "speculative.n_max": 0})", false).speculative->draft_max, 0);
+  for (const auto& [field, param] :
+       {std::pair{R"("speculative.n_max": 65)", "speculative.n_max"}, std::pair{R"("speculative.n_max": "4")", "speculative.n_max"},
+        std::pair{R"("speculative.n_max": -1)", "speculative.n_max"}, std::pair{R"("speculative.ngram_max": 0)", "speculative.ngram_max"},
+        std::pair{R"("speculative.ngram_min": 4, "speculative.ngram_max": 2)", "speculative.ngram_min"}}) {
+    EXPECT_EQ(bad("{" + std::string(user) + ", " + field + "}", true).param, param) << field;
+  }
+}
+
 // What would change the output and is not served is refused by name; what would not is accepted.
 TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
   const char* user = R"("messages": [{"role": "user", "content": "hi"}])";

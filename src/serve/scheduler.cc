@@ -85,6 +85,7 @@ void Scheduler::loop() {
       request.sampling = job->sampling;
       request.ignore_eos = job->ignore_eos;
       request.logprobs = job->logprobs;
+      request.speculative = job->speculative;
       Job* raw = job.get();
       if (job->logprobs >= 0) {
         request.on_logprobs = [raw](llm::RequestId, const llm::TokenLogprobs& lp) { raw->pending_logprobs.push_back(lp); };

@@ -45,6 +45,7 @@ struct Job {
   std::vector<std::string> stops;
   bool ignore_eos = false;
   int logprobs = -1;  // Request::logprobs
+  std::optional<llm::SpeculativeOptions> speculative;  // Request::speculative
 
   // Set by the handler at any time: the scheduler cancels the request at its next step.
   std::atomic<bool> cancel{false};

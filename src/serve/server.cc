@@ -100,6 +100,7 @@ struct Server::Impl {
     job->stops = request.stops;
     job->ignore_eos = request.ignore_eos;
     job->logprobs = request.logprobs;
+    job->speculative = request.speculative;
     if (Status submitted = scheduler->submit(job); !submitted.ok()) {
       return reply_error(res, endpoint,
                          HttpError{.status = 503, .message = std::string(submitted.message()), .type = "server_error",

@@ -424,6 +424,24 @@ static void test_llm(void) {
   snprintf(full, sizeof(full), "%s", generation.text);
   hxrt_string_free(generation.text);
 
+  /* Speculative decoding (draft_max) gives the same greedy text; out of range is HXRT_INVALID_ARGUMENT. */
+  {
+    hxrt_llm* drafting = NULL;
+    options.draft_max = 8;
+    CHECK_OK(hxrt_llm_load(&options, &drafting));
+    if (drafting != NULL) {
+      memset(&streamed, 0, sizeof(streamed));
+      CHECK_OK(hxrt_llm_generate(drafting, "The capital of France is", &generate, &generation));
+      CHECK(strcmp(generation.text, full) == 0);
+      hxrt_string_free(generation.text);
+      hxrt_llm_destroy(drafting);
+    }
+    options.draft_max = 65;
+    CHECK(hxrt_llm_load(&options, &drafting) == HXRT_INVALID_ARGUMENT);
+    CHECK(contains(hxrt_last_error_message(), "draft_max"));
+    options.draft_max = 0;
+  }
+
   /* A stop string taken from the middle of that text: the text ends before it, and nothing of it was streamed. */
   if (strlen(full) > 12) {
     memcpy(stop, full + 8, 3);

@@ -117,6 +117,35 @@ TEST_F(GoldenTest, BatchedRequestsAreBitIdenticalToSoloRunsOnTheRealModel) {
   }
 }
 
+// Note [Speculative decoding] (llm/engine.cc): with prompt-lookup drafts verified in batched forwards, every golden
+// case gives the plain engine's tokens and logits bit for bit, all cases at once.
+TEST_F(GoldenTest, SpeculativeDecodingGivesThePlainTokensAndLogitsBitForBit) {
+  const nlohmann::json& cases = golden_["generation"];
+  auto plain_engine = make_engine();
+  ASSERT_NE(plain_engine, nullptr);
+  Result<std::vector<RequestResult>> plain = testing::run_golden_cases(*plain_engine, cases);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EngineOptions options;
+  options.kv_budget_tokens = 4096;
+  options.speculative = SpeculativeOptions{.draft_max = 8};
+  Result<std::unique_ptr<Engine>> engine = Engine::create(*session_, *file_, options);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  Result<std::vector<RequestResult>> drafted = testing::run_golden_cases(**engine, cases);
+  ASSERT_TRUE(drafted.ok()) << drafted.status().to_string();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i]["name"].get<std::string>());
+    EXPECT_EQ((*drafted)[i].tokens, (*plain)[i].tokens);
+    ASSERT_EQ((*drafted)[i].logits.size(), (*plain)[i].logits.size());
+    for (size_t step = 0; step < (*plain)[i].logits.size(); ++step) {
+      ASSERT_EQ((*drafted)[i].logits[step], (*plain)[i].logits[step]) << "step " << step;
+    }
+  }
+  const EngineStats& stats = (*engine)->stats();
+  std::cout << "speculative: " << stats.draft_steps << " drafts, " << stats.accepted_tokens << " of "
+            << stats.drafted_tokens << " tokens accepted\n";
+  EXPECT_GT(stats.accepted_tokens, 0u);
+}
+
 // The OpenCL device (PoCL in CI) and the CUDA device (a lent GPU) run the same model: their kernels repeat the CPU
 // kernels' float operations, so the logits agree to float rounding and the greedy tokens are the CPU's (a flip is
 // only tolerated at an exact tie).

@@ -180,6 +180,61 @@ TEST_P(SlidingWindowCacheTest, WindowLayersKeepOnlyTheirWindowAndChangeNoBit) {
   }
 }
 
+// Note [Speculative decoding] (llm/engine.cc) on every family (windows with their own cache, MoE, biases, softcaps):
+// prompts that repeat themselves, drafts verified in batched forwards, and the plain engine's tokens and logits bit
+// for bit.
+class SpeculativeFamiliesTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpeculativeFamiliesTest, DraftsChangeNoBitOnEveryFamily) {
+  const std::string& device = GetParam();
+  hal::DriverRegistry drivers;
+  ASSERT_TRUE(hal::register_builtin_drivers(drivers).ok());
+  Result<std::unique_ptr<runtime::Session>> session = runtime::Session::create(drivers, device);
+  if (!session.ok()) GTEST_SKIP() << "no " << device << " device: " << session.status().to_string();
+  uint64_t accepted = 0;
+  for (const std::string& family : golden_models(kGoldens / "families")) {
+    SCOPED_TRACE(family);
+    Result<formats::GgufFile> file = formats::GgufFile::open((kGoldens / "families" / (family + ".gguf")).string());
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    std::vector<std::vector<RequestResult>> runs;
+    for (int draft_max : {0, 6}) {
+      EngineOptions options;
+      options.kv_budget_tokens = 2048;
+      options.speculative.draft_max = draft_max;
+      Result<std::unique_ptr<Engine>> engine = Engine::create(**session, *file, options);
+      ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+      const int vocab = (*engine)->config().vocab_size;
+      for (int s = 0; s < 3; ++s) {
+        Request r;
+        for (int t = 0; t < 9 + 4 * s; ++t) r.prompt.push_back((37 * t + 11 * s + 3) % vocab);
+        const std::vector<int32_t> unit = r.prompt;
+        for (int k = 0; k < 2; ++k) r.prompt.insert(r.prompt.end(), unit.begin(), unit.end());
+        r.max_new_tokens = 40;
+        r.return_logits = true;
+        r.ignore_eos = true;
+        ASSERT_TRUE((*engine)->submit(std::move(r)).ok());
+      }
+      ASSERT_TRUE((*engine)->run_until_idle().ok());
+      std::vector<RequestResult> results = (*engine)->take_finished();
+      std::sort(results.begin(), results.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+      accepted += (*engine)->stats().accepted_tokens;
+      runs.push_back(std::move(results));
+    }
+    ASSERT_EQ(runs[0].size(), runs[1].size());
+    for (size_t i = 0; i < runs[0].size(); ++i) {
+      EXPECT_EQ(runs[1][i].tokens, runs[0][i].tokens) << "sequence " << i;
+      ASSERT_EQ(runs[1][i].logits.size(), runs[0][i].logits.size());
+      for (size_t step = 0; step < runs[0][i].logits.size(); ++step) {
+        ASSERT_EQ(runs[1][i].logits[step], runs[0][i].logits[step]) << "sequence " << i << " step " << step;
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, SpeculativeFamiliesTest, ::testing::Values(std::string("cpu"), std::string("opencl")),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) { return param_info.param; });
+
 INSTANTIATE_TEST_SUITE_P(Devices, SlidingWindowCacheTest,
                          ::testing::Values(std::string("cpu"), std::string("opencl"), std::string("cuda")),
                          [](const ::testing::TestParamInfo<std::string>& param_info) { return param_info.param; });

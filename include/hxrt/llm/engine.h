@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include "hxrt/kv/kv_cache.h"
 #include "hxrt/llm/decoder.h"
 #include "hxrt/llm/sampler.h"
+#include "hxrt/llm/speculative.h"
 #include "hxrt/ops/kernel_def.h"
 #include "hxrt/ops/registries.h"
 #include "hxrt/ops/timing_cache.h"
@@ -93,6 +95,9 @@ struct EngineOptions {
   // and 3) keeps the window layers' K/V in a second cache that gives back what falls out of the window, so their
   // memory stays about window + max_batch_tokens tokens a sequence whatever the context. false: one cache for all.
   bool window_cache = true;
+  // Note [Speculative decoding] in engine.cc: prompt-lookup drafts verified in one forward (exact: the same tokens
+  // as without). The requests' default; Request::speculative overrides it. draft_max 0: off.
+  SpeculativeOptions speculative;
 };
 
 // kCancelled: Engine::cancel(). kDeadline: the request's deadline passed (its status is DeadlineExceeded; the tokens
@@ -122,6 +127,8 @@ struct Request {
   // The request finishes with FinishReason::kDeadline at the first step that begins after this time, waiting or
   // running (a step is the granularity: one forward is never cut short for one request's deadline).
   hal::Deadline deadline = hal::Deadline::never();
+  // Note [Speculative decoding] in engine.cc; unset: EngineOptions::speculative.
+  std::optional<SpeculativeOptions> speculative;
 };
 
 struct RequestResult {
@@ -137,6 +144,8 @@ struct RequestResult {
   // whose K/V came from the prefix cache were not computed: NaN there (cached_prompt_tokens says how many).
   std::vector<double> prompt_logprobs;
   std::vector<TokenLogprobs> logprobs;     // when Request::logprobs >= 0: one per generated token
+  int drafted_tokens = 0;   // Note [Speculative decoding]: tokens drafted and verified
+  int accepted_tokens = 0;  // of those, accepted (each saved a decode step)
 };
 
 struct EngineStats {
@@ -150,6 +159,10 @@ struct EngineStats {
   int max_batch_tokens = 0;
   uint64_t replayed_steps = 0;  // forwards served by a captured run
   uint64_t captured_steps = 0;  // captures made (one per shape bucket)
+  // Note [Speculative decoding]: sequences' steps that verified a draft, the tokens drafted and those accepted.
+  uint64_t draft_steps = 0;
+  uint64_t drafted_tokens = 0;
+  uint64_t accepted_tokens = 0;
 };
 
 class Engine {
@@ -203,6 +216,11 @@ class Engine {
   Status schedule(std::vector<BatchEntry>& batch);
   bool reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEntry>& batch, Status* failure);
   void preempt(Sequence& seq);
+  // Note [Speculative decoding]: appends a prompt-lookup draft of at most `max_tokens` to a decoding sequence
+  // when the caches have room for it (a draft never preempts).
+  void draft(Sequence& seq, int max_tokens);
+  // Drops a sequence's unverified draft tokens.
+  static void drop_draft(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, Status status = Status());
   void expire_deadlines();
   // Hands the tokens sampled since the last call to on_token and finishes the sequences ending with them
