@@ -72,6 +72,8 @@ struct Engine::Sequence {
   SpeculativeOptions speculative;
   DraftController drafter;
   int32_t drafted = 0;
+  std::vector<int32_t> shadow;  // a draft not verified, compared with the tokens as they are sampled
+  size_t shadow_next = 0;
 
   explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - computed; }
@@ -97,7 +99,7 @@ Result<std::unique_ptr<Engine>> Engine::create(runtime::Session& session, const 
 }
 
 Engine::Engine(runtime::Session& session, const formats::GgufFile& file, EngineOptions options)
-    : session_(session), file_(file), options_(std::move(options)) {}
+    : session_(session), file_(file), options_(std::move(options)), step_costs_(options_.max_batch_tokens) {}
 
 Engine::~Engine() { session_.default_stream().synchronize().ignore(); }
 
@@ -403,12 +405,15 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
     if (!s->ending) order.push_back(s.get());  // finishing once its last tokens are delivered
   }
   std::sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) { return a->admission < b->admission; });
+  int64_t planned = 0;  // the step's tokens without drafts (Note [Speculative decoding])
+  for (const Sequence* seq : order) planned += seq->pending();
+  const int batch_tokens = static_cast<int>(std::min<int64_t>(planned, budget));
   for (Sequence* seq : order) {
     if (budget == 0) break;
     if (std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s.get() == seq; }) == running_.end()) {
       continue;  // preempted while scheduling an older sequence
     }
-    draft(*seq, budget - 1);
+    draft(*seq, budget - 1, batch_tokens);
     const int n = std::min(seq->pending(), budget);
     Status failure;
     if (!reserve_or_preempt(*seq, n, batch, &failure)) {
@@ -458,8 +463,13 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
 // Note [Speculative decoding]
 // A decoding sequence with speculation on (SpeculativeOptions, per request) may append a draft to its tokens when
 // it is scheduled: up to k tokens that followed the latest earlier occurrence of its last n tokens
-// (prompt_lookup_draft in speculative.h; k from its DraftController, at most the step's budget left and
-// max_new_tokens - generated - 1, and only when both caches have room: a draft never preempts). Its batch entry is
+// (prompt_lookup_draft in speculative.h), at most the step's budget left and max_new_tokens - generated - 1, and
+// only when both caches have room (a draft never preempts). k is its DraftController's choice: the length that
+// maximizes expected tokens per second given the sequence's acceptance rate and the forward times the engine
+// measured by token count (StepCostModel: every forward is recorded, a prefill's included), so where verifying
+// k tokens costs nearly k decode steps (compute-bound quantized dot products) only text that copies well drafts.
+// A sequence that does not draft keeps its lookup as a shadow draft and compares it with the tokens it samples,
+// which keeps its acceptance rate current at no cost. Its batch entry is
 // then the pending token and the draft, 1 + k rows whose logits are all computed (the rows of a chunk, as for a
 // scored prompt), and the step verifies them in order: row j's token is sampled exactly as a decode step would
 // sample it (the same sampler, the history up to it, one draw per emitted token), and the next row is used only
@@ -471,20 +481,30 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
 // accepted length before the commit (nothing uncommitted is ever registered for prefix hits), and the draft's
 // tokens leave `tokens`. A step with a draft is not a captured decode bucket (its forward runs as a prefill chunk
 // does); a step without one is, so a sequence whose text does not repeat costs only the lookup.
-void Engine::draft(Sequence& seq, int max_tokens) {
+void Engine::draft(Sequence& seq, int max_tokens, int batch_tokens) {
   // Decoding: its prompt done, one sampled token pending.
   if (!seq.speculative.enabled() || seq.pending() != 1 || seq.result.tokens.empty() || seq.drafted != 0) return;
   const int remaining = seq.request.max_new_tokens - static_cast<int>(seq.result.tokens.size());
-  const int k = std::min({seq.drafter.next_k(), max_tokens, remaining - 1});
-  if (k <= 0) return;
-  std::vector<int32_t> tokens = prompt_lookup_draft(seq.tokens, seq.speculative.ngram_min, seq.speculative.ngram_max, k);
+  const int limit = std::min({seq.speculative.draft_max, max_tokens, remaining - 1});
+  if (limit <= 0) return;
+  std::vector<int32_t> tokens =
+      prompt_lookup_draft(seq.tokens, seq.speculative.ngram_min, seq.speculative.ngram_max, limit);
+  const int k = seq.drafter.choose_k(step_costs_, batch_tokens, static_cast<int>(tokens.size()));
   const auto fits = [&](const kv::KvCache& cache) {
-    Result<bool> room = cache.can_reserve(seq.id, static_cast<int32_t>(tokens.size()) + 1);
+    Result<bool> room = cache.can_reserve(seq.id, k + 1);
     return room.ok() && *room;
   };
-  if (tokens.empty() || !fits(*cache_) || (window_cache_ && !fits(*window_cache_))) return;
-  seq.tokens.insert(seq.tokens.end(), tokens.begin(), tokens.end());
-  seq.drafted = static_cast<int32_t>(tokens.size());
+  if (k == 0 || !fits(*cache_) || (window_cache_ && !fits(*window_cache_))) {
+    if (seq.shadow_next >= seq.shadow.size()) {  // the last shadow draft is used up: watch this one
+      seq.shadow = std::move(tokens);
+      seq.shadow_next = 0;
+    }
+    return;
+  }
+  seq.shadow.clear();
+  seq.shadow_next = 0;
+  seq.tokens.insert(seq.tokens.end(), tokens.begin(), tokens.begin() + k);
+  seq.drafted = k;
 }
 
 void Engine::drop_draft(Sequence& seq) {
@@ -589,8 +609,10 @@ Status Engine::step(hal::Duration timeout) {
   }
   for (const BatchEntry& e : batch) e.seq->in_flight = true;
   trace_span(kHostLane, "schedule", step_begin, now_ns());
+  const int64_t forward_begin = now_ns();
   Result<runtime::TensorMap> outputs = forward(inputs, decode_only, deadline.remaining());
   const int64_t sample_begin = now_ns();
+  if (outputs.ok()) step_costs_.record(static_cast<int>(n_tokens), 1e-9 * static_cast<double>(sample_begin - forward_begin));
   for (const BatchEntry& e : batch) e.seq->in_flight = false;
   if (!outputs.ok()) {
     flush_trace();
@@ -626,6 +648,11 @@ Status Engine::step(hal::Duration timeout) {
     if (seq.request.logprobs >= 0) seq.result.logprobs.push_back(token_logprobs(last, token, seq.request.logprobs));
     seq.tokens.push_back(token);
     seq.result.tokens.push_back(token);
+    if (seq.shadow_next < seq.shadow.size()) {  // Note [Speculative decoding]: a shadow draft's next token
+      const bool matched = seq.shadow[seq.shadow_next] == token;
+      seq.drafter.observe(matched);
+      seq.shadow_next = matched ? seq.shadow_next + 1 : seq.shadow.size();
+    }
     const bool eos = !seq.request.ignore_eos &&
                      std::find(options_.eos_tokens.begin(), options_.eos_tokens.end(), token) != options_.eos_tokens.end();
     const bool stop = std::find(seq.request.stop_tokens.begin(), seq.request.stop_tokens.end(), token) !=

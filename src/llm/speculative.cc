@@ -33,28 +33,68 @@ std::vector<int32_t> prompt_lookup_draft(std::span<const int32_t> context, int n
   return {};
 }
 
-int DraftController::next_k() {
-  if (draft_max_ <= 0) return 0;
-  if (pause_ > 0) {
-    --pause_;
-    return 0;
+StepCostModel::StepCostModel(int max_tokens) : mean_(static_cast<size_t>(std::max(1, max_tokens)) + 1, 0.0) {}
+
+void StepCostModel::record(int n_tokens, double seconds) {
+  if (n_tokens < 1 || n_tokens >= static_cast<int>(mean_.size()) || !(seconds > 0.0)) return;
+  double& mean = mean_[static_cast<size_t>(n_tokens)];
+  mean = mean == 0.0 ? seconds : 0.75 * mean + 0.25 * seconds;
+}
+
+double StepCostModel::seconds(int n_tokens) const {
+  const int last = static_cast<int>(mean_.size()) - 1;
+  const int n = std::clamp(n_tokens, 1, last);
+  if (mean_[static_cast<size_t>(n)] > 0.0) return mean_[static_cast<size_t>(n)];
+  // The nearest measured counts below and above n (or the two nearest on one side): their line at n.
+  int below = 0, above = 0;
+  for (int i = n - 1; i >= 1 && below == 0; --i) below = mean_[static_cast<size_t>(i)] > 0.0 ? i : 0;
+  for (int i = n + 1; i <= last && above == 0; ++i) above = mean_[static_cast<size_t>(i)] > 0.0 ? i : 0;
+  if (below == 0 && above != 0) {
+    for (int i = above + 1; i <= last && below == 0; ++i) below = mean_[static_cast<size_t>(i)] > 0.0 ? i : 0;
+  } else if (above == 0 && below != 0) {
+    for (int i = below - 1; i >= 1 && above == 0; --i) above = mean_[static_cast<size_t>(i)] > 0.0 ? i : 0;
   }
-  return k_;
+  if (below == 0 || above == 0) {
+    const int measured = below != 0 ? below : above;
+    if (measured == 0) return 0.0;
+    // One measured count: the prior's shape through it.
+    const double t1 = mean_[static_cast<size_t>(measured)] / (1.0 + kPriorSlope * (measured - 1));
+    return t1 * (1.0 + kPriorSlope * (n - 1));
+  }
+  const double t_below = mean_[static_cast<size_t>(below)], t_above = mean_[static_cast<size_t>(above)];
+  const double t = t_below + (t_above - t_below) * (n - below) / (above - below);
+  return std::max(t, std::min(t_below, t_above));
+}
+
+int DraftController::choose_k(const StepCostModel& costs, int batch_tokens, int available) const {
+  const int limit = std::min(draft_max_, available);
+  const int base = std::max(1, batch_tokens);
+  const double t0 = costs.seconds(base);
+  if (limit <= 0 || t0 <= 0.0) return limit > 0 && t0 <= 0.0 ? 1 : 0;  // nothing measured yet: a probe of 1
+  const double alpha = acceptance();
+  double best_rate = base / t0 * 1.05;
+  int best = 0;
+  double expected = 1.0, power = 1.0;  // E(k) = 1 + α + ... + α^k
+  for (int k = 1; k <= limit; ++k) {
+    power *= alpha;
+    expected += power;
+    const double rate = (base - 1 + expected) / costs.seconds(base + k);
+    if (rate > best_rate) {
+      best_rate = rate;
+      best = k;
+    }
+  }
+  return best;
 }
 
 void DraftController::record(int drafted, int accepted) {
-  if (drafted <= 0) return;
-  if (accepted >= drafted) {
-    k_ = std::min(draft_max_, std::max(k_, drafted) * 2);
-    misses_ = 0;
-  } else if (accepted > 0) {
-    k_ = std::max(1, accepted + 1);
-    misses_ = 0;
-  } else {
-    k_ = std::max(1, k_ / 2);
-    ++misses_;
-    pause_ = std::min(kMaxPause, 1 << std::min(misses_ - 1, 4));
-  }
+  for (int i = 0; i < std::min(accepted, drafted); ++i) observe(true);
+  if (accepted < drafted) observe(false);
+}
+
+void DraftController::observe(bool matched) {
+  accepted_ = accepted_ * kDecay + (matched ? 1.0 : 0.0);
+  rejected_ = rejected_ * kDecay + (matched ? 0.0 : 1.0);
 }
 
 }  // namespace hxrt::llm

@@ -42,35 +42,59 @@ TEST(PromptLookupDraftTest, TakesWhatFollowedTheLatestEarlierOccurrenceOfTheLong
   EXPECT_EQ(prompt_lookup_draft(std::vector<int32_t>{7, 7, 7, 7}, 1, 3, 3), (std::vector<int32_t>{7, 7, 7}));
 }
 
-TEST(DraftControllerTest, GrowsOnFullAcceptanceShrinksOnPartialAndPausesAfterRejections) {
-  DraftController off(0);
-  EXPECT_EQ(off.next_k(), 0);
-  DraftController c(8);
-  EXPECT_EQ(c.next_k(), 8);
-  c.record(8, 2);  // partial: what was accepted + 1
-  EXPECT_EQ(c.next_k(), 3);
-  c.record(3, 3);  // all: doubles, up to draft_max
-  EXPECT_EQ(c.next_k(), 6);
-  c.record(6, 6);
-  EXPECT_EQ(c.next_k(), 8);
-  // Rejected outright: k halves and drafting pauses 1, 2, 4 ... steps (at most 16).
-  c.record(8, 0);
-  EXPECT_EQ(c.next_k(), 0);
-  EXPECT_EQ(c.next_k(), 4);
-  c.record(4, 0);
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(c.next_k(), 0);
-  EXPECT_EQ(c.next_k(), 2);
-  for (int miss = 0; miss < 8; ++miss) {
-    c.record(c.k(), 0);
-    while (c.next_k() == 0) {
-    }
+TEST(StepCostModelTest, AveragesMeasuredCountsAndInterpolatesTheOthers) {
+  StepCostModel costs(64);
+  EXPECT_EQ(costs.seconds(1), 0.0);
+  costs.record(1, 0.010);
+  // One measured count: the prior's slope through it.
+  EXPECT_DOUBLE_EQ(costs.seconds(5), 0.010 * (1.0 + 4 * StepCostModel::kPriorSlope));
+  costs.record(33, 0.170);  // 5 ms a token: the line between the two
+  EXPECT_NEAR(costs.seconds(5), 0.030, 1e-12);
+  EXPECT_NEAR(costs.seconds(64), 0.010 + 0.005 * 63, 1e-12);  // past the last measured: the last two's line
+  costs.record(1, 0.014);  // a new measurement weighs 1/4
+  EXPECT_NEAR(costs.seconds(1), 0.011, 1e-12);
+  costs.record(0, 1.0);    // out of range and non-positive times are ignored
+  costs.record(65, 1.0);
+  costs.record(2, -1.0);
+  EXPECT_NEAR(costs.seconds(1), 0.011, 1e-12);
+  EXPECT_NEAR(costs.seconds(1000), costs.seconds(64), 1e-12);
+}
+
+TEST(DraftControllerTest, DraftsWhatMaximizesExpectedTokensPerSecond) {
+  StepCostModel memory_bound(64), between(64), compute_bound(64);
+  for (int n = 1; n <= 17; ++n) {
+    memory_bound.record(n, 0.010 * (1.0 + 0.05 * (n - 1)));  // weights read once whatever the rows
+    between.record(n, 0.010 * (1.0 + 0.5 * (n - 1)));
+    compute_bound.record(n, 0.010 * n);                      // every row costs a decode step
   }
-  c.record(1, 0);
-  int paused = 0;
-  while (c.next_k() == 0) ++paused;
-  EXPECT_EQ(paused, 16);
-  c.record(1, 1);  // an accepted token ends the pauses
-  EXPECT_EQ(c.next_k(), 2);
+  DraftController off(0);
+  EXPECT_EQ(off.choose_k(memory_bound, 1, 16), 0);
+  DraftController c(16);
+  EXPECT_DOUBLE_EQ(c.acceptance(), 0.5);
+  for (int i = 0; i < 40; ++i) c.observe(true);
+  EXPECT_GT(c.acceptance(), 0.85);
+  // Text that copies, memory-bound: long drafts; bounded by what the lookup found and draft_max.
+  EXPECT_GE(c.choose_k(memory_bound, 1, 16), 8);
+  EXPECT_EQ(c.choose_k(memory_bound, 1, 3), 3);
+  EXPECT_GE(c.choose_k(between, 1, 16), 2);
+  // Compute-bound: a token costs a step whether drafted or decoded, so no draft pays.
+  EXPECT_EQ(c.choose_k(compute_bound, 1, 16), 0);
+  // Rejections bring the rate down: where a verified token costs half a step, nothing is drafted; where it costs
+  // 5% of one, a short draft still pays.
+  for (int i = 0; i < 60; ++i) c.observe(i % 4 == 0);
+  EXPECT_LT(c.acceptance(), 0.35);
+  EXPECT_EQ(c.choose_k(between, 1, 16), 0);
+  EXPECT_GE(c.choose_k(memory_bound, 1, 16), 1);
+  EXPECT_LE(c.choose_k(memory_bound, 1, 16), 3);
+  // In a batch of 8 decoding sequences a draft's tokens are weighed against the 8 tokens of the step.
+  for (int i = 0; i < 40; ++i) c.observe(true);
+  EXPECT_EQ(c.choose_k(between, 8, 16), 0);
+  EXPECT_GE(c.choose_k(memory_bound, 8, 16), 8);
+  // Verified drafts count their accepted tokens and the rejection that ended them.
+  for (int i = 0; i < 10; ++i) c.record(8, 8);
+  EXPECT_GT(c.acceptance(), 0.9);
+  // Nothing measured yet: a probe of one token, so that the cost gets measured.
+  EXPECT_EQ(c.choose_k(StepCostModel(64), 1, 16), 1);
 }
 
 TEST(SpeculativeOptionsTest, OutOfRangeValuesAreInvalidArguments) {

@@ -217,8 +217,9 @@ class Engine {
   bool reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEntry>& batch, Status* failure);
   void preempt(Sequence& seq);
   // Note [Speculative decoding]: appends a prompt-lookup draft of at most `max_tokens` to a decoding sequence
-  // when the caches have room for it (a draft never preempts).
-  void draft(Sequence& seq, int max_tokens);
+  // when its controller expects it to pay in a step of about `batch_tokens` tokens and the caches have room for it
+  // (a draft never preempts); otherwise keeps the lookup as the sequence's shadow draft.
+  void draft(Sequence& seq, int max_tokens, int batch_tokens);
   // Drops a sequence's unverified draft tokens.
   static void drop_draft(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, Status status = Status());
@@ -251,6 +252,7 @@ class Engine {
   // Captured decode steps by bucket (n_tokens, n_seqs, padded block-table width).
   std::map<std::array<int64_t, 3>, std::unique_ptr<runtime::Executor::Captured>> captured_;
   runtime::RunProfile step_spans_;  // Note [Step traces]: this step's spans, added to the profiler at its end
+  StepCostModel step_costs_;         // Note [Speculative decoding]: forward seconds by token count
 };
 
 }  // namespace hxrt::llm

@@ -9,9 +9,12 @@
 // sampled output keeps the target distribution (a deterministic draft token d is accepted exactly when the token
 // sampled from the model's distribution is d).
 //
-// The controller adapts k to the acceptance seen, so text that does not copy pays little: a fully accepted draft
-// lets the next one grow, a partly accepted one shrinks k to what was accepted + 1, and a draft rejected outright
-// halves k and pauses drafting for 1, 2, 4, ... up to 16 steps (reset by the next accepted token).
+// How many tokens to draft is a trade the engine measures rather than guesses: a forward of 1 + k tokens costs more
+// than a decode step (on a CPU whose quantized dot products are compute-bound, nearly k + 1 times as much; on one
+// that is bound by memory, little more), and draft tokens are accepted at a rate that depends on the text. The
+// controller picks the k that maximizes expected tokens per second from the sequence's acceptance rate and the
+// engine's measured forward times (StepCostModel), so text that does not copy, or a machine where verification
+// does not pay, drafts nothing and pays only the lookup.
 //
 // Thread-safety: plain values; a controller belongs to one sequence.
 #pragma once
@@ -40,21 +43,47 @@ struct SpeculativeOptions {
 std::vector<int32_t> prompt_lookup_draft(std::span<const int32_t> context, int ngram_min, int ngram_max,
                                          int max_tokens);
 
-class DraftController {
+// The measured time of a forward by its token count: what a draft of k tokens costs a step of n tokens. Forwards
+// of n tokens update an average per n (the newest weighted 1/4); a count never measured takes the nearest measured
+// counts' line, or, with fewer than two, the prior T(n) = T(1) · (1 + kPriorSlope · (n - 1)) (optimistic enough
+// that drafting is tried, and so measured).
+class StepCostModel {
  public:
-  explicit DraftController(int draft_max = 0) : draft_max_(draft_max), k_(draft_max) {}
-  // Tokens to draft at this step (0: do not draft now). Counts a paused step.
-  int next_k();
-  // What the step verified: `accepted` of `drafted` tokens (drafted > 0).
-  void record(int drafted, int accepted);
-  int k() const { return k_; }
+  static constexpr double kPriorSlope = 0.25;
+  explicit StepCostModel(int max_tokens = 512);
+  void record(int n_tokens, double seconds);
+  // Seconds of a forward of n_tokens (>= 1); 0 before any forward was recorded.
+  double seconds(int n_tokens) const;
 
  private:
-  static constexpr int kMaxPause = 16;
+  std::vector<double> mean_;  // by token count; 0: not measured
+};
+
+// Per sequence: the acceptance rate of its prompt-lookup drafts, and the draft length worth verifying.
+// Acceptance is modelled as in the speculative decoding papers: each draft token is accepted with probability α
+// given that those before it were, so k drafted tokens yield E(k) = 1 + α + ... + α^k tokens in a step. α is
+// estimated from what the sequence did, active drafts and shadow ones alike: while it does not draft, the engine
+// still looks a draft up and compares it with the tokens sampled (observe()), so a sequence whose text turns
+// to copying is noticed without paying for a verification. Decayed counts (×0.95 per observation) follow changes.
+class DraftController {
+ public:
+  explicit DraftController(int draft_max = 0) : draft_max_(draft_max) {}
+  // The k in [0, min(draft_max, available)] that maximizes the batch's expected tokens per second when this
+  // sequence drafts k tokens into a step of `batch_tokens` tokens otherwise (each of them one token out):
+  // (batch_tokens - 1 + E(k)) / T(batch_tokens + k), drafting only when that beats k = 0 by 5%.
+  int choose_k(const StepCostModel& costs, int batch_tokens, int available) const;
+  // A verified draft: `accepted` of `drafted` tokens (drafted > 0).
+  void record(int drafted, int accepted);
+  // A shadow draft's next token against the token sampled.
+  void observe(bool matched);
+  double acceptance() const { return accepted_ / (accepted_ + rejected_); }
+  int draft_max() const { return draft_max_; }
+
+ private:
+  static constexpr double kDecay = 0.95;
   int draft_max_ = 0;
-  int k_ = 0;
-  int pause_ = 0;   // steps left without drafting
-  int misses_ = 0;  // drafts rejected outright in a row
+  double accepted_ = 1.0;  // a prior of α = 1/2
+  double rejected_ = 1.0;
 };
 
 }  // namespace hxrt::llm
