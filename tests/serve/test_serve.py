@@ -224,6 +224,20 @@ def test_logit_bias_forces_a_token(server):
     assert len(tokens) == 4 and len(set(tokens)) == 1 and "".join(tokens) == forced.choices[0].text
 
 
+def test_speculative_decoding_per_request_gives_the_same_text(server):
+    """llama-server's "speculative.n_max" (sent by the openai client through extra_body): prompt-lookup drafts on a
+    prompt the model copies from, the same greedy text as without; out of range is a 400 naming it."""
+    client = server.client()
+    prompt = ("Original: the quick brown fox jumps over the lazy dog by the river bank.\n"
+              "Copy: the quick brown fox")
+    plain = complete(client, prompt, max_tokens=24).choices[0].text
+    drafted = complete(client, prompt, max_tokens=24, extra_body={"speculative.n_max": 8}).choices[0].text
+    assert drafted == plain
+    with pytest.raises(openai.BadRequestError) as caught:
+        complete(client, prompt, max_tokens=4, extra_body={"speculative.n_max": 65})
+    assert caught.value.body["param"] == "speculative.n_max"
+
+
 def test_unserved_parameters_are_refused_by_name(server):
     client = server.client()
     cases = [
