@@ -74,6 +74,7 @@ struct Engine::Sequence {
   int32_t drafted = 0;
   std::vector<int32_t> shadow;  // a draft not verified, compared with the tokens as they are sampled
   size_t shadow_next = 0;
+  int forks = 0;  // Note [Forked choices]: choices (ids id + 1 .. id + forks) to start once the prompt is computed
 
   explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - computed; }
@@ -205,6 +206,10 @@ Result<RequestId> Engine::submit(Request request) {
     }
   }
   if (request.max_new_tokens < 0) return invalid_argument("request: max_new_tokens {} must be >= 0", request.max_new_tokens);
+  if (request.n < 1 || request.n > std::min(kMaxChoices, options_.max_sequences)) {
+    return invalid_argument("request: n {} must be in [1, {}] (at most max_sequences)", request.n,
+                            std::min(kMaxChoices, options_.max_sequences));
+  }
   if (request.logprobs < -1 || request.logprobs > kMaxTopLogprobs) {
     return invalid_argument("request: logprobs {} must be -1 (none) or in [0, {}]", request.logprobs, kMaxTopLogprobs);
   }
@@ -221,7 +226,9 @@ Result<RequestId> Engine::submit(Request request) {
                             request.max_new_tokens, config_.context_length);
   }
   auto seq = std::make_unique<Sequence>(std::move(request));
-  seq->id = next_id_++;
+  seq->id = next_id_;
+  seq->forks = seq->request.n - 1;
+  next_id_ += seq->request.n;
   seq->result.id = seq->id;
   seq->result.prompt_tokens = static_cast<int>(seq->tokens.size());
   seq->speculative = seq->request.speculative.value_or(options_.speculative);
@@ -231,8 +238,12 @@ Result<RequestId> Engine::submit(Request request) {
     seq->result.prompt_logprobs.assign(seq->tokens.size() - 1, std::numeric_limits<double>::quiet_NaN());
   }
   if (seq->request.max_new_tokens == 0 && !seq->request.prompt_logprobs) {
-    seq->result.finish = FinishReason::kLength;
-    finished_.push_back(std::move(seq->result));
+    for (int c = 0; c < seq->request.n; ++c) {
+      RequestResult result = seq->result;
+      result.id = id + c;
+      result.finish = FinishReason::kLength;
+      finished_.push_back(std::move(result));
+    }
     return id;
   }
   waiting_.push_back(std::move(seq));
@@ -245,6 +256,16 @@ void Engine::finish(Sequence& seq, FinishReason reason, Status status) {
   if (window_cache_ && window_cache_->contains(seq.id)) window_cache_->release(seq.id).ignore();
   seq.result.finish = reason;
   seq.result.status = std::move(status);
+  // Choices never forked (Note [Forked choices]) end with it, their prompt's logprobs included.
+  for (int c = 1; c <= seq.forks; ++c) {
+    RequestResult result = seq.result;
+    result.id = seq.id + c;
+    result.tokens.clear();
+    result.logits.clear();
+    result.logprobs.clear();
+    finished_.push_back(std::move(result));
+  }
+  seq.forks = 0;
   finished_.push_back(std::move(seq.result));
   const auto is_seq = [&](const auto& s) { return s.get() == &seq; };
   if (auto it = std::find_if(running_.begin(), running_.end(), is_seq); it != running_.end()) {
@@ -255,7 +276,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, Status status) {
 }
 
 Status Engine::cancel(RequestId id) {
-  const auto has_id = [&](const auto& s) { return s->id == id; };
+  const auto has_id = [&](const auto& s) { return s->id <= id && id <= s->id + s->forks; };
   Sequence* seq = nullptr;
   if (auto it = std::find_if(running_.begin(), running_.end(), has_id); it != running_.end()) seq = it->get();
   if (auto it = std::find_if(waiting_.begin(), waiting_.end(), has_id); it != waiting_.end()) seq = it->get();
@@ -316,14 +337,16 @@ bool Engine::reserve_or_preempt(Sequence& seq, int n_tokens, std::vector<BatchEn
       }
       room = *fits;
     }
-    Result<kv::Reservation> reservation =
-        room ? cache_->reserve(seq.id, chunk, slots, session_.default_stream()) : kv::Reservation{};
+    // A copy-on-write of a shared partial block (Note [Forked choices]) goes on the stream the forward runs on,
+    // ahead of the forward that writes the copy and reads it.
+    hal::Stream& stream = executor_->stream();
+    Result<kv::Reservation> reservation = room ? cache_->reserve(seq.id, chunk, slots, stream) : kv::Reservation{};
     if (!reservation.ok()) {
       *failure = std::move(reservation).take_status();
       return false;
     }
     if (room && reservation->ok() && window_cache_) {
-      Result<kv::Reservation> window = window_cache_->reserve(seq.id, chunk, slots, session_.default_stream());
+      Result<kv::Reservation> window = window_cache_->reserve(seq.id, chunk, slots, stream);
       if (!window.ok() || !window->ok()) {  // checked above: only a failed stream gets here
         *failure = window.ok() ? internal_error("window cache exhausted after can_reserve") : window.status();
         return false;
@@ -728,6 +751,10 @@ Status Engine::step(hal::Duration timeout) {
       finish(seq, FinishReason::kLength);
       continue;
     }
+    if (seq.forks > 0) {  // Note [Forked choices]: the other choices sample their first token from this row too
+      HXRT_ASSIGN_OR_RETURN(const std::vector<Sequence*> choices, fork_choices(seq));
+      for (Sequence* choice : choices) sample_next(*choice, last_logit_row[i]);
+    }
     sample_next(seq, last_logit_row[i]);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -742,6 +769,41 @@ Status Engine::step(hal::Duration timeout) {
   stats_.max_batch_sequences = std::max(stats_.max_batch_sequences, static_cast<int>(batch.size()));
   stats_.max_batch_tokens = std::max(stats_.max_batch_tokens, static_cast<int>(n_tokens));
   return ok_status();
+}
+
+// Note [Forked choices]
+// A request for n completions of one prompt (OpenAI's n) is one sequence until its prompt is computed: the prompt
+// is prefilled once. At the step that computes its last prompt token, n - 1 more sequences start from it: each a
+// fork in both caches (BlockManager::fork: every block shared, reference counted; the first append into the
+// shared partial last block copies it first), with the prompt's state (computed, prompt logprobs, admission now),
+// the seed + c, and its first token sampled from the same logits row as the first choice's. From then on they are
+// ordinary sequences with ids id + 1 .. id + n - 1: scheduled, preempted and finished on their own. A choice's
+// tokens and logits are those of a request submitted alone with its seed (the shared K/V is the same bits), so
+// n = 4 greedy choices are four equal answers, as OpenAI's are. Until the fork the choices not started have no
+// sequence: cancelling any of them cancels the request, and a request that ends before its prompt is computed
+// (cancelled, past its deadline, failed) ends them all with it.
+Result<std::vector<Engine::Sequence*>> Engine::fork_choices(Sequence& seq) {
+  std::vector<Sequence*> choices;
+  for (int c = 1; c <= seq.forks; ++c) {
+    Request request = seq.request;
+    request.n = 1;
+    request.sampling.seed += static_cast<uint64_t>(c);
+    auto choice = std::make_unique<Sequence>(std::move(request));
+    choice->id = seq.id + c;
+    choice->result = seq.result;
+    choice->result.id = choice->id;
+    choice->tokens = seq.tokens;
+    choice->computed = seq.computed;
+    choice->admission = ++admissions_;
+    choice->speculative = seq.speculative;
+    choice->drafter = DraftController(seq.speculative.draft_max);
+    HXRT_RETURN_IF_ERROR(cache_->fork(seq.id, choice->id));
+    if (window_cache_) HXRT_RETURN_IF_ERROR(window_cache_->fork(seq.id, choice->id));
+    choices.push_back(choice.get());
+    running_.push_back(std::move(choice));
+  }
+  seq.forks = 0;
+  return choices;
 }
 
 // Note [Captured decode steps]

@@ -146,6 +146,73 @@ TEST_F(EngineTest, ConcurrentRequestsAreBitIdenticalToSoloRuns) {
   }
 }
 
+// Note [Forked choices]: n completions of one prompt prefill it once; choice c is bit for bit the request submitted
+// alone with seed + c, greedy choices are equal, and cancelling an unforked choice cancels them all.
+TEST_F(EngineTest, ForkedChoicesPrefillOnceAndEqualSoloRunsWithTheirSeeds) {
+  TinyLlamaSpec spec;
+  spec.tied = false;
+  spec.weight_type = DType::kQ4_1;
+  spec.embedding_type = DType::kQ8_0;
+  auto model = TinyLlama::create(spec);
+  std::mt19937 rng(3);
+  const std::vector<int32_t> prompt = random_prompt(37, spec.vocab, rng);  // two full blocks and a partial one
+  const SamplingParams sampled{.temperature = 0.9f, .top_k = 30, .seed = 41};
+  for (const SamplingParams& sampling : {SamplingParams{}, sampled}) {
+    EngineOptions options;
+    options.kv_budget_tokens = 1024;
+    auto e = engine(*model, options);
+    Request r = greedy(prompt, 20, true);
+    r.sampling = sampling;
+    r.n = 4;
+    r.logprobs = 1;
+    Result<RequestId> id = e->submit(r);
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    ASSERT_TRUE(e->run_until_idle().ok());
+    EXPECT_EQ(e->stats().prefill_tokens, prompt.size()) << "the prompt is prefilled once";
+    EXPECT_GE(e->cache().stats().cow_copies, 3u) << "each choice copied the shared partial block before writing";
+    std::vector<RequestResult> done = e->take_finished();
+    ASSERT_EQ(done.size(), 4u);
+    std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    for (int c = 0; c < 4; ++c) {
+      SCOPED_TRACE(::testing::Message() << "choice " << c << ", temperature " << sampling.temperature);
+      EXPECT_EQ(done[static_cast<size_t>(c)].id, *id + c);
+      Request solo = greedy(prompt, 20, true);
+      solo.sampling = sampling;
+      solo.sampling.seed += static_cast<uint64_t>(c);
+      solo.logprobs = 1;
+      Result<RequestResult> alone = this->engine(*model, options)->generate(solo);
+      ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+      EXPECT_EQ(done[static_cast<size_t>(c)].tokens, alone->tokens);
+      ASSERT_EQ(done[static_cast<size_t>(c)].logits.size(), alone->logits.size());
+      for (size_t s = 0; s < alone->logits.size(); ++s) {
+        ASSERT_EQ(done[static_cast<size_t>(c)].logits[s], alone->logits[s]) << "step " << s;
+      }
+      if (sampling.temperature == 0.0f) {
+        EXPECT_EQ(done[static_cast<size_t>(c)].tokens, done[0].tokens);
+      }
+    }
+    if (sampling.temperature > 0.0f) {
+      EXPECT_NE(done[1].tokens, done[2].tokens) << "seeds 42 and 43 differ";
+    }
+  }
+  // Cancelling choice 2 before the fork (the prompt still waiting) ends all four; n is bounded.
+  auto e = engine(*model, {});
+  Request r = greedy(prompt, 8);
+  r.n = 4;
+  Result<RequestId> id = e->submit(r);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(e->cancel(*id + 2).ok());
+  EXPECT_TRUE(e->idle());
+  std::vector<RequestResult> cancelled = e->take_finished();
+  ASSERT_EQ(cancelled.size(), 4u);
+  for (const RequestResult& c : cancelled) EXPECT_EQ(c.finish, FinishReason::kCancelled);
+  EXPECT_EQ(e->cancel(*id + 4).code(), StatusCode::kNotFound);
+  for (int n : {0, kMaxChoices + 1}) {
+    r.n = n;
+    EXPECT_EQ(e->submit(r).status().code(), StatusCode::kInvalidArgument) << n;
+  }
+}
+
 TEST_F(EngineTest, SharedPrefixesReuseCachedBlocks) {
   auto model = TinyLlama::create(TinyLlamaSpec{});
   EngineOptions options;

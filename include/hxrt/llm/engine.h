@@ -105,8 +105,15 @@ struct EngineOptions {
 enum class FinishReason : uint8_t { kLength, kEos, kStopToken, kCallback, kCancelled, kDeadline, kError };
 std::string_view finish_reason_name(FinishReason reason);
 
+inline constexpr int kMaxChoices = 16;  // Request::n at most
+
 struct Request {
   std::vector<int32_t> prompt;  // at least one token
+  // Completions of the prompt (OpenAI's n), 1..kMaxChoices: the prompt is prefilled once and the other n - 1
+  // sequences fork from it then (Note [Forked choices] in engine.cc), sharing its KV blocks copy-on-write. They get
+  // the request ids submit() returned + 1 .. + n - 1 (each its own RequestResult and on_token/on_logprobs calls
+  // with its id) and the seeds sampling.seed + 1 .. + n - 1.
+  int n = 1;
   int max_new_tokens = 128;
   SamplingParams sampling;
   std::vector<int32_t> stop_tokens;  // besides the engine's EOS tokens
@@ -175,12 +182,13 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues a request. InvalidArgument for an empty prompt, a token outside the vocabulary, bad sampling params,
-  // or a request longer than the model's context.
+  // Queues a request; its id (and the ids after it, for n > 1). InvalidArgument for an empty prompt, a token outside
+  // the vocabulary, bad sampling params, n outside 1..kMaxChoices, or a request longer than the model's context.
   Result<RequestId> submit(Request request);
   // Finishes a waiting or running request with FinishReason::kCancelled and gives its KV blocks back (full
   // committed blocks stay cached for prefix hits); its result comes from take_finished(). NotFound when the id is
-  // not waiting or running (finished already, or never submitted).
+  // not waiting or running (finished already, or never submitted). A choice of an n > 1 request not forked yet
+  // (its prompt still prefilling) cancels the whole request, every choice.
   Status cancel(RequestId id);
   // One scheduler step (see the file comment). A failed forward fails the requests of that batch (their results
   // carry the Status) and returns it; the engine stays usable. `timeout` bounds the step's forward: past it the
@@ -223,6 +231,9 @@ class Engine {
   // Drops a sequence's unverified draft tokens.
   static void drop_draft(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, Status status = Status());
+  // Note [Forked choices]: starts the n - 1 other choices of `seq`, whose prompt was just computed, sharing its KV
+  // blocks; the caller samples their first tokens from the same logits row.
+  Result<std::vector<Sequence*>> fork_choices(Sequence& seq);
   void expire_deadlines();
   // Hands the tokens sampled since the last call to on_token and finishes the sequences ending with them
   // (Note [Pipelined decode steps] in engine.cc).
