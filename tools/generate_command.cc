@@ -35,6 +35,8 @@ struct GenerateFlags {
   float top_p = 0.95f;
   float min_p = 0.05f;
   float repeat_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   uint64_t seed = 0;
   int threads = 0;
   std::string device = "cpu";
@@ -76,6 +78,8 @@ llm::SamplingParams sampling_of(const GenerateFlags& flags) {
                              .top_p = flags.top_p,
                              .min_p = flags.min_p,
                              .repetition_penalty = flags.repeat_penalty,
+                             .presence_penalty = flags.presence_penalty,
+                             .frequency_penalty = flags.frequency_penalty,
                              .seed = flags.seed};
 }
 
@@ -233,6 +237,12 @@ void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
   cmd->add_option("--top-p", flags->top_p, "nucleus filter (1 = off)");
   cmd->add_option("--min-p", flags->min_p, "min-p filter (0 = off)");
   cmd->add_option("--repeat-penalty", flags->repeat_penalty, "repetition penalty over the last 64 tokens (1 = off)");
+  cmd->add_option("--presence-penalty", flags->presence_penalty,
+                  "presence penalty over the last 64 tokens, subtracted once from a seen token's logit (0 = off)")
+      ->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--frequency-penalty", flags->frequency_penalty,
+                  "frequency penalty over the last 64 tokens, subtracted per occurrence (0 = off)")
+      ->check(CLI::Range(-2.0, 2.0));
   cmd->add_option("--seed", flags->seed, "sampling seed");
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");

@@ -478,6 +478,34 @@ TEST(SamplerTest, ArgmaxIsTheFirstIndexOfTheLargestLogit) {
   EXPECT_EQ(argmax({}), 0);
 }
 
+// OpenAI's frequency and presence penalties over the repeat_last_n window (llama.cpp's penalties sampler): a token's
+// logit less frequency × its count, less presence once; out of [-2, 2] is invalid.
+TEST(SamplerTest, FrequencyAndPresencePenaltiesSubtractPerCountAndOnce) {
+  const std::vector<int32_t> history = {7, 1, 2, 1, 1, 3};
+  for (int window : {6, 3}) {
+    SamplingParams params;
+    params.frequency_penalty = 0.5f;
+    params.presence_penalty = 0.25f;
+    params.repeat_last_n = window;
+    // Token 1 leads by 1.0: three occurrences (two in the last three) bring it below token 0 (never seen).
+    std::vector<float> logits = {2.0f, 3.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    Sampler sampler(params);
+    const int32_t token = sampler.sample(logits, history);
+    const float ones = window == 6 ? 3.0f : 2.0f;
+    EXPECT_FLOAT_EQ(logits[1], 3.0f - 0.5f * ones - 0.25f);
+    EXPECT_FLOAT_EQ(logits[0], 2.0f);
+    EXPECT_FLOAT_EQ(logits[3], -0.75f);                       // once in the window
+    EXPECT_FLOAT_EQ(logits[7], window == 6 ? -0.75f : 0.0f);  // only in the longer window
+    EXPECT_EQ(token, 0);
+  }
+  SamplingParams bad;
+  bad.presence_penalty = 2.5f;
+  EXPECT_EQ(bad.validate().code(), StatusCode::kInvalidArgument);
+  bad.presence_penalty = 0.0f;
+  bad.frequency_penalty = -2.1f;
+  EXPECT_EQ(bad.validate().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(EngineTest, BadRequestsAndModelsAreClearErrors) {
   auto model = TinyLlama::create(TinyLlamaSpec{});
   auto e = engine(*model, EngineOptions{.kv_budget_tokens = 64});

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,6 +19,10 @@ Status SamplingParams::validate() const {
     return invalid_argument("sampling: repetition_penalty {} must be > 0", repetition_penalty);
   }
   if (repeat_last_n < 0) return invalid_argument("sampling: repeat_last_n {} must be >= 0", repeat_last_n);
+  for (const auto& [name, value] : {std::pair{"presence_penalty", presence_penalty},
+                                    std::pair{"frequency_penalty", frequency_penalty}}) {
+    if (!(value >= -2.0f && value <= 2.0f)) return invalid_argument("sampling: {} {} must be in [-2, 2]", name, value);
+  }
   for (const auto& [token, bias] : logit_bias) {
     if (token < 0) return invalid_argument("sampling: logit_bias token {} must be >= 0", token);
     if (!(bias >= -100.0f && bias <= 100.0f)) {
@@ -89,14 +93,22 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   for (const auto& [token, bias] : params_.logit_bias) {
     if (token >= 0 && static_cast<size_t>(token) < logits.size()) logits[static_cast<size_t>(token)] += bias;
   }
-  // Repetition penalty (as llama.cpp and CTRL): positive logits divided, negative multiplied, once per token.
-  if (params_.repetition_penalty != 1.0f && params_.repeat_last_n > 0) {
+  // Penalties over the last repeat_last_n tokens, as llama.cpp's penalties sampler: the repetition penalty (CTRL's:
+  // positive logits divided, negative multiplied, once per token), then OpenAI's frequency penalty (times the
+  // token's count) and presence penalty (once for a token that occurs).
+  const bool penalized =
+      params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  if (penalized && params_.repeat_last_n > 0) {
     const size_t n = std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
-    std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
-    for (int32_t token : seen) {
+    std::unordered_map<int32_t, int> counts;
+    for (auto it = history.end() - static_cast<std::ptrdiff_t>(n); it != history.end(); ++it) ++counts[*it];
+    for (const auto& [token, count] : counts) {
       if (token < 0 || static_cast<size_t>(token) >= logits.size()) continue;
       float& l = logits[static_cast<size_t>(token)];
-      l = l > 0.0f ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+      if (params_.repetition_penalty != 1.0f) {
+        l = l > 0.0f ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+      }
+      l -= static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
     }
   }
   if (params_.temperature <= 0.0f) return argmax(logits);

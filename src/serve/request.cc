@@ -135,13 +135,13 @@ std::optional<HttpError> read_sampling(const json& body, CompletionRequest* out)
     out->sampling.seed = body["seed"].is_number_unsigned() ? body["seed"].get<uint64_t>()
                                                           : static_cast<uint64_t>(body["seed"].get<int64_t>());
   }
-  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
-    if (present(body, key) && (!body[key].is_number() || body[key].get<double>() != 0.0)) {
-      return bad_field(key, fmt::format("'{}' is not supported (use repetition_penalty)", key));
+  if (auto e = read_number(body, "presence_penalty", -2.0, 2.0, &out->sampling.presence_penalty)) return e;
+  if (auto e = read_number(body, "frequency_penalty", -2.0, 2.0, &out->sampling.frequency_penalty)) return e;
+  if (present(body, "n")) {
+    if (!body["n"].is_number_integer() || body["n"].get<int64_t>() < 1 || body["n"].get<int64_t>() > kMaxChoices) {
+      return bad_field("n", fmt::format("'n' must be an integer in [1, {}]", kMaxChoices));
     }
-  }
-  if (present(body, "n") && (!body["n"].is_number_integer() || body["n"].get<int64_t>() != 1)) {
-    return bad_field("n", "only n = 1 is supported");
+    out->n = body["n"].get<int>();
   }
   if (auto e = refuse_unserved(body)) return e;
   if (present(body, "stop")) {

@@ -2,9 +2,9 @@
 //
 // Every field hxrt serves is read with its type and range checked; a bad one is an HttpError naming it (OpenAI's
 // `param`), never an exception or a crash. Fields hxrt does not serve are refused when they would change the result
-// (n > 1, presence/frequency penalties, response_format other than text, a forced tool_choice, echo,
-// suffix, best_of > 1, llama-server's grammar and json_schema, the legacy functions) and ignored otherwise (user,
-// metadata, store, parallel_tool_calls), as OpenAI's clients send some by default. The prompt
+// (response_format other than text, a forced tool_choice, echo, suffix, best_of > 1, llama-server's grammar and
+// json_schema, the legacy functions) and ignored otherwise (user, metadata, store, parallel_tool_calls), as
+// OpenAI's clients send some by default. The prompt
 // stays text (or token ids) here: the server tokenizes it. Separate from the server so that the parser can be fuzzed
 // alone (tests/fuzz/fuzz_serve_request.cc).
 //
@@ -43,6 +43,7 @@ struct CompletionRequest {
   int max_tokens = 16;
   llm::SamplingParams sampling;            // within SamplingParams::validate's ranges
   std::vector<std::string> stops;          // non-empty strings
+  int n = 1;                               // choices, 1..kMaxChoices (Note [Forked choices] in llm/engine.cc)
   bool stream = false;
   bool include_usage = false;              // stream_options.include_usage
   bool ignore_eos = false;                 // llama-server's extension
@@ -54,6 +55,7 @@ struct CompletionRequest {
 };
 
 inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxChoices = 16;  // n at most: llm::kMaxChoices (server.cc checks they agree)
 inline constexpr int kMaxLogitBias = 300;  // OpenAI's bound
 inline constexpr int kMaxTokensLimit = 1 << 20;
 

@@ -58,7 +58,9 @@ TEST(RequestTest, BadFieldsAreNamed) {
   for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
            {R"("temperature": 2.5)", "temperature"}, {R"("temperature": "hot")", "temperature"},
            {R"("top_p": 0)", "top_p"}, {R"("top_k": -1)", "top_k"}, {R"("max_tokens": -1)", "max_tokens"},
-           {R"("max_tokens": 1.5)", "max_tokens"}, {R"("n": 2)", "n"}, {R"("presence_penalty": 0.5)", "presence_penalty"},
+           {R"("max_tokens": 1.5)", "max_tokens"}, {R"("n": 0)", "n"}, {R"("n": 17)", "n"},
+           {R"("n": 1.5)", "n"}, {R"("presence_penalty": 2.5)", "presence_penalty"},
+           {R"("frequency_penalty": -3)", "frequency_penalty"},
            {R"("stop": 3)", "stop"}, {R"("stop": [1])", "stop"}, {R"("stream": "yes")", "stream"},
            {R"("seed": "x")", "seed"}, {R"("stream_options": 1)", "stream_options"}}) {
     const HttpError e = bad("{" + std::string(user) + ", " + field + "}", true);

@@ -21,17 +21,19 @@ Scheduler::~Scheduler() {
   stop();
 }
 
-Status Scheduler::submit(const std::shared_ptr<Job>& job) {
+Status Scheduler::submit(std::vector<std::shared_ptr<Job>> choices) {
+  if (choices.empty()) return invalid_argument("a request needs at least one choice");
   std::lock_guard<std::mutex> lock(mutex_);
   if (draining_ || stopping_) return unavailable("the server is shutting down");
   const int capacity = llm_.engine().options().max_sequences + options_.max_queue;
-  if (in_flight_ >= capacity) {
+  const int n = static_cast<int>(choices.size());
+  if (in_flight_ + n > capacity) {
     return out_of_memory("the server is at capacity: {} requests in flight ({} decoding at once + {} queued)",
                          in_flight_, llm_.engine().options().max_sequences, options_.max_queue);
   }
-  job->submitted = Clock::now();
-  ++in_flight_;
-  incoming_.push_back(job);
+  for (const std::shared_ptr<Job>& job : choices) job->submitted = Clock::now();
+  in_flight_ += n;
+  incoming_.push_back(std::move(choices));
   cv_.notify_one();
   return ok_status();
 }
@@ -65,11 +67,43 @@ void Scheduler::finish(const std::shared_ptr<Job>& job, JobEnd end, Status statu
   if (--in_flight_ == 0) idle_cv_.notify_all();
 }
 
+void Scheduler::on_logprobs(llm::RequestId id, const llm::TokenLogprobs& logprobs) {
+  if (auto it = jobs_.find(id); it != jobs_.end()) it->second->pending_logprobs.push_back(logprobs);
+}
+
+bool Scheduler::on_token(llm::RequestId id, int32_t token) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return false;
+  Job* raw = it->second.get();
+  if (raw->cancel.load(std::memory_order_relaxed)) return false;
+  const Clock::time_point now = Clock::now();
+  if (!raw->last_token) {
+    metrics_.time_to_first_token(std::chrono::duration<double>(now - raw->submitted).count());
+  } else {
+    metrics_.inter_token_latency(std::chrono::duration<double>(now - *raw->last_token).count());
+  }
+  raw->last_token = now;
+  if (llm_.tokenizer().is_eog(token) && !raw->ignore_eos) {  // the engine ends the request; EOS is not text
+    raw->pending_logprobs.clear();
+    return true;
+  }
+  Result<std::string> piece = raw->stream->push(token);
+  if (!piece.ok()) return false;
+  if (!piece->empty()) {
+    std::lock_guard<std::mutex> lock(raw->mutex);
+    raw->pieces.push_back(Piece{.text = std::move(*piece), .logprobs = std::move(raw->pending_logprobs)});
+    raw->pending_logprobs.clear();
+    raw->cv.notify_all();
+  }
+  if (raw->stream->stopped()) raw->pending_logprobs.clear();  // tokens inside the stop string: no text
+  return !raw->stream->stopped();
+}
+
 void Scheduler::loop() {
   llm::Engine& engine = llm_.engine();
   const llm::Tokenizer& tokenizer = llm_.tokenizer();
   while (true) {
-    std::vector<std::shared_ptr<Job>> incoming;
+    std::vector<std::vector<std::shared_ptr<Job>>> incoming;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !engine.idle(); });
@@ -77,50 +111,30 @@ void Scheduler::loop() {
       incoming.swap(incoming_);
     }
     // Admit: the engine queues them; its scheduler batches them with what already runs.
-    for (const std::shared_ptr<Job>& job : incoming) {
-      job->stream = std::make_unique<llm::TextStream>(tokenizer, job->stops);
+    for (const std::vector<std::shared_ptr<Job>>& choices : incoming) {
+      const std::shared_ptr<Job>& job = choices.front();
+      for (const std::shared_ptr<Job>& choice : choices) {
+        choice->stream = std::make_unique<llm::TextStream>(tokenizer, choice->stops);
+        choice->prompt_tokens = static_cast<int>(job->prompt.size());
+      }
       llm::Request request;
       request.prompt = job->prompt;
+      request.n = static_cast<int>(choices.size());
       request.max_new_tokens = job->max_tokens;
       request.sampling = job->sampling;
       request.ignore_eos = job->ignore_eos;
       request.logprobs = job->logprobs;
       request.speculative = job->speculative;
-      Job* raw = job.get();
       if (job->logprobs >= 0) {
-        request.on_logprobs = [raw](llm::RequestId, const llm::TokenLogprobs& lp) { raw->pending_logprobs.push_back(lp); };
+        request.on_logprobs = [this](llm::RequestId id, const llm::TokenLogprobs& lp) { on_logprobs(id, lp); };
       }
-      request.on_token = [this, raw, &tokenizer](llm::RequestId, int32_t token) {
-        if (raw->cancel.load(std::memory_order_relaxed)) return false;
-        const Clock::time_point now = Clock::now();
-        if (!raw->last_token) {
-          metrics_.time_to_first_token(std::chrono::duration<double>(now - raw->submitted).count());
-        } else {
-          metrics_.inter_token_latency(std::chrono::duration<double>(now - *raw->last_token).count());
-        }
-        raw->last_token = now;
-        if (tokenizer.is_eog(token) && !raw->ignore_eos) {  // the engine ends the request; EOS is not text
-          raw->pending_logprobs.clear();
-          return true;
-        }
-        Result<std::string> piece = raw->stream->push(token);
-        if (!piece.ok()) return false;
-        if (!piece->empty()) {
-          std::lock_guard<std::mutex> lock(raw->mutex);
-          raw->pieces.push_back(Piece{.text = std::move(*piece), .logprobs = std::move(raw->pending_logprobs)});
-          raw->pending_logprobs.clear();
-          raw->cv.notify_all();
-        }
-        if (raw->stream->stopped()) raw->pending_logprobs.clear();  // tokens inside the stop string: no text
-        return !raw->stream->stopped();
-      };
-      job->prompt_tokens = static_cast<int>(job->prompt.size());
+      request.on_token = [this](llm::RequestId id, int32_t token) { return on_token(id, token); };
       Result<llm::RequestId> id = engine.submit(std::move(request));
       if (!id.ok()) {
-        finish(job, JobEnd::kError, id.status(), 0);
+        for (const std::shared_ptr<Job>& choice : choices) finish(choice, JobEnd::kError, id.status(), 0);
         continue;
       }
-      jobs_.emplace(*id, job);
+      for (size_t c = 0; c < choices.size(); ++c) jobs_.emplace(*id + static_cast<llm::RequestId>(c), choices[c]);
     }
     // Cancellations from handlers whose clients went away.
     for (const auto& [id, job] : jobs_) {
@@ -170,12 +184,14 @@ void Scheduler::loop() {
   }
   jobs_.clear();
   engine.take_finished();
-  std::vector<std::shared_ptr<Job>> left;
+  std::vector<std::vector<std::shared_ptr<Job>>> left;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     left.swap(incoming_);
   }
-  for (const std::shared_ptr<Job>& job : left) finish(job, JobEnd::kCancelled, aborted("the server stopped"), 0);
+  for (const std::vector<std::shared_ptr<Job>>& choices : left) {
+    for (const std::shared_ptr<Job>& job : choices) finish(job, JobEnd::kCancelled, aborted("the server stopped"), 0);
+  }
 }
 
 }  // namespace hxrt::serve

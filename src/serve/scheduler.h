@@ -85,7 +85,11 @@ class Scheduler {
   // Queues a job. Unavailable when the scheduler is draining or stopped, ResourceExhausted (OutOfMemory code)
   // when max_sequences running + max_queue waiting are already in flight; InvalidArgument for a request the engine
   // refuses (the job is then done with that status).
-  Status submit(const std::shared_ptr<Job>& job);
+  Status submit(const std::shared_ptr<Job>& job) { return submit(std::vector<std::shared_ptr<Job>>{job}); }
+  // The n choices of one request (OpenAI's n), one job each, set up alike (the first's prompt and parameters are
+  // used): one engine request with n choices (Note [Forked choices] in llm/engine.cc), so the prompt is prefilled
+  // once; choice c samples with seed + c. Counts n toward the capacity.
+  Status submit(std::vector<std::shared_ptr<Job>> choices);
   // Refuses new jobs; the ones in flight run to their end. Returns when none is left.
   void drain();
   // Stops the thread (cancelling what still runs).
@@ -94,6 +98,9 @@ class Scheduler {
  private:
   void loop();
   void finish(const std::shared_ptr<Job>& job, JobEnd end, Status status, int completion_tokens);
+  // The engine's callbacks for request `id` (the job of that id): a token's text into its pieces, its logprobs.
+  bool on_token(llm::RequestId id, int32_t token);
+  void on_logprobs(llm::RequestId id, const llm::TokenLogprobs& logprobs);
 
   llm::Llm& llm_;
   Metrics& metrics_;
@@ -101,7 +108,7 @@ class Scheduler {
   std::mutex mutex_;
   std::condition_variable cv_;                           // new work or stop, for the scheduler thread
   std::condition_variable idle_cv_;                      // in_flight_ reached 0, for drain()
-  std::vector<std::shared_ptr<Job>> incoming_;           // guarded by mutex_
+  std::vector<std::vector<std::shared_ptr<Job>>> incoming_;  // guarded by mutex_: one entry per request
   int in_flight_ = 0;                                    // guarded by mutex_: submitted and not yet done
   bool draining_ = false;                                // guarded by mutex_
   bool stopping_ = false;                                // guarded by mutex_

@@ -19,6 +19,7 @@ namespace {
 using nlohmann::json;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
+static_assert(kMaxChoices == llm::kMaxChoices, "the server's n bound is the engine's");
 
 // The error of a job that ended in kError or kCancelled: 503 when the KV budget could not hold it, else 500.
 HttpError job_failure(const Job& job) {
@@ -86,6 +87,12 @@ struct Server::Impl {
     const CompletionRequest& request = std::get<CompletionRequest>(parsed);
     auto job = std::make_shared<Job>();
     if (auto e = tokenize(request, &job->prompt)) return reply_error(res, endpoint, *e);
+    if (request.n > llm.engine().options().max_sequences) {
+      return reply_error(res, endpoint,
+                         HttpError{.message = fmt::format("n = {} exceeds the sequences the server decodes at once ({})",
+                                                          request.n, llm.engine().options().max_sequences),
+                                   .param = "n"});
+    }
     if (job->prompt.empty()) return reply_error(res, endpoint, HttpError{.message = "the prompt is empty", .param = "prompt"});
     const int64_t context = llm.engine().config().context_length;
     if (static_cast<int64_t>(job->prompt.size()) + request.max_tokens > context) {
@@ -101,7 +108,20 @@ struct Server::Impl {
     job->ignore_eos = request.ignore_eos;
     job->logprobs = request.logprobs;
     job->speculative = request.speculative;
-    if (Status submitted = scheduler->submit(job); !submitted.ok()) {
+    // Note [Forked choices] (llm/engine.cc): n choices, one job each, one engine request.
+    std::vector<std::shared_ptr<Job>> choices = {job};
+    for (int c = 1; c < request.n; ++c) {
+      auto choice = std::make_shared<Job>();
+      choice->prompt = job->prompt;
+      choice->max_tokens = job->max_tokens;
+      choice->sampling = job->sampling;
+      choice->stops = job->stops;
+      choice->ignore_eos = job->ignore_eos;
+      choice->logprobs = job->logprobs;
+      choice->speculative = job->speculative;
+      choices.push_back(std::move(choice));
+    }
+    if (Status submitted = scheduler->submit(choices); !submitted.ok()) {
       return reply_error(res, endpoint,
                          HttpError{.status = 503, .message = std::string(submitted.message()), .type = "server_error",
                                    .code = submitted.code() == StatusCode::kUnavailable ? "shutting_down" : "overloaded"});
@@ -109,9 +129,9 @@ struct Server::Impl {
     const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id.fetch_add(1));
     const int64_t created = unix_now();
     if (request.stream) {
-      stream(res, endpoint, job, id, created, chat, request.include_usage);
+      stream(res, endpoint, std::move(choices), id, created, chat, request.include_usage);
     } else {
-      complete(res, endpoint, job, id, created, chat);
+      complete(res, endpoint, choices, id, created, chat);
     }
   }
 
@@ -156,56 +176,64 @@ struct Server::Impl {
 
   static std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-  json usage(const Job& job) const {
-    return json{{"prompt_tokens", job.prompt_tokens},
-                {"completion_tokens", job.completion_tokens},
-                {"total_tokens", job.prompt_tokens + job.completion_tokens}};
+  // The prompt counted once, the completion tokens of every choice.
+  static json usage(const std::vector<std::shared_ptr<Job>>& choices) {
+    int completion = 0;
+    for (const std::shared_ptr<Job>& job : choices) completion += job->completion_tokens;
+    const int prompt = choices.front()->prompt_tokens;
+    return json{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
   }
 
-  void complete(httplib::Response& res, const std::string& endpoint, const std::shared_ptr<Job>& job,
+  void complete(httplib::Response& res, const std::string& endpoint, const std::vector<std::shared_ptr<Job>>& choices,
                 const std::string& id, int64_t created, bool chat) {
-    std::string text;
-    std::vector<Piece> pieces;
-    while (!job->wait_pieces(&pieces, std::chrono::milliseconds(500))) {
+    json out_choices = json::array();
+    for (size_t c = 0; c < choices.size(); ++c) {
+      const Job& job = *choices[c];
+      std::vector<Piece> pieces;
+      while (!choices[c]->wait_pieces(&pieces, std::chrono::milliseconds(500))) {
+      }
+      choices[c]->wait_pieces(&pieces, std::chrono::milliseconds(0));
+      std::string text;
+      std::vector<llm::TokenLogprobs> logprobs;
+      for (Piece& p : pieces) {
+        text += p.text;
+        for (llm::TokenLogprobs& lp : p.logprobs) logprobs.push_back(std::move(lp));
+      }
+      if (job.end == JobEnd::kError || job.end == JobEnd::kCancelled) {
+        for (const std::shared_ptr<Job>& other : choices) other->cancel = true;
+        return reply_error(res, endpoint, job_failure(job));
+      }
+      out_choices.push_back(chat ? json{{"index", c},
+                                        {"message", {{"role", "assistant"}, {"content", text}}},
+                                        {"logprobs", logprobs_json(job, chat, logprobs, 0)},
+                                        {"finish_reason", finish_reason(job.end)}}
+                                 : json{{"index", c},
+                                        {"text", text},
+                                        {"logprobs", logprobs_json(job, chat, logprobs, 0)},
+                                        {"finish_reason", finish_reason(job.end)}});
     }
-    job->wait_pieces(&pieces, std::chrono::milliseconds(0));
-    std::vector<llm::TokenLogprobs> logprobs;
-    for (Piece& p : pieces) {
-      text += p.text;
-      for (llm::TokenLogprobs& lp : p.logprobs) logprobs.push_back(std::move(lp));
-    }
-    if (job->end == JobEnd::kError || job->end == JobEnd::kCancelled) {
-      return reply_error(res, endpoint, job_failure(*job));
-    }
-    json choice = chat ? json{{"index", 0},
-                              {"message", {{"role", "assistant"}, {"content", text}}},
-                              {"logprobs", logprobs_json(*job, chat, logprobs, 0)},
-                              {"finish_reason", finish_reason(job->end)}}
-                       : json{{"index", 0},
-                              {"text", text},
-                              {"logprobs", logprobs_json(*job, chat, logprobs, 0)},
-                              {"finish_reason", finish_reason(job->end)}};
     const json out = {{"id", id},
                       {"object", chat ? "chat.completion" : "text_completion"},
                       {"created", created},
                       {"model", model_id},
-                      {"choices", json::array({choice})},
-                      {"usage", usage(*job)}};
+                      {"choices", std::move(out_choices)},
+                      {"usage", usage(choices)}};
     res.set_content(dump(out), "application/json");
     metrics.request(endpoint, 200);
   }
 
-  // Server-sent events: a chunk per piece of text, a last chunk with the finish reason, [DONE].
-  void stream(httplib::Response& res, const std::string& endpoint, const std::shared_ptr<Job>& job,
+  // Server-sent events: a chunk per piece of text (of choice `index`), a chunk with each choice's finish reason,
+  // [DONE] once every choice has ended.
+  void stream(httplib::Response& res, const std::string& endpoint, std::vector<std::shared_ptr<Job>> choices,
               const std::string& id, int64_t created, bool chat, bool include_usage) {
     metrics.request(endpoint, 200);
     res.set_header("Cache-Control", "no-cache");
-    auto chunk = [this, id, created, chat](json delta_or_text, json finish, json logprobs = nullptr) {
-      json choice = chat ? json{{"index", 0},
+    auto chunk = [this, id, created, chat](size_t index, json delta_or_text, json finish, json logprobs = nullptr) {
+      json choice = chat ? json{{"index", index},
                                 {"delta", std::move(delta_or_text)},
                                 {"logprobs", std::move(logprobs)},
                                 {"finish_reason", std::move(finish)}}
-                         : json{{"index", 0},
+                         : json{{"index", index},
                                 {"text", std::move(delta_or_text)},
                                 {"logprobs", std::move(logprobs)},
                                 {"finish_reason", std::move(finish)}};
@@ -216,53 +244,80 @@ struct Server::Impl {
                         {"choices", json::array({choice})}};
       return "data: " + dump(out) + "\n\n";
     };
-    auto started = std::make_shared<bool>(false);
-    auto text_bytes = std::make_shared<size_t>(0);  // completions' text_offset: bytes streamed so far
+    struct State {
+      std::vector<std::shared_ptr<Job>> choices;
+      bool started = false;
+      std::vector<size_t> text_bytes;  // completions' text_offset: bytes streamed so far, per choice
+      std::vector<bool> ended;         // the choice's finish chunk was sent
+    };
+    auto state = std::make_shared<State>();
+    state->text_bytes.assign(choices.size(), 0);
+    state->ended.assign(choices.size(), false);
+    state->choices = std::move(choices);
+    const auto cancel_all = [state] {
+      for (const std::shared_ptr<Job>& job : state->choices) job->cancel = true;
+    };
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, chunk, started, text_bytes, id, created, chat, include_usage](size_t, httplib::DataSink& sink) {
+        [this, state, cancel_all, chunk, id, created, chat, include_usage](size_t, httplib::DataSink& sink) {
           const auto send = [&](const std::string& event) {
             if (sink.write(event.data(), event.size())) return true;
-            job->cancel = true;  // the client went away
+            cancel_all();  // the client went away
             return false;
           };
-          if (!*started) {
-            *started = true;
-            if (chat && !send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr))) return false;
+          if (!state->started) {
+            state->started = true;
+            for (size_t c = 0; c < state->choices.size() && chat; ++c) {
+              if (!send(chunk(c, json{{"role", "assistant"}, {"content", ""}}, nullptr))) return false;
+            }
           }
           if (!sink.is_writable()) {
-            job->cancel = true;
+            cancel_all();
             return false;
           }
-          std::vector<Piece> pieces;
-          const bool done = job->wait_pieces(&pieces, kPollInterval);
-          for (Piece& piece : pieces) {
-            json logprobs = logprobs_json(*job, chat, piece.logprobs, *text_bytes);
-            *text_bytes += piece.text.size();
-            json text = chat ? json{{"content", std::move(piece.text)}} : json(std::move(piece.text));
-            if (!send(chunk(std::move(text), nullptr, std::move(logprobs)))) return false;
-          }
-          if (!done) return true;
-          if (job->end == JobEnd::kError || job->end == JobEnd::kCancelled) {
-            if (!send("data: " + error_json(job_failure(*job)) + "\n\n")) return false;
-          } else {
-            if (!send(chunk(chat ? json::object() : json(""), finish_reason(job->end)))) return false;
-            if (include_usage) {
-              const json out = {{"id", id},
-                                {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                                {"created", created},
-                                {"model", model_id},
-                                {"choices", json::array()},
-                                {"usage", usage(*job)}};
-              if (!send("data: " + out.dump() + "\n\n")) return false;
+          bool all_done = true;
+          for (size_t c = 0; c < state->choices.size(); ++c) {
+            if (state->ended[c]) continue;
+            Job& job = *state->choices[c];
+            std::vector<Piece> pieces;
+            // One wait at a time: the first open choice waits for text, the others only take what they have.
+            const bool done = job.wait_pieces(&pieces, all_done ? kPollInterval : std::chrono::milliseconds(0));
+            for (Piece& piece : pieces) {
+              json logprobs = logprobs_json(job, chat, piece.logprobs, state->text_bytes[c]);
+              state->text_bytes[c] += piece.text.size();
+              json text = chat ? json{{"content", std::move(piece.text)}} : json(std::move(piece.text));
+              if (!send(chunk(c, std::move(text), nullptr, std::move(logprobs)))) return false;
             }
+            if (!done) {
+              all_done = false;
+              continue;
+            }
+            if (job.end == JobEnd::kError || job.end == JobEnd::kCancelled) {
+              cancel_all();
+              if (!send("data: " + error_json(job_failure(job)) + "\n\n")) return false;
+              if (!send("data: [DONE]\n\n")) return false;
+              sink.done();
+              return true;
+            }
+            if (!send(chunk(c, chat ? json::object() : json(""), finish_reason(job.end)))) return false;
+            state->ended[c] = true;
+          }
+          if (!all_done) return true;
+          if (include_usage) {
+            const json out = {{"id", id},
+                              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                              {"created", created},
+                              {"model", model_id},
+                              {"choices", json::array()},
+                              {"usage", usage(state->choices)}};
+            if (!send("data: " + out.dump() + "\n\n")) return false;
           }
           if (!send("data: [DONE]\n\n")) return false;
           sink.done();
           return true;
         },
-        [job](bool success) {
-          if (!success) job->cancel = true;
+        [cancel_all](bool success) {
+          if (!success) cancel_all();
         });
   }
 };

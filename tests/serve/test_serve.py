@@ -117,6 +117,45 @@ def test_chat_plain_and_streaming_agree(server):
     assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
 
 
+def test_n_choices_share_one_prefill_and_stream_by_index(server):
+    """n > 1 (Note [Forked choices] in llm/engine.cc): greedy choices are equal; sampled choice c is the request
+    alone with seed + c; streamed chunks carry each choice's index; usage counts the prompt once."""
+    client = server.client()
+    greedy = chat(client, "What is the capital of France?", max_tokens=12, n=3)
+    assert [c.index for c in greedy.choices] == [0, 1, 2]
+    assert len({c.message.content for c in greedy.choices}) == 1
+    one = chat(client, "What is the capital of France?", max_tokens=12)
+    assert greedy.usage.prompt_tokens == one.usage.prompt_tokens
+    assert greedy.usage.completion_tokens == 3 * one.usage.completion_tokens
+
+    sampled = client.completions.create(model="m", prompt=PROMPTS[1], max_tokens=16, n=2, temperature=1.0, seed=7)
+    for c in range(2):
+        alone = client.completions.create(model="m", prompt=PROMPTS[1], max_tokens=16, temperature=1.0, seed=7 + c)
+        assert sampled.choices[c].text == alone.choices[0].text, c
+
+    chunks = list(client.completions.create(model="m", prompt=PROMPTS[1], max_tokens=16, n=2, temperature=1.0, seed=7,
+                                            stream=True))
+    for c in range(2):
+        text = "".join(ch.choices[0].text for ch in chunks if ch.choices and ch.choices[0].index == c)
+        assert text == sampled.choices[c].text, c
+    finished = [ch.choices[0].index for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    assert sorted(finished) == [0, 1]
+
+
+def test_presence_and_frequency_penalties_are_served(server):
+    """OpenAI's penalties reach the sampler (their arithmetic: SamplerTest.FrequencyAndPresencePenalties...): a
+    strong frequency penalty changes a greedy answer that repeats itself; out of [-2, 2] is a 400."""
+    client = server.client()
+    prompt = "one one one one one one one one one one"
+    plain = complete(client, prompt, max_tokens=12).choices[0].text
+    penalized = complete(client, prompt, max_tokens=12, frequency_penalty=2.0, presence_penalty=1.0).choices[0].text
+    assert penalized != plain
+    for key in ("presence_penalty", "frequency_penalty"):
+        with pytest.raises(openai.BadRequestError) as caught:
+            complete(client, prompt, max_tokens=4, **{key: 2.5})
+        assert caught.value.body["param"] == key
+
+
 def test_completions_plain_and_streaming_agree(server):
     client = server.client()
     plain = complete(client, PROMPTS[0], max_tokens=12)
@@ -265,7 +304,7 @@ def test_bad_requests_get_openai_errors(server):
     assert "not valid JSON" in error["message"] and error["type"] == "invalid_request_error"
     cases = [
         (lambda: client.chat.completions.create(model="m", messages=[]), "messages"),
-        (lambda: chat(client, "hi", max_tokens=5, n=2), "n"),
+        (lambda: chat(client, "hi", max_tokens=5, n=17), "n"),
         (lambda: client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
                                                 temperature=5), "temperature"),
         (lambda: complete(client, "hi", max_tokens=100000), "max_tokens"),

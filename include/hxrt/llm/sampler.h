@@ -1,9 +1,9 @@
 // Token sampling from one row of logits: greedy, or temperature with top-k, top-p (nucleus) and min-p filters and
 // a repetition penalty, from a per-request seeded generator.
 //
-// Order (llama.cpp's default chain, minus the rarely used samplers): repetition penalty over the last
-// `repeat_last_n` tokens → greedy when temperature <= 0 → top-k → softmax at temperature → top-p → min-p →
-// draw. A request's draws depend only on its seed and its own logits, never on what else runs in the batch.
+// Order (llama.cpp's default chain, minus the rarely used samplers): logit bias → repetition, frequency and
+// presence penalties over the last `repeat_last_n` tokens → greedy when temperature <= 0 → top-k → softmax at
+// temperature → top-p → min-p → draw. A request's draws depend only on its seed and its own logits, never on what else runs in the batch.
 //
 // Thread-safety: a Sampler is thread-compatible (it owns its generator); use one per request.
 #pragma once
@@ -25,7 +25,11 @@ struct SamplingParams {
   float top_p = 1.0f;              // 1: off
   float min_p = 0.0f;              // 0: off; keeps tokens with p >= min_p * p_max
   float repetition_penalty = 1.0f; // 1: off; > 1 discourages tokens seen in the last repeat_last_n
-  int repeat_last_n = 64;
+  int repeat_last_n = 64;          // the window of every penalty
+  // OpenAI's penalties over the same window, in [-2, 2]: a token's logit less frequency_penalty × its count and
+  // presence_penalty once if it occurs (0: off).
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   uint64_t seed = 0;
   // Added to the logits of these tokens before everything else (OpenAI's logit_bias): finite, in [-100, 100];
   // -100 all but bans a token, +100 all but forces it. Ids outside the vocabulary are ignored by the sampler (the
