@@ -27,6 +27,8 @@ struct ServeFlags {
   int parallel = 4;
   int64_t kv_tokens = 8192;
   int draft_max = 0;  // Note [Speculative decoding]: the requests' default
+  bool embeddings = false;         // POST /v1/embeddings (the decoder also outputs hidden states)
+  std::string pooling = "mean";    // mean | last
   serve::ServerOptions server;
 };
 
@@ -49,8 +51,11 @@ Status run_serve(const ServeFlags& flags) {
   options.engine.kv_budget_tokens = flags.kv_tokens;
   options.engine.max_sequences = flags.parallel;
   options.engine.speculative.draft_max = flags.draft_max;
+  options.engine.embeddings = flags.embeddings;
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> llm, llm::Llm::load(options));
-  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<serve::Server> server, serve::Server::create(*llm, flags.server));
+  serve::ServerOptions server_options = flags.server;
+  server_options.pooling = flags.pooling == "last" ? llm::Pooling::kLast : llm::Pooling::kMean;
+  HXRT_ASSIGN_OR_RETURN(std::unique_ptr<serve::Server> server, serve::Server::create(*llm, server_options));
 
   if (pipe(g_signal_pipe) != 0) return unavailable("cannot make the signal pipe");
   struct sigaction action {};
@@ -100,6 +105,10 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                   "speculative decoding by prompt lookup: draft up to N tokens a step (0 = off; a request's "
                   "\"speculative.n_max\" overrides it)")
       ->check(CLI::Range(0, 64));
+  cmd->add_flag("--embeddings", flags->embeddings,
+                "serve POST /v1/embeddings: pooled final hidden states, L2-normalized (as llama-server --embeddings)");
+  cmd->add_option("--pooling", flags->pooling, "how /v1/embeddings pools a prompt's hidden states: mean or last")
+      ->check(CLI::IsMember({"mean", "last"}));
   cmd->add_option("--api-key", flags->server.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
   cmd->add_option("--model-id", flags->server.model_id, "the model id /v1/models lists (default: the file name)");
   cmd->callback([flags, exit_code]() {

@@ -14,7 +14,9 @@ class Builder {
  public:
   Builder(graph::Graph& graph, const formats::GgufFile& file) : graph_(graph), file_(file) {}
 
+  // The file's tensor `name` as an initializer (added once; later uses share it).
   Result<std::string> weight(const std::string& name) {
+    if (graph_.find_value(name).ok()) return name;
     HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* tensor, file_.tensor(name));
     HXRT_ASSIGN_OR_RETURN(const DType dtype, file_.tensor_dtype(*tensor));
     HXRT_ASSIGN_OR_RETURN(graph::WeightData data, file_.weight(*tensor));
@@ -165,6 +167,9 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
       g.add_input(decoder::kBlockTables, {DType::kI32, {graph::Dim::symbol("n_seqs"), graph::Dim::symbol("max_blocks")}})
           .status());
   HXRT_RETURN_IF_ERROR(g.add_input(decoder::kLogitRows, {DType::kI32, {graph::Dim::symbol("n_outputs")}}).status());
+  if (options.embeddings) {
+    HXRT_RETURN_IF_ERROR(g.add_input(decoder::kEmbedRows, {DType::kI32, {graph::Dim::symbol("n_embeds")}}).status());
+  }
   // Each layer's cache: its index among the layers of that cache (Note [Sliding-window cache] in llm/engine.cc).
   if (options.window_cache && !has_mixed_windows(c)) {
     return invalid_argument("window_cache needs sliding-window and full-attention layers; {} has not both",
@@ -345,6 +350,12 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
     HXRT_RETURN_IF_ERROR(b.hxrt(decoder::kLogits, "MatMulQ", {normed, head}).status());
   }
   HXRT_RETURN_IF_ERROR(g.mark_output(decoder::kLogits));
+  if (options.embeddings) {
+    HXRT_ASSIGN_OR_RETURN(std::string embed_rows, b.node("embeddings.rows", "Gather", {x, decoder::kEmbedRows}, {}, "", 13));
+    HXRT_ASSIGN_OR_RETURN(std::string embeddings,
+                          b.rms_norm(decoder::kEmbeddings, embed_rows, "output_norm.weight", c.rms_epsilon));
+    HXRT_RETURN_IF_ERROR(g.mark_output(embeddings));
+  }
   return g;
 }
 

@@ -21,6 +21,15 @@
 
 namespace hxrt::llm {
 
+std::string_view pooling_name(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::kNone: return "none";
+    case Pooling::kMean: return "mean";
+    case Pooling::kLast: return "last";
+  }
+  return "?";
+}
+
 std::string_view finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kLength: return "length";
@@ -75,6 +84,8 @@ struct Engine::Sequence {
   std::vector<int32_t> shadow;  // a draft not verified, compared with the tokens as they are sampled
   size_t shadow_next = 0;
   int forks = 0;  // Note [Forked choices]: choices (ids id + 1 .. id + forks) to start once the prompt is computed
+  std::vector<double> embedding;  // Request::pooling: the sum (mean) or the last of the prompt's hidden states
+  int64_t embedded_rows = 0;
 
   explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - computed; }
@@ -129,6 +140,7 @@ Status Engine::init() {
   }
   graph_options.group_projections = graph_options.group_projections && options_.fuse;
   graph_options.window_cache = options_.window_cache && has_mixed_windows(config_);
+  graph_options.embeddings = options_.embeddings;
   HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_decoder_graph(file_, config_, graph_options));
   runtime::PlanOptions plan_options;
   plan_options.max_streams = options_.max_streams;
@@ -215,6 +227,16 @@ Result<RequestId> Engine::submit(Request request) {
   }
   HXRT_RETURN_IF_ERROR(request.sampling.validate());
   if (request.speculative) HXRT_RETURN_IF_ERROR_CTX(request.speculative->validate(), "request");
+  if (request.pooling != Pooling::kNone) {
+    if (!options_.embeddings) {
+      return invalid_argument("request: pooling {} needs an engine created with EngineOptions::embeddings",
+                              pooling_name(request.pooling));
+    }
+    if (request.max_new_tokens != 0 || request.n != 1) {
+      return invalid_argument("request: an embedding request generates nothing (max_new_tokens {} and n {} must be 0 "
+                              "and 1)", request.max_new_tokens, request.n);
+    }
+  }
   for (const auto& [token, bias] : request.sampling.logit_bias) {
     if (token >= config_.vocab_size) {
       return invalid_argument("request: logit_bias token {} is outside the vocabulary of {}", token, config_.vocab_size);
@@ -237,7 +259,7 @@ Result<RequestId> Engine::submit(Request request) {
   if (seq->request.prompt_logprobs) {
     seq->result.prompt_logprobs.assign(seq->tokens.size() - 1, std::numeric_limits<double>::quiet_NaN());
   }
-  if (seq->request.max_new_tokens == 0 && !seq->request.prompt_logprobs) {
+  if (seq->request.max_new_tokens == 0 && !seq->request.prompt_logprobs && seq->request.pooling == Pooling::kNone) {
     for (int c = 0; c < seq->request.n; ++c) {
       RequestResult result = seq->result;
       result.id = id + c;
@@ -310,6 +332,8 @@ void Engine::expire_deadlines() {
 // generated tokens are prefilled again on readmission (prefix hits may bring back its full blocks for free).
 void Engine::preempt(Sequence& seq) {
   drop_draft(seq);
+  seq.embedding.clear();  // its prompt's rows are computed again
+  seq.embedded_rows = 0;
   cache_->release(seq.id).ignore();
   if (window_cache_) window_cache_->release(seq.id).ignore();
   seq.computed = 0;
@@ -466,6 +490,11 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
       HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, cached));
       HXRT_RETURN_IF_ERROR(window_cache_->release_before(seq.id, std::max(0, cached - max_window_ + 1)));
     }
+    if (seq.request.pooling == Pooling::kMean && cached > 0) {  // every prompt row's hidden state is wanted
+      HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, 0));
+      if (window_cache_) HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, 0));
+      cached = 0;
+    }
     seq.computed = cached;
     seq.result.cached_prompt_tokens = cached;
     seq.admission = ++admissions_;
@@ -596,7 +625,8 @@ Status Engine::step(hal::Duration timeout) {
   bool decode_only = true;
   for (const BatchEntry& e : batch) decode_only = decode_only && e.count == 1 && !e.seq->request.prompt_logprobs;
   if (decode_only && options_.max_captured_steps > 0) max_blocks = std::bit_ceil(std::max<size_t>(max_blocks, 4));
-  std::vector<int32_t> tokens, positions, token_seq, logit_rows;
+  std::vector<int32_t> tokens, positions, token_seq, logit_rows, embed_rows;
+  std::vector<int64_t> first_embed_row(batch.size(), -1);  // Request::pooling: the entry's first row of embeddings
   std::vector<int32_t> tables(batch.size() * max_blocks, -1);
   std::vector<int32_t> local_tables(window_cache_ ? batch.size() * max_blocks : 0, -1);
   // Logits rows per entry: its last token's (sampling), or every row of a scored prompt chunk (the last one last).
@@ -612,6 +642,16 @@ Status Engine::step(hal::Duration timeout) {
     }
     logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
     last_logit_row[i] = static_cast<int64_t>(logit_rows.size()) - 1;
+    // Embeddings: every row of a mean-pooled prompt chunk, the last prompt row of a last-pooled one.
+    const Pooling pooling = e.seq->request.pooling;
+    const bool ends_prompt = e.start + e.count == e.seq->result.prompt_tokens;
+    if (pooling == Pooling::kMean || (pooling == Pooling::kLast && ends_prompt)) {
+      first_embed_row[i] = static_cast<int64_t>(embed_rows.size());
+      const int32_t first = pooling == Pooling::kMean ? 0 : e.count - 1;
+      for (int32_t j = first; j < e.count; ++j) {
+        embed_rows.push_back(static_cast<int32_t>(tokens.size()) - e.count + j);
+      }
+    }
     std::copy(seq_tables[i].begin(), seq_tables[i].end(), tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
     if (window_cache_) {
       std::copy(window_tables[i].begin(), window_tables[i].end(),
@@ -625,6 +665,10 @@ Status Engine::step(hal::Duration timeout) {
   inputs.emplace(decoder::kBlockTables,
                  HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)}, tables));
   inputs.emplace(decoder::kLogitRows, HostTensor::i32(Shape{static_cast<int64_t>(logit_rows.size())}, logit_rows));
+  if (options_.embeddings) {
+    if (embed_rows.empty()) embed_rows.push_back(0);  // a step without embedding requests: one row, unused
+    inputs.emplace(decoder::kEmbedRows, HostTensor::i32(Shape{static_cast<int64_t>(embed_rows.size())}, embed_rows));
+  }
   if (window_cache_) {
     inputs.emplace(decoder::kBlockTablesLocal,
                    HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)},
@@ -645,6 +689,8 @@ Status Engine::step(hal::Duration timeout) {
     return status;
   }
   const std::vector<float> logits = outputs->at(decoder::kLogits).to_f32();  // (batch, vocab)
+  const std::vector<float> embeddings =                                          // (n_embeds, n_embd)
+      options_.embeddings ? outputs->at(decoder::kEmbeddings).to_f32() : std::vector<float>();
   if (options_.trim_pool_after_tokens > 0 && n_tokens >= options_.trim_pool_after_tokens) {
     // Note [Trimming after a prefill]: the pool's cached blocks go back to the device, and the host heap's free
     // memory (the prefill's host-side tensors, freed to malloc) back to the system: glibc keeps freed heap
@@ -743,11 +789,33 @@ Status Engine::step(hal::Duration timeout) {
             log_softmax_at(logits_row(first_row + j), seq.tokens[static_cast<size_t>(p + 1)]);
       }
     }
+    if (first_embed_row[i] >= 0) {  // Request::pooling: this chunk's rows (mean) or the prompt's last row (last)
+      const int64_t rows = seq.request.pooling == Pooling::kMean ? batch[i].count : 1;
+      const size_t width = static_cast<size_t>(config_.n_embd);
+      seq.embedding.resize(width, 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = embeddings.data() + static_cast<size_t>(first_embed_row[i] + r) * width;
+        for (size_t d = 0; d < width; ++d) seq.embedding[d] += row[d];
+      }
+      seq.embedded_rows += rows;
+    }
     seq.computed += batch[i].count;
     const bool decoding = seq.computed > seq.result.prompt_tokens && batch[i].count == 1 && !seq.result.tokens.empty();
     (decoding ? decode : prefill) += static_cast<uint64_t>(batch[i].count);
     if (seq.pending() > 0) continue;  // prompt chunk: no token yet
-    if (seq.request.max_new_tokens == 0) {  // a scored prompt and nothing to generate
+    if (seq.request.pooling != Pooling::kNone) {  // the pooled embedding, L2-normalized
+      double norm = 0.0;
+      for (double& v : seq.embedding) {
+        v /= static_cast<double>(std::max<int64_t>(1, seq.embedded_rows));
+        norm += v * v;
+      }
+      norm = std::sqrt(norm);
+      seq.result.embedding.resize(seq.embedding.size());
+      for (size_t d = 0; d < seq.embedding.size(); ++d) {
+        seq.result.embedding[d] = static_cast<float>(norm > 0.0 ? seq.embedding[d] / norm : 0.0);
+      }
+    }
+    if (seq.request.max_new_tokens == 0) {  // a scored prompt or an embedding, and nothing to generate
       finish(seq, FinishReason::kLength);
       continue;
     }

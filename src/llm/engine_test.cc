@@ -213,6 +213,56 @@ TEST_F(EngineTest, ForkedChoicesPrefillOnceAndEqualSoloRunsWithTheirSeeds) {
   }
 }
 
+// Request::pooling: the L2-normalized mean (or last) of the prompt rows' final hidden states, against the double
+// reference; prompts prefilled in chunks, batched with generating requests, and after a prefix-cache hit.
+TEST_F(EngineTest, PooledEmbeddingsAreTheNormalizedHiddenStatesOfThePrompt) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  std::mt19937 rng(8);
+  const std::vector<int32_t> prompt = random_prompt(45, 160, rng);
+  std::vector<std::vector<double>> hidden;
+  model->reference_logits(prompt, &hidden);
+  const auto normalized = [](std::vector<double> v) {
+    double norm = 0.0;
+    for (double x : v) norm += x * x;
+    for (double& x : v) x /= std::sqrt(norm);
+    return v;
+  };
+  std::vector<double> mean(hidden[0].size(), 0.0);
+  for (const auto& h : hidden) {
+    for (size_t d = 0; d < mean.size(); ++d) mean[d] += h[d] / static_cast<double>(hidden.size());
+  }
+  const std::vector<double> want_mean = normalized(mean), want_last = normalized(hidden.back());
+  EngineOptions options;
+  options.embeddings = true;
+  options.max_batch_tokens = 16;  // the prompt in three chunks
+  auto e = engine(*model, options);
+  // A generating request first, so the prompt's blocks are cached and the embeddings run beside its decode.
+  ASSERT_TRUE(e->submit(greedy(prompt, 20)).ok());
+  for (int s = 0; s < 4; ++s) ASSERT_TRUE(e->step().ok());
+  for (Pooling pooling : {Pooling::kMean, Pooling::kLast}) {
+    Request r = greedy(prompt, 0);
+    r.pooling = pooling;
+    ASSERT_TRUE(e->submit(r).ok());
+  }
+  ASSERT_TRUE(e->run_until_idle().ok());
+  std::vector<RequestResult> done = e->take_finished();
+  std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  ASSERT_EQ(done.size(), 3u);
+  for (const auto& [result, want] : {std::pair{&done[1], &want_mean}, std::pair{&done[2], &want_last}}) {
+    ASSERT_EQ(result->embedding.size(), want->size());
+    EXPECT_TRUE(result->tokens.empty());
+    std::vector<float> got = result->embedding;
+    EXPECT_LT(normalized_error(got, *want), 1e-4);
+  }
+  EXPECT_EQ(done[1].cached_prompt_tokens, 0) << "mean pooling recomputes every prompt row";
+  // Without EngineOptions::embeddings, and with generation, pooling is refused.
+  Request r = greedy(prompt, 0);
+  r.pooling = Pooling::kMean;
+  EXPECT_EQ(engine(*model, {})->submit(r).status().code(), StatusCode::kInvalidArgument);
+  r.max_new_tokens = 3;
+  EXPECT_EQ(e->submit(r).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(EngineTest, SharedPrefixesReuseCachedBlocks) {
   auto model = TinyLlama::create(TinyLlamaSpec{});
   EngineOptions options;

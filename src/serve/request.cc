@@ -295,4 +295,78 @@ std::variant<CompletionRequest, HttpError> parse_request(std::string_view body, 
   return request;
 }
 
+std::variant<EmbeddingRequest, HttpError> parse_embedding_request(std::string_view body, int vocab_size) {
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return bad_field("", "the body is not valid JSON");
+  if (!parsed.is_object()) return bad_field("", "the body must be a JSON object");
+  EmbeddingRequest request;
+  if (!present(parsed, "input")) return bad_field("input", "'input' is required");
+  const json& input = parsed["input"];
+  const auto token_ids = [&](const json& array) -> std::optional<std::vector<int32_t>> {
+    std::vector<int32_t> tokens;
+    for (const json& t : array) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) return std::nullopt;
+      tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    return tokens;
+  };
+  const std::string bad_input =
+      fmt::format("'input' must be a non-empty string, an array of at most {} non-empty strings, an array of token ids "
+                  "in [0, {}), or an array of such arrays", kMaxEmbeddingInputs, vocab_size);
+  if (input.is_string()) {
+    request.inputs.emplace_back(input.get<std::string>());
+  } else if (input.is_array() && !input.empty() && input.size() <= kMaxEmbeddingInputs) {
+    if (input[0].is_number()) {  // one prompt of token ids
+      std::optional<std::vector<int32_t>> tokens = token_ids(input);
+      if (!tokens) return bad_field("input", bad_input);
+      request.inputs.emplace_back(std::move(*tokens));
+    } else {
+      for (const json& item : input) {
+        if (item.is_string()) {
+          request.inputs.emplace_back(item.get<std::string>());
+        } else if (item.is_array()) {
+          std::optional<std::vector<int32_t>> tokens = token_ids(item);
+          if (!tokens) return bad_field("input", bad_input);
+          request.inputs.emplace_back(std::move(*tokens));
+        } else {
+          return bad_field("input", bad_input);
+        }
+      }
+    }
+  } else {
+    return bad_field("input", bad_input);
+  }
+  for (const auto& item : request.inputs) {
+    const bool empty = std::visit([](const auto& v) { return v.empty(); }, item);
+    if (empty) return bad_field("input", bad_input);
+  }
+  if (present(parsed, "encoding_format")) {
+    const json& format = parsed["encoding_format"];
+    if (!format.is_string() || (format != "float" && format != "base64")) {
+      return bad_field("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+    }
+    request.base64 = format == "base64";
+  }
+  if (present(parsed, "dimensions")) {
+    if (!parsed["dimensions"].is_number_integer()) return bad_field("dimensions", "'dimensions' must be an integer");
+    request.dimensions = parsed["dimensions"].get<int64_t>();
+  }
+  return request;
+}
+
+std::string base64_encode(std::string_view bytes) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t v = 0;
+    for (size_t j = 0; j < 3; ++j) {
+      v = v << 8 | (j < n ? static_cast<uint8_t>(bytes[i + j]) : 0u);
+    }
+    for (size_t j = 0; j < 4; ++j) out.push_back(j <= n ? kAlphabet[(v >> (18 - 6 * j)) & 63] : '=');
+  }
+  return out;
+}
+
 }  // namespace hxrt::serve

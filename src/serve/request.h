@@ -63,4 +63,19 @@ inline constexpr int kMaxTokensLimit = 1 << 20;
 std::variant<CompletionRequest, HttpError> parse_request(std::string_view body, bool chat, int default_max_tokens,
                                                          int vocab_size);
 
+// The body of POST /v1/embeddings: `input` as a string, an array of strings, an array of token ids or an array of
+// such arrays (at most kMaxEmbeddingInputs, none empty); `encoding_format` "float" (default) or "base64" (the
+// openai client's default: little-endian float32 bytes); `dimensions`, when given, must be the model's width
+// (checked by the server). `model` and `user` are ignored.
+struct EmbeddingRequest {
+  std::vector<std::variant<std::string, std::vector<int32_t>>> inputs;
+  bool base64 = false;
+  std::optional<int64_t> dimensions;
+};
+inline constexpr int kMaxEmbeddingInputs = 256;
+std::variant<EmbeddingRequest, HttpError> parse_embedding_request(std::string_view body, int vocab_size);
+
+// RFC 4648 base64 of `bytes` (with padding).
+std::string base64_encode(std::string_view bytes);
+
 }  // namespace hxrt::serve

@@ -117,6 +117,48 @@ TEST(RequestTest, ReadsSpeculativeOptionsWithLlamaServersKey) {
   }
 }
 
+TEST(RequestTest, ReadsEmbeddingInputsInEveryOpenAiForm) {
+  const auto ok_embedding = [](const std::string& body) {
+    auto parsed = parse_embedding_request(body, 1000);
+    EXPECT_TRUE(std::holds_alternative<EmbeddingRequest>(parsed)) << body;
+    return std::holds_alternative<EmbeddingRequest>(parsed) ? std::get<EmbeddingRequest>(parsed) : EmbeddingRequest{};
+  };
+  using Input = std::variant<std::string, std::vector<int32_t>>;
+  EXPECT_EQ(ok_embedding(R"({"input": "hello"})").inputs, (std::vector<Input>{std::string("hello")}));
+  EXPECT_EQ(ok_embedding(R"({"input": ["a", "b"], "model": "x"})").inputs,
+            (std::vector<Input>{std::string("a"), std::string("b")}));
+  EXPECT_EQ(ok_embedding(R"({"input": [1, 2, 3]})").inputs, (std::vector<Input>{std::vector<int32_t>{1, 2, 3}}));
+  EXPECT_EQ(ok_embedding(R"({"input": [[1], [2, 3]]})").inputs,
+            (std::vector<Input>{std::vector<int32_t>{1}, std::vector<int32_t>{2, 3}}));
+  EXPECT_TRUE(ok_embedding(R"({"input": "x", "encoding_format": "base64"})").base64);
+  EXPECT_FALSE(ok_embedding(R"({"input": "x", "encoding_format": "float"})").base64);
+  EXPECT_EQ(ok_embedding(R"({"input": "x", "dimensions": 64})").dimensions, 64);
+  std::string too_many = R"({"input": [)";
+  for (int i = 0; i <= kMaxEmbeddingInputs; ++i) too_many += (i ? ",\"x\"" : "\"x\"");
+  too_many += "]}";
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({})", "input"}, {R"({"input": ""})", "input"}, {R"({"input": []})", "input"},
+           {R"({"input": [1000]})", "input"}, {R"({"input": [[]]})", "input"}, {R"({"input": [{"a": 1}]})", "input"},
+           {R"({"input": 3})", "input"}, {too_many, "input"}, {R"({"input": "x", "encoding_format": "hex"})", "encoding_format"},
+           {R"({"input": "x", "dimensions": "8"})", "dimensions"}, {"[1]", ""}, {"{nope", ""}}) {
+    auto parsed = parse_embedding_request(body, 1000);
+    ASSERT_TRUE(std::holds_alternative<HttpError>(parsed)) << body;
+    EXPECT_EQ(std::get<HttpError>(parsed).param, param) << body;
+  }
+}
+
+TEST(RequestTest, Base64IsRfc4648) {
+  // RFC 4648, section 10's test vectors, and bytes above 0x7f.
+  EXPECT_EQ(base64_encode(""), "");
+  EXPECT_EQ(base64_encode("f"), "Zg==");
+  EXPECT_EQ(base64_encode("fo"), "Zm8=");
+  EXPECT_EQ(base64_encode("foo"), "Zm9v");
+  EXPECT_EQ(base64_encode("foob"), "Zm9vYg==");
+  EXPECT_EQ(base64_encode("fooba"), "Zm9vYmE=");
+  EXPECT_EQ(base64_encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(base64_encode(std::string("\xff\xfe\x00\x80", 4)), "//4AgA==");
+}
+
 // What would change the output and is not served is refused by name; what would not is accepted.
 TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
   const char* user = R"("messages": [{"role": "user", "content": "hi"}])";

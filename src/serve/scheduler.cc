@@ -125,6 +125,7 @@ void Scheduler::loop() {
       request.ignore_eos = job->ignore_eos;
       request.logprobs = job->logprobs;
       request.speculative = job->speculative;
+      request.pooling = job->pooling;
       if (job->logprobs >= 0) {
         request.on_logprobs = [this](llm::RequestId id, const llm::TokenLogprobs& lp) { on_logprobs(id, lp); };
       }
@@ -167,6 +168,7 @@ void Scheduler::loop() {
           job->pieces.push_back(Piece{.text = std::move(rest), .logprobs = std::move(job->pending_logprobs)});
         }
       }
+      job->embedding = std::move(result.embedding);  // read by the handler once the job is done
       finish(job, end, result.status, static_cast<int>(result.tokens.size()));
     }
     const kv::KvCacheStats kv = engine.cache().stats();

@@ -46,6 +46,7 @@ struct Job {
   bool ignore_eos = false;
   int logprobs = -1;  // Request::logprobs
   std::optional<llm::SpeculativeOptions> speculative;  // Request::speculative
+  llm::Pooling pooling = llm::Pooling::kNone;          // an embedding job (Request::pooling): no text
 
   // Set by the handler at any time: the scheduler cancels the request at its next step.
   std::atomic<bool> cancel{false};
@@ -59,6 +60,7 @@ struct Job {
   Status status;  // kError only
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  std::vector<float> embedding;  // set before done, for an embedding job
 
   // Scheduler-thread state.
   std::unique_ptr<llm::TextStream> stream;

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <filesystem>
 
@@ -222,6 +223,84 @@ struct Server::Impl {
     metrics.request(endpoint, 200);
   }
 
+  // POST /v1/embeddings: each input one engine request pooling its prompt's final hidden states (ServerOptions::
+  // pooling, L2-normalized), all submitted at once so the engine batches them.
+  void embed(const httplib::Request& req, httplib::Response& res) {
+    const std::string endpoint = "/v1/embeddings";
+    if (!llm.engine().options().embeddings) {
+      return reply_error(res, endpoint,
+                         HttpError{.status = 501,
+                                   .message = "this server computes no embeddings: start it with --embeddings",
+                                   .type = "invalid_request_error"});
+    }
+    std::variant<EmbeddingRequest, HttpError> parsed = parse_embedding_request(req.body, llm.tokenizer().vocab_size());
+    if (const HttpError* e = std::get_if<HttpError>(&parsed)) return reply_error(res, endpoint, *e);
+    const EmbeddingRequest& request = std::get<EmbeddingRequest>(parsed);
+    const int64_t width = llm.engine().config().n_embd;
+    if (request.dimensions && *request.dimensions != width) {
+      return reply_error(res, endpoint,
+                         HttpError{.message = fmt::format("'dimensions' must be the model's width, {}", width),
+                                   .param = "dimensions"});
+    }
+    const int64_t context = llm.engine().config().context_length;
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (size_t i = 0; i < request.inputs.size(); ++i) {
+      auto job = std::make_shared<Job>();
+      job->max_tokens = 0;
+      job->pooling = options.pooling;
+      if (const auto* text = std::get_if<std::string>(&request.inputs[i])) {
+        Result<std::vector<int32_t>> encoded = llm.tokenizer().encode(*text);
+        if (!encoded.ok()) {
+          return reply_error(res, endpoint, HttpError{.message = std::string(encoded.status().message()), .param = "input"});
+        }
+        job->prompt = std::move(*encoded);
+      } else {
+        job->prompt = std::get<std::vector<int32_t>>(request.inputs[i]);
+      }
+      if (job->prompt.empty() || static_cast<int64_t>(job->prompt.size()) > context) {
+        return reply_error(res, endpoint,
+                           HttpError{.message = fmt::format("input {} has {} tokens; the model takes 1 to {}", i,
+                                                            job->prompt.size(), context),
+                                     .param = "input"});
+      }
+      jobs.push_back(std::move(job));
+    }
+    for (const std::shared_ptr<Job>& job : jobs) {
+      if (Status submitted = scheduler->submit(job); !submitted.ok()) {
+        for (const std::shared_ptr<Job>& other : jobs) other->cancel = true;
+        return reply_error(res, endpoint,
+                           HttpError{.status = 503, .message = std::string(submitted.message()), .type = "server_error",
+                                     .code = submitted.code() == StatusCode::kUnavailable ? "shutting_down" : "overloaded"});
+      }
+    }
+    json data = json::array();
+    int prompt_tokens = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      std::vector<Piece> pieces;
+      while (!jobs[i]->wait_pieces(&pieces, std::chrono::milliseconds(500))) {
+      }
+      if (jobs[i]->end == JobEnd::kError || jobs[i]->end == JobEnd::kCancelled ||
+          static_cast<int64_t>(jobs[i]->embedding.size()) != width) {
+        for (const std::shared_ptr<Job>& other : jobs) other->cancel = true;
+        return reply_error(res, endpoint, job_failure(*jobs[i]));
+      }
+      prompt_tokens += jobs[i]->prompt_tokens;
+      const std::vector<float>& values = jobs[i]->embedding;
+      static_assert(std::endian::native == std::endian::little, "base64 embeddings are little-endian float32 bytes");
+      json embedding = request.base64
+                           ? json(base64_encode(std::string_view(reinterpret_cast<const char*>(values.data()),
+                                                                 values.size() * sizeof(float))))
+                           : json(values);
+      data.push_back(json{{"object", "embedding"}, {"index", i}, {"embedding", std::move(embedding)}});
+    }
+    const json out = {{"object", "list"},
+                      {"data", std::move(data)},
+                      {"model", model_id},
+                      {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+    res.set_content(dump(out), "application/json");
+    metrics.request(endpoint, 200);
+  }
+
   // Server-sent events: a chunk per piece of text (of choice `index`), a chunk with each choice's finish reason,
   // [DONE] once every choice has ended.
   void stream(httplib::Response& res, const std::string& endpoint, std::vector<std::shared_ptr<Job>> choices,
@@ -368,6 +447,7 @@ Result<std::unique_ptr<Server>> Server::create(llm::Llm& llm, const ServerOption
                [s](const httplib::Request& req, httplib::Response& res) { s->handle(req, res, true); });
   s->http.Post("/v1/completions",
                [s](const httplib::Request& req, httplib::Response& res) { s->handle(req, res, false); });
+  s->http.Post("/v1/embeddings", [s](const httplib::Request& req, httplib::Response& res) { s->embed(req, res); });
   s->http.Get("/v1/models", [s](const httplib::Request&, httplib::Response& res) {
     const json out = {
         {"object", "list"},

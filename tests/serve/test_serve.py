@@ -74,7 +74,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server():
-    s = Server("--parallel", "8", "--kv-tokens", "8192")
+    s = Server("--parallel", "8", "--kv-tokens", "8192", "--embeddings")
     yield s
     assert s.stop() == 0, "".join(s.stderr)
 
@@ -154,6 +154,30 @@ def test_presence_and_frequency_penalties_are_served(server):
         with pytest.raises(openai.BadRequestError) as caught:
             complete(client, prompt, max_tokens=4, **{key: 2.5})
         assert caught.value.body["param"] == key
+
+
+def test_embeddings_in_float_and_base64(server):
+    """POST /v1/embeddings (--embeddings, mean pooling): one L2-normalized vector of the model's width per input,
+    in input order; the openai client's default base64 encoding decodes to the float answer bit for bit; a text
+    and the same text among others get the same vector; bad inputs are 400s naming the field."""
+    client = server.client()
+    inputs = ["The capital of France is Paris.", "I like turtles.", "The capital of France is Paris."]
+    as_base64 = client.embeddings.create(model="m", input=inputs)  # the client asks for base64 and decodes it
+    as_float = client.embeddings.create(model="m", input=inputs, encoding_format="float")
+    assert [d.index for d in as_float.data] == [0, 1, 2]
+    for a, b in zip(as_base64.data, as_float.data):
+        assert len(b.embedding) == 576
+        assert list(a.embedding) == list(b.embedding)
+        assert abs(sum(x * x for x in b.embedding) - 1.0) < 1e-4
+    assert as_float.data[0].embedding == as_float.data[2].embedding
+    alone = client.embeddings.create(model="m", input=inputs[1], encoding_format="float").data[0].embedding
+    assert max(abs(x - y) for x, y in zip(alone, as_float.data[1].embedding)) < 1e-6
+    assert as_float.usage.prompt_tokens > 10
+    for kwargs, param in [({"input": ""}, "input"), ({"input": [], }, "input"),
+                          ({"input": "x", "dimensions": 8}, "dimensions")]:
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.embeddings.create(model="m", **kwargs)
+        assert caught.value.body["param"] == param
 
 
 def test_completions_plain_and_streaming_agree(server):
@@ -340,6 +364,9 @@ def test_api_key_and_capacity():
 def test_sigterm_drains_requests_in_flight():
     s = Server("--parallel", "2")
     results = {}
+    # Without --embeddings the endpoint says how to get one.
+    response = httpx.post(s.url + "/v1/embeddings", json={"input": "x"}, timeout=30)
+    assert response.status_code == 501 and "--embeddings" in response.json()["error"]["message"]
 
     def request():
         results["text"] = complete(s.client(), PROMPTS[0], max_tokens=48, extra_body={"ignore_eos": True}).choices[0].text

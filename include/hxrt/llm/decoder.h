@@ -19,6 +19,7 @@
 //             ids)) · MatMulQExperts(h, Wup_exps, ids), Wdown_exps, ids, w)]
 //     x    = x + f
 //   logits = MatMulQ(RMSNorm(Gather(x, logit_rows)) · output_norm, output or token_embd) (softcap)
+//   [embeddings = RMSNorm(Gather(x, embed_rows)) · output_norm: the hidden states that pooled embeddings take]
 //
 // The graph's weights are the GGUF file's bytes in place (the file must outlive the graph's plans); a fused
 // projection's parts are row ranges of its tensor, not copies.
@@ -44,6 +45,9 @@ inline constexpr const char* kLogitRows = "logit_rows";     // i32 (n_outputs): 
 inline constexpr const char* kKCache = "k_cache";           // state: (n_layers, n_blocks, block_size, n_kv_heads, head_dim)
 inline constexpr const char* kVCache = "v_cache";           // state, same shape
 inline constexpr const char* kLogits = "logits";            // f32 (n_outputs, vocab)
+// With DecoderGraphOptions::embeddings: the final hidden states (after output_norm) of the rows asked for.
+inline constexpr const char* kEmbedRows = "embed_rows";     // i32 (n_embeds)
+inline constexpr const char* kEmbeddings = "embeddings";    // f32 (n_embeds, n_embd)
 // With DecoderGraphOptions::window_cache, the sliding-window layers' cache and tables (Note [Sliding-window
 // cache] in llm/engine.cc): k_cache / v_cache then hold the other layers only.
 inline constexpr const char* kBlockTablesLocal = "block_tables_local";  // i32 (n_seqs, max_blocks)
@@ -64,6 +68,8 @@ struct DecoderGraphOptions {
   // The sliding-window layers read their own cache (kKCacheLocal, kVCacheLocal, kBlockTablesLocal; layer index
   // among the window layers) and the others k_cache / v_cache (index among them). Needs both kinds of layer.
   bool window_cache = false;
+  // An input kEmbedRows and an output kEmbeddings: the final hidden states of those rows (embeddings).
+  bool embeddings = false;
 };
 
 // Whether the model has both sliding-window and full-attention layers (what window_cache splits).

@@ -98,7 +98,15 @@ struct EngineOptions {
   // Note [Speculative decoding] in engine.cc: prompt-lookup drafts verified in one forward (exact: the same tokens
   // as without). The requests' default; Request::speculative overrides it. draft_max 0: off.
   SpeculativeOptions speculative;
+  // The decoder also gives the final hidden states of the rows asked for (DecoderGraphOptions::embeddings), so
+  // that requests can ask for pooled embeddings (Request::pooling). Off: requests with pooling are refused.
+  bool embeddings = false;
 };
+
+// How a request's prompt becomes one embedding (Request::pooling): the mean of every prompt token's final hidden
+// state, or the last token's; either L2-normalized, as llama.cpp's server and OpenAI's embeddings are.
+enum class Pooling : uint8_t { kNone, kMean, kLast };
+std::string_view pooling_name(Pooling pooling);
 
 // kCancelled: Engine::cancel(). kDeadline: the request's deadline passed (its status is DeadlineExceeded; the tokens
 // generated until then are kept). kError: a failed forward or an unservable request (status says why).
@@ -136,6 +144,9 @@ struct Request {
   hal::Deadline deadline = hal::Deadline::never();
   // Note [Speculative decoding] in engine.cc; unset: EngineOptions::speculative.
   std::optional<SpeculativeOptions> speculative;
+  // An embedding of the prompt in RequestResult::embedding (needs EngineOptions::embeddings, max_new_tokens 0 and
+  // n 1). Mean pooling computes every prompt row (no prefix-cache reuse for it).
+  Pooling pooling = Pooling::kNone;
 };
 
 struct RequestResult {
@@ -151,6 +162,7 @@ struct RequestResult {
   // whose K/V came from the prefix cache were not computed: NaN there (cached_prompt_tokens says how many).
   std::vector<double> prompt_logprobs;
   std::vector<TokenLogprobs> logprobs;     // when Request::logprobs >= 0: one per generated token
+  std::vector<float> embedding;  // Request::pooling: n_embd values, L2-normalized
   int drafted_tokens = 0;   // Note [Speculative decoding]: tokens drafted and verified
   int accepted_tokens = 0;  // of those, accepted (each saved a decode step)
 };

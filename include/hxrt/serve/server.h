@@ -30,6 +30,9 @@ struct ServerOptions {
   std::string api_key;           // non-empty: /v1/* requires "Authorization: Bearer <api_key>"
   std::string model_id;          // the id /v1/models lists; "": the model file's name without .gguf
   int default_max_tokens = 256;  // chat completions without max_tokens (completions default to 16, as OpenAI)
+  // POST /v1/embeddings pools the final hidden states so (the engine needs EngineOptions::embeddings; without it
+  // the endpoint answers 501).
+  llm::Pooling pooling = llm::Pooling::kMean;
 };
 
 class Server {

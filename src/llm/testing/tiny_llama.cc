@@ -157,7 +157,8 @@ std::unique_ptr<TinyLlama> TinyLlama::create(const TinyLlamaSpec& spec) {
   return model;
 }
 
-std::vector<std::vector<double>> TinyLlama::reference_logits(const std::vector<int32_t>& tokens) const {
+std::vector<std::vector<double>> TinyLlama::reference_logits(const std::vector<int32_t>& tokens,
+                                                            std::vector<std::vector<double>>* hidden) const {
   const TinyLlamaSpec& s = spec_;
   const int head_dim = s.n_embd / s.n_heads;
   const int kv = s.n_kv_heads * head_dim;
@@ -209,6 +210,7 @@ std::vector<std::vector<double>> TinyLlama::reference_logits(const std::vector<i
       for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
     }
     std::vector<double> out = rms_norm(x, w("output_norm.weight"), s.rms_epsilon);
+    if (hidden != nullptr) hidden->push_back(out);
     logits.push_back(matvec(w(s.tied ? "token_embd.weight" : "output.weight"), out, s.vocab));
   }
   return logits;

@@ -40,8 +40,10 @@ class TinyLlama {
   // The GGUF bytes (e.g. to write to disk).
   const std::vector<std::byte>& bytes() const { return *bytes_; }
 
-  // Logits (vocab) after each token of `tokens`, all positions, computed in double with the dequantized weights.
-  std::vector<std::vector<double>> reference_logits(const std::vector<int32_t>& tokens) const;
+  // Logits (vocab) after each token of `tokens`, all positions, computed in double with the dequantized weights;
+  // with `hidden`, each position's final hidden state (after output_norm, n_embd) too.
+  std::vector<std::vector<double>> reference_logits(const std::vector<int32_t>& tokens,
+                                                    std::vector<std::vector<double>>* hidden = nullptr) const;
 
  private:
   TinyLlamaSpec spec_;
