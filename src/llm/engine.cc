@@ -96,6 +96,19 @@ struct Engine::BatchEntry {
   int32_t start = 0;  // first token of the chunk (== seq->computed when scheduled)
   int32_t count = 0;
   int32_t drafted = 0;  // of `count`, the draft tokens after the pending one (Note [Speculative decoding])
+  int64_t last_logit_row = 0;    // set by assemble_inputs: the logits row of the chunk's last token
+  int64_t first_embed_row = -1;  // and its first embeddings row (Request::pooling), or -1
+};
+
+// What a step's forward gave, and its token counts as the entries advance.
+struct Engine::StepOutputs {
+  std::vector<float> logits;      // (logit rows, vocab)
+  std::vector<float> embeddings;  // (embed rows, n_embd), with EngineOptions::embeddings
+  uint64_t prefill = 0;
+  uint64_t decode = 0;
+  std::span<const float> logits_row(int64_t r, int vocab) const {
+    return std::span<const float>(logits).subspan(static_cast<size_t>(r * vocab), static_cast<size_t>(vocab));
+  }
 };
 
 Result<std::unique_ptr<Engine>> Engine::create(runtime::Session& session, const formats::GgufFile& file,
@@ -586,6 +599,69 @@ void Engine::trace_span(std::string_view lane, std::string_view name, int64_t be
   step_spans_.launches.push_back(std::move(record));
 }
 
+// Inputs: one row per token; block tables padded with -1 (never read: PagedAttention reads blocks of positions it
+// attends to only). Sets each entry's logits and embeddings rows.
+Result<runtime::TensorMap> Engine::assemble_inputs(std::vector<BatchEntry>& batch, bool decode_only) {
+  int64_t n_tokens = 0;
+  size_t max_blocks = 1;
+  std::vector<std::span<const int32_t>> seq_tables, window_tables;  // valid until the caches change
+  for (const BatchEntry& e : batch) {
+    n_tokens += e.count;
+    HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> table, cache_->block_table(e.seq->id));
+    max_blocks = std::max(max_blocks, table.size());
+    seq_tables.push_back(table);
+    if (window_cache_) {
+      HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> window, window_cache_->block_table(e.seq->id));
+      window_tables.push_back(window);
+    }
+  }
+  // Decode steps pad the block tables to a power of two of blocks, so one capture serves 16·2^k positions.
+  if (decode_only && options_.max_captured_steps > 0) max_blocks = std::bit_ceil(std::max<size_t>(max_blocks, 4));
+  std::vector<int32_t> tokens, positions, token_seq, logit_rows, embed_rows;
+  std::vector<int32_t> tables(batch.size() * max_blocks, -1);
+  std::vector<int32_t> local_tables(window_cache_ ? batch.size() * max_blocks : 0, -1);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    BatchEntry& e = batch[i];
+    // Logits rows: the last token's (sampling), or every row of a scored prompt chunk or a draft (the last last).
+    const bool every_row = e.seq->request.prompt_logprobs || e.drafted > 0;
+    for (int32_t j = 0; j < e.count; ++j) {
+      tokens.push_back(e.seq->tokens[static_cast<size_t>(e.start + j)]);
+      positions.push_back(e.start + j);
+      token_seq.push_back(static_cast<int32_t>(i));
+      if (every_row && j + 1 < e.count) logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    }
+    logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    e.last_logit_row = static_cast<int64_t>(logit_rows.size()) - 1;
+    // Embeddings: every row of a mean-pooled prompt chunk, the last prompt row of a last-pooled one.
+    const Pooling pooling = e.seq->request.pooling;
+    const bool ends_prompt = e.start + e.count == e.seq->result.prompt_tokens;
+    if (pooling == Pooling::kMean || (pooling == Pooling::kLast && ends_prompt)) {
+      e.first_embed_row = static_cast<int64_t>(embed_rows.size());
+      for (int32_t j = pooling == Pooling::kMean ? 0 : e.count - 1; j < e.count; ++j) {
+        embed_rows.push_back(static_cast<int32_t>(tokens.size()) - e.count + j);
+      }
+    }
+    std::copy(seq_tables[i].begin(), seq_tables[i].end(), tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
+    if (window_cache_) {
+      std::copy(window_tables[i].begin(), window_tables[i].end(),
+                local_tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
+    }
+  }
+  const Shape table_shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)};
+  runtime::TensorMap inputs;
+  inputs.emplace(decoder::kTokens, HostTensor::i32(Shape{n_tokens}, tokens));
+  inputs.emplace(decoder::kPositions, HostTensor::i32(Shape{n_tokens}, positions));
+  inputs.emplace(decoder::kTokenSeq, HostTensor::i32(Shape{n_tokens}, token_seq));
+  inputs.emplace(decoder::kBlockTables, HostTensor::i32(table_shape, tables));
+  inputs.emplace(decoder::kLogitRows, HostTensor::i32(Shape{static_cast<int64_t>(logit_rows.size())}, logit_rows));
+  if (options_.embeddings) {
+    if (embed_rows.empty()) embed_rows.push_back(0);  // a step without embedding requests: one row, unused
+    inputs.emplace(decoder::kEmbedRows, HostTensor::i32(Shape{static_cast<int64_t>(embed_rows.size())}, embed_rows));
+  }
+  if (window_cache_) inputs.emplace(decoder::kBlockTablesLocal, HostTensor::i32(table_shape, local_tables));
+  return inputs;
+}
+
 Status Engine::step(hal::Duration timeout) {
   const hal::Deadline deadline = hal::Deadline::after(timeout);
   const int64_t step_begin = now_ns();
@@ -605,75 +681,13 @@ Status Engine::step(hal::Duration timeout) {
     return ok_status();
   }
   const auto start = std::chrono::steady_clock::now();
-
-  // Inputs: one row per token; block tables padded with -1 (never read: PagedAttention reads blocks of
-  // positions it attends to only).
   int64_t n_tokens = 0;
-  size_t max_blocks = 1;
-  std::vector<std::span<const int32_t>> seq_tables, window_tables;  // valid until the caches change
+  bool decode_only = true;
   for (const BatchEntry& e : batch) {
     n_tokens += e.count;
-    HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> table, cache_->block_table(e.seq->id));
-    max_blocks = std::max(max_blocks, table.size());
-    seq_tables.push_back(table);
-    if (window_cache_) {
-      HXRT_ASSIGN_OR_RETURN(std::span<const int32_t> window, window_cache_->block_table(e.seq->id));
-      window_tables.push_back(window);
-    }
+    decode_only = decode_only && e.count == 1 && !e.seq->request.prompt_logprobs;
   }
-  // Decode steps pad the block tables to a power of two of blocks, so one capture serves 16·2^k positions.
-  bool decode_only = true;
-  for (const BatchEntry& e : batch) decode_only = decode_only && e.count == 1 && !e.seq->request.prompt_logprobs;
-  if (decode_only && options_.max_captured_steps > 0) max_blocks = std::bit_ceil(std::max<size_t>(max_blocks, 4));
-  std::vector<int32_t> tokens, positions, token_seq, logit_rows, embed_rows;
-  std::vector<int64_t> first_embed_row(batch.size(), -1);  // Request::pooling: the entry's first row of embeddings
-  std::vector<int32_t> tables(batch.size() * max_blocks, -1);
-  std::vector<int32_t> local_tables(window_cache_ ? batch.size() * max_blocks : 0, -1);
-  // Logits rows per entry: its last token's (sampling), or every row of a scored prompt chunk (the last one last).
-  std::vector<int64_t> last_logit_row(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const BatchEntry& e = batch[i];
-    const bool every_row = e.seq->request.prompt_logprobs || e.drafted > 0;
-    for (int32_t j = 0; j < e.count; ++j) {
-      tokens.push_back(e.seq->tokens[static_cast<size_t>(e.start + j)]);
-      positions.push_back(e.start + j);
-      token_seq.push_back(static_cast<int32_t>(i));
-      if (every_row && j + 1 < e.count) logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    }
-    logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    last_logit_row[i] = static_cast<int64_t>(logit_rows.size()) - 1;
-    // Embeddings: every row of a mean-pooled prompt chunk, the last prompt row of a last-pooled one.
-    const Pooling pooling = e.seq->request.pooling;
-    const bool ends_prompt = e.start + e.count == e.seq->result.prompt_tokens;
-    if (pooling == Pooling::kMean || (pooling == Pooling::kLast && ends_prompt)) {
-      first_embed_row[i] = static_cast<int64_t>(embed_rows.size());
-      const int32_t first = pooling == Pooling::kMean ? 0 : e.count - 1;
-      for (int32_t j = first; j < e.count; ++j) {
-        embed_rows.push_back(static_cast<int32_t>(tokens.size()) - e.count + j);
-      }
-    }
-    std::copy(seq_tables[i].begin(), seq_tables[i].end(), tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
-    if (window_cache_) {
-      std::copy(window_tables[i].begin(), window_tables[i].end(),
-                local_tables.begin() + static_cast<std::ptrdiff_t>(i * max_blocks));
-    }
-  }
-  runtime::TensorMap inputs;
-  inputs.emplace(decoder::kTokens, HostTensor::i32(Shape{n_tokens}, tokens));
-  inputs.emplace(decoder::kPositions, HostTensor::i32(Shape{n_tokens}, positions));
-  inputs.emplace(decoder::kTokenSeq, HostTensor::i32(Shape{n_tokens}, token_seq));
-  inputs.emplace(decoder::kBlockTables,
-                 HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)}, tables));
-  inputs.emplace(decoder::kLogitRows, HostTensor::i32(Shape{static_cast<int64_t>(logit_rows.size())}, logit_rows));
-  if (options_.embeddings) {
-    if (embed_rows.empty()) embed_rows.push_back(0);  // a step without embedding requests: one row, unused
-    inputs.emplace(decoder::kEmbedRows, HostTensor::i32(Shape{static_cast<int64_t>(embed_rows.size())}, embed_rows));
-  }
-  if (window_cache_) {
-    inputs.emplace(decoder::kBlockTablesLocal,
-                   HostTensor::i32(Shape{static_cast<int64_t>(batch.size()), static_cast<int64_t>(max_blocks)},
-                                   local_tables));
-  }
+  HXRT_ASSIGN_OR_RETURN(const runtime::TensorMap inputs, assemble_inputs(batch, decode_only));
   for (const BatchEntry& e : batch) e.seq->in_flight = true;
   trace_span(kHostLane, "schedule", step_begin, now_ns());
   const int64_t forward_begin = now_ns();
@@ -688,9 +702,9 @@ Status Engine::step(hal::Duration timeout) {
     for (const BatchEntry& e : batch) finish(*e.seq, FinishReason::kError, status);
     return status;
   }
-  const std::vector<float> logits = outputs->at(decoder::kLogits).to_f32();  // (batch, vocab)
-  const std::vector<float> embeddings =                                          // (n_embeds, n_embd)
-      options_.embeddings ? outputs->at(decoder::kEmbeddings).to_f32() : std::vector<float>();
+  StepOutputs out;
+  out.logits = outputs->at(decoder::kLogits).to_f32();  // (logit rows, vocab)
+  if (options_.embeddings) out.embeddings = outputs->at(decoder::kEmbeddings).to_f32();  // (embed rows, n_embd)
   if (options_.trim_pool_after_tokens > 0 && n_tokens >= options_.trim_pool_after_tokens) {
     // Note [Trimming after a prefill]: the pool's cached blocks go back to the device, and the host heap's free
     // memory (the prefill's host-side tensors, freed to malloc) back to the system: glibc keeps freed heap
@@ -701,141 +715,149 @@ Status Engine::step(hal::Duration timeout) {
     malloc_trim(0);
 #endif
   }
-
-  uint64_t prefill = 0, decode = 0;
-  const auto logits_row = [&](int64_t r) {
-    return std::span<const float>(logits).subspan(static_cast<size_t>(r * config_.vocab_size),
-                                                  static_cast<size_t>(config_.vocab_size));
-  };
-  // Samples the next token of `seq` from logits row `r` (a decode step's), appends it, and marks the sequence
-  // ending when the token ends it.
-  const auto sample_next = [&](Sequence& seq, int64_t r) {
-    const std::span<const float> last = logits_row(r);
-    std::vector<float> row(last.begin(), last.end());
-    if (seq.request.return_logits) seq.result.logits.push_back(row);
-    const int32_t token = seq.sampler.sample(row, seq.tokens);
-    if (seq.request.logprobs >= 0) seq.result.logprobs.push_back(token_logprobs(last, token, seq.request.logprobs));
-    seq.tokens.push_back(token);
-    seq.result.tokens.push_back(token);
-    if (seq.shadow_next < seq.shadow.size()) {  // Note [Speculative decoding]: a shadow draft's next token
-      const bool matched = seq.shadow[seq.shadow_next] == token;
-      seq.drafter.observe(matched);
-      seq.shadow_next = matched ? seq.shadow_next + 1 : seq.shadow.size();
-    }
-    const bool eos = !seq.request.ignore_eos &&
-                     std::find(options_.eos_tokens.begin(), options_.eos_tokens.end(), token) != options_.eos_tokens.end();
-    const bool stop = std::find(seq.request.stop_tokens.begin(), seq.request.stop_tokens.end(), token) !=
-                      seq.request.stop_tokens.end();
-    // The callback sees the token at the next step (Note [Pipelined decode steps]).
-    if (eos) {
-      seq.ending = FinishReason::kEos;
-    } else if (stop) {
-      seq.ending = FinishReason::kStopToken;
-    } else if (static_cast<int>(seq.result.tokens.size()) >= seq.request.max_new_tokens) {
-      seq.ending = FinishReason::kLength;
-    }
-    return token;
-  };
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Sequence& seq = *batch[i].seq;
-    if (seq.ending) {  // asked to stop while its forward ran (Note [Pipelined decode steps]): that work is dropped
-      finish(seq, *seq.ending);
-      continue;
-    }
-    int32_t valid = batch[i].count;  // tokens of the chunk whose K/V is kept
-    if (batch[i].drafted > 0) {
-      // Note [Speculative decoding]: verify the draft row by row; the K/V of the pending token and the accepted
-      // draft tokens stays.
-      const int32_t drafted = batch[i].drafted;
-      const std::vector<int32_t> draft(seq.tokens.end() - drafted, seq.tokens.end());
-      drop_draft(seq);
-      const int64_t first_row = last_logit_row[i] - drafted;
-      int32_t emitted = 0;
-      while (true) {
-        const int32_t token = sample_next(seq, first_row + emitted);
-        ++emitted;
-        if (seq.ending || emitted > drafted || token != draft[static_cast<size_t>(emitted - 1)]) break;
-      }
-      valid = emitted;
-      const int32_t accepted = emitted - 1;
-      seq.drafter.record(drafted, accepted);
-      seq.result.drafted_tokens += drafted;
-      seq.result.accepted_tokens += accepted;
-      ++stats_.draft_steps;
-      stats_.drafted_tokens += static_cast<uint64_t>(drafted);
-      stats_.accepted_tokens += static_cast<uint64_t>(accepted);
-      HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, batch[i].start + valid));
-      if (window_cache_) HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, batch[i].start + valid));
-    }
-    HXRT_RETURN_IF_ERROR(cache_->commit(seq.id));
-    if (window_cache_) {
-      // The next tokens, from position `computed + valid` on, see nothing before its window's start.
-      HXRT_RETURN_IF_ERROR(window_cache_->commit(seq.id));
-      const int32_t next = batch[i].start + valid;
-      HXRT_RETURN_IF_ERROR(window_cache_->release_before(seq.id, std::max(0, next - max_window_ + 1)));
-    }
-    if (batch[i].drafted > 0) {
-      seq.computed += valid;
-      decode += static_cast<uint64_t>(valid);
-      continue;
-    }
-    if (seq.request.prompt_logprobs) {
-      // Rows first_row .. last_logit_row[i] are the chunk's positions start .. start + count - 1.
-      const int64_t first_row = last_logit_row[i] - (batch[i].count - 1);
-      for (int32_t j = 0; j < batch[i].count; ++j) {
-        const int32_t p = batch[i].start + j;
-        if (p + 1 >= seq.result.prompt_tokens) break;
-        seq.result.prompt_logprobs[static_cast<size_t>(p)] =
-            log_softmax_at(logits_row(first_row + j), seq.tokens[static_cast<size_t>(p + 1)]);
-      }
-    }
-    if (first_embed_row[i] >= 0) {  // Request::pooling: this chunk's rows (mean) or the prompt's last row (last)
-      const int64_t rows = seq.request.pooling == Pooling::kMean ? batch[i].count : 1;
-      const size_t width = static_cast<size_t>(config_.n_embd);
-      seq.embedding.resize(width, 0.0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* row = embeddings.data() + static_cast<size_t>(first_embed_row[i] + r) * width;
-        for (size_t d = 0; d < width; ++d) seq.embedding[d] += row[d];
-      }
-      seq.embedded_rows += rows;
-    }
-    seq.computed += batch[i].count;
-    const bool decoding = seq.computed > seq.result.prompt_tokens && batch[i].count == 1 && !seq.result.tokens.empty();
-    (decoding ? decode : prefill) += static_cast<uint64_t>(batch[i].count);
-    if (seq.pending() > 0) continue;  // prompt chunk: no token yet
-    if (seq.request.pooling != Pooling::kNone) {  // the pooled embedding, L2-normalized
-      double norm = 0.0;
-      for (double& v : seq.embedding) {
-        v /= static_cast<double>(std::max<int64_t>(1, seq.embedded_rows));
-        norm += v * v;
-      }
-      norm = std::sqrt(norm);
-      seq.result.embedding.resize(seq.embedding.size());
-      for (size_t d = 0; d < seq.embedding.size(); ++d) {
-        seq.result.embedding[d] = static_cast<float>(norm > 0.0 ? seq.embedding[d] / norm : 0.0);
-      }
-    }
-    if (seq.request.max_new_tokens == 0) {  // a scored prompt or an embedding, and nothing to generate
-      finish(seq, FinishReason::kLength);
-      continue;
-    }
-    if (seq.forks > 0) {  // Note [Forked choices]: the other choices sample their first token from this row too
-      HXRT_ASSIGN_OR_RETURN(const std::vector<Sequence*> choices, fork_choices(seq));
-      for (Sequence* choice : choices) sample_next(*choice, last_logit_row[i]);
-    }
-    sample_next(seq, last_logit_row[i]);
-  }
+  for (BatchEntry& e : batch) HXRT_RETURN_IF_ERROR(advance(e, out));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double total = static_cast<double>(prefill + decode);
-  stats_.prefill_tokens += prefill;
-  stats_.decode_tokens += decode;
-  stats_.prefill_seconds += seconds * static_cast<double>(prefill) / total;
-  stats_.decode_seconds += seconds * static_cast<double>(decode) / total;
+  const double total = static_cast<double>(out.prefill + out.decode);
+  stats_.prefill_tokens += out.prefill;
+  stats_.decode_tokens += out.decode;
+  stats_.prefill_seconds += seconds * static_cast<double>(out.prefill) / total;
+  stats_.decode_seconds += seconds * static_cast<double>(out.decode) / total;
   trace_span(kHostLane, "sample", sample_begin, now_ns());
   flush_trace();
   ++stats_.steps;
   stats_.max_batch_sequences = std::max(stats_.max_batch_sequences, static_cast<int>(batch.size()));
   stats_.max_batch_tokens = std::max(stats_.max_batch_tokens, static_cast<int>(n_tokens));
+  return ok_status();
+}
+
+// Samples the next token of `seq` from `logits` (a decode step's row), appends it, and marks the sequence ending
+// when the token ends it.
+int32_t Engine::sample_next(Sequence& seq, std::span<const float> logits) {
+  std::vector<float> row(logits.begin(), logits.end());
+  if (seq.request.return_logits) seq.result.logits.push_back(row);
+  const int32_t token = seq.sampler.sample(row, seq.tokens);
+  if (seq.request.logprobs >= 0) seq.result.logprobs.push_back(token_logprobs(logits, token, seq.request.logprobs));
+  seq.tokens.push_back(token);
+  seq.result.tokens.push_back(token);
+  if (seq.shadow_next < seq.shadow.size()) {  // Note [Speculative decoding]: a shadow draft's next token
+    const bool matched = seq.shadow[seq.shadow_next] == token;
+    seq.drafter.observe(matched);
+    seq.shadow_next = matched ? seq.shadow_next + 1 : seq.shadow.size();
+  }
+  const bool eos = !seq.request.ignore_eos &&
+                   std::find(options_.eos_tokens.begin(), options_.eos_tokens.end(), token) != options_.eos_tokens.end();
+  const bool stop =
+      std::find(seq.request.stop_tokens.begin(), seq.request.stop_tokens.end(), token) != seq.request.stop_tokens.end();
+  // The callback sees the token at the next step (Note [Pipelined decode steps]).
+  if (eos) {
+    seq.ending = FinishReason::kEos;
+  } else if (stop) {
+    seq.ending = FinishReason::kStopToken;
+  } else if (static_cast<int>(seq.result.tokens.size()) >= seq.request.max_new_tokens) {
+    seq.ending = FinishReason::kLength;
+  }
+  return token;
+}
+
+// Note [Speculative decoding]: verifies the entry's draft row by row and returns how many tokens of the chunk keep
+// their K/V (the pending token and the accepted draft tokens); the draft leaves `tokens`.
+int32_t Engine::verify_draft(const BatchEntry& e, const StepOutputs& out) {
+  Sequence& seq = *e.seq;
+  const std::vector<int32_t> draft(seq.tokens.end() - e.drafted, seq.tokens.end());
+  drop_draft(seq);
+  const int64_t first_row = e.last_logit_row - e.drafted;
+  int32_t emitted = 0;
+  while (true) {
+    const int32_t token = sample_next(seq, out.logits_row(first_row + emitted, config_.vocab_size));
+    ++emitted;
+    if (seq.ending || emitted > e.drafted || token != draft[static_cast<size_t>(emitted - 1)]) break;
+  }
+  const int32_t accepted = emitted - 1;
+  seq.drafter.record(e.drafted, accepted);
+  seq.result.drafted_tokens += e.drafted;
+  seq.result.accepted_tokens += accepted;
+  ++stats_.draft_steps;
+  stats_.drafted_tokens += static_cast<uint64_t>(e.drafted);
+  stats_.accepted_tokens += static_cast<uint64_t>(accepted);
+  return emitted;
+}
+
+// Request::pooling: adds this chunk's rows (mean) or the prompt's last row (last) to the sequence's sum; once the
+// prompt is done, the pooled embedding, L2-normalized.
+void Engine::pool_embedding(const BatchEntry& e, const StepOutputs& out) {
+  Sequence& seq = *e.seq;
+  const size_t width = static_cast<size_t>(config_.n_embd);
+  if (e.first_embed_row >= 0) {
+    const int64_t rows = seq.request.pooling == Pooling::kMean ? e.count : 1;
+    seq.embedding.resize(width, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = out.embeddings.data() + static_cast<size_t>(e.first_embed_row + r) * width;
+      for (size_t d = 0; d < width; ++d) seq.embedding[d] += row[d];
+    }
+    seq.embedded_rows += rows;
+  }
+  if (e.start + e.count < seq.result.prompt_tokens) return;
+  double norm = 0.0;
+  for (double& v : seq.embedding) {
+    v /= static_cast<double>(std::max<int64_t>(1, seq.embedded_rows));
+    norm += v * v;
+  }
+  norm = std::sqrt(norm);
+  seq.result.embedding.resize(seq.embedding.size());
+  for (size_t d = 0; d < seq.embedding.size(); ++d) {
+    seq.result.embedding[d] = static_cast<float>(norm > 0.0 ? seq.embedding[d] / norm : 0.0);
+  }
+}
+
+// One entry's share of a step's outputs: a draft verified, the K/V committed, prompt logprobs and embeddings taken,
+// and the next token sampled once the prompt is done (forking the other choices of an n > 1 request first).
+Status Engine::advance(const BatchEntry& e, StepOutputs& out) {
+  Sequence& seq = *e.seq;
+  if (seq.ending) {  // asked to stop while its forward ran (Note [Pipelined decode steps]): that work is dropped
+    finish(seq, *seq.ending);
+    return ok_status();
+  }
+  const int32_t valid = e.drafted > 0 ? verify_draft(e, out) : e.count;  // tokens whose K/V is kept
+  if (valid < e.count) {
+    HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, e.start + valid));
+    if (window_cache_) HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, e.start + valid));
+  }
+  HXRT_RETURN_IF_ERROR(cache_->commit(seq.id));
+  if (window_cache_) {
+    // The next tokens, from position `start + valid` on, see nothing before its window's start.
+    HXRT_RETURN_IF_ERROR(window_cache_->commit(seq.id));
+    HXRT_RETURN_IF_ERROR(window_cache_->release_before(seq.id, std::max(0, e.start + valid - max_window_ + 1)));
+  }
+  if (e.drafted > 0) {
+    seq.computed += valid;
+    out.decode += static_cast<uint64_t>(valid);
+    return ok_status();
+  }
+  if (seq.request.prompt_logprobs) {
+    // Rows last_logit_row - count + 1 .. last_logit_row are the chunk's positions start .. start + count - 1.
+    const int64_t first_row = e.last_logit_row - (e.count - 1);
+    for (int32_t j = 0; j < e.count; ++j) {
+      const int32_t p = e.start + j;
+      if (p + 1 >= seq.result.prompt_tokens) break;
+      seq.result.prompt_logprobs[static_cast<size_t>(p)] =
+          log_softmax_at(out.logits_row(first_row + j, config_.vocab_size), seq.tokens[static_cast<size_t>(p + 1)]);
+    }
+  }
+  if (seq.request.pooling != Pooling::kNone) pool_embedding(e, out);
+  seq.computed += e.count;
+  const bool decoding = seq.computed > seq.result.prompt_tokens && e.count == 1 && !seq.result.tokens.empty();
+  (decoding ? out.decode : out.prefill) += static_cast<uint64_t>(e.count);
+  if (seq.pending() > 0) return ok_status();  // prompt chunk: no token yet
+  if (seq.request.max_new_tokens == 0) {      // a scored prompt or an embedding, and nothing to generate
+    finish(seq, FinishReason::kLength);
+    return ok_status();
+  }
+  const std::span<const float> row = out.logits_row(e.last_logit_row, config_.vocab_size);
+  if (seq.forks > 0) {  // Note [Forked choices]: the other choices sample their first token from this row too
+    HXRT_ASSIGN_OR_RETURN(const std::vector<Sequence*> choices, fork_choices(seq));
+    for (Sequence* choice : choices) sample_next(*choice, row);
+  }
+  sample_next(seq, row);
   return ok_status();
 }
 

@@ -231,6 +231,7 @@ class Engine {
  private:
   struct Sequence;
   struct BatchEntry;
+  struct StepOutputs;
   Engine(runtime::Session& session, const formats::GgufFile& file, EngineOptions options);
   Status init();
   Status schedule(std::vector<BatchEntry>& batch);
@@ -242,6 +243,13 @@ class Engine {
   void draft(Sequence& seq, int max_tokens, int batch_tokens);
   // Drops a sequence's unverified draft tokens.
   static void drop_draft(Sequence& seq);
+  // The steps of step(): the forward's inputs for the batch (setting each entry's output rows), then each entry's
+  // share of the outputs (advance: verify_draft, pool_embedding, sample_next).
+  Result<runtime::TensorMap> assemble_inputs(std::vector<BatchEntry>& batch, bool decode_only);
+  Status advance(const BatchEntry& e, StepOutputs& out);
+  int32_t verify_draft(const BatchEntry& e, const StepOutputs& out);
+  void pool_embedding(const BatchEntry& e, const StepOutputs& out);
+  int32_t sample_next(Sequence& seq, std::span<const float> logits);
   void finish(Sequence& seq, FinishReason reason, Status status = Status());
   // Note [Forked choices]: starts the n - 1 other choices of `seq`, whose prompt was just computed, sharing its KV
   // blocks; the caller samples their first tokens from the same logits row.
