@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -45,6 +47,8 @@ struct GenerateFlags {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   llm::SpeculativeOptions speculative;  // --draft-max, --draft-ngram-min/max (Note [Speculative decoding])
+  std::string grammar;                  // --grammar GBNF text
+  std::string grammar_file;             // --grammar-file FILE (GBNF)
   bool quiet = false;  // no streaming, only the stats line (benchmarks)
   bool show_tokens = false;  // print the prompt's token ids and pieces to stderr
   int parallel = 1;          // concurrent copies of the request (aggregate throughput)
@@ -83,6 +87,26 @@ llm::SamplingParams sampling_of(const GenerateFlags& flags) {
                              .seed = flags.seed};
 }
 
+// --grammar / --grammar-file: the GBNF grammar generation follows (llama.cpp's flags), or null.
+Result<std::shared_ptr<const llm::Grammar>> grammar_of(const GenerateFlags& flags) {
+  if (!flags.grammar.empty() && !flags.grammar_file.empty()) {
+    return invalid_argument("--grammar and --grammar-file are exclusive");
+  }
+  std::string text = flags.grammar;
+  if (!flags.grammar_file.empty()) {
+    std::ifstream in(flags.grammar_file, std::ios::binary);
+    if (!in) return not_found("cannot read the grammar file {}", flags.grammar_file);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (text.empty()) return std::shared_ptr<const llm::Grammar>();
+  Result<std::shared_ptr<const llm::Grammar>> grammar = llm::parse_gbnf(text);
+  if (!grammar.ok()) {
+    return std::move(grammar).take_status().with_context(
+        flags.grammar_file.empty() ? std::string("reading --grammar") : fmt::format("reading {}", flags.grammar_file));
+  }
+  return grammar;
+}
+
 // Generates a reply to `prompt_tokens`, streaming text to stdout; stops at EOS, a stop string or n_predict.
 Result<std::string> stream_reply(llm::Llm& loaded, const GenerateFlags& flags, std::vector<int32_t> prompt_tokens) {
   llm::GenerateOptions options;
@@ -90,6 +114,7 @@ Result<std::string> stream_reply(llm::Llm& loaded, const GenerateFlags& flags, s
   options.sampling = sampling_of(flags);
   options.stop = flags.stop;
   options.ignore_eos = flags.ignore_eos;
+  HXRT_ASSIGN_OR_RETURN(options.grammar, grammar_of(flags));
   if (!flags.quiet) {
     options.on_text = [](std::string_view piece) {
       fmt::print("{}", piece);
@@ -251,6 +276,8 @@ void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
                 "keep the sliding-window layers' K/V for the whole context too (one cache for every layer)");
   cmd->add_option("--stop", flags->stop, "stop string (repeatable)");
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-generation tokens");
+  cmd->add_option("--grammar", flags->grammar, "constrain the output to this GBNF grammar (llama.cpp's syntax)");
+  cmd->add_option("--grammar-file", flags->grammar_file, "constrain the output to the GBNF grammar in FILE");
   cmd->add_option("--draft-max", flags->speculative.draft_max,
                   "speculative decoding: draft up to N tokens a step by prompt lookup and verify them in one forward "
                   "(the same output; 0 = off)")

@@ -84,10 +84,13 @@ struct Engine::Sequence {
   std::vector<int32_t> shadow;  // a draft not verified, compared with the tokens as they are sampled
   size_t shadow_next = 0;
   int forks = 0;  // Note [Forked choices]: choices (ids id + 1 .. id + forks) to start once the prompt is computed
+  std::optional<GrammarMatcher> grammar;  // Request::grammar's state after the generated tokens
   std::vector<double> embedding;  // Request::pooling: the sum (mean) or the last of the prompt's hidden states
   int64_t embedded_rows = 0;
 
-  explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {}
+  explicit Sequence(Request r) : request(std::move(r)), sampler(request.sampling), tokens(request.prompt) {
+    if (request.grammar) grammar.emplace(request.grammar);
+  }
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - computed; }
 };
 
@@ -240,6 +243,10 @@ Result<RequestId> Engine::submit(Request request) {
   }
   HXRT_RETURN_IF_ERROR(request.sampling.validate());
   if (request.speculative) HXRT_RETURN_IF_ERROR_CTX(request.speculative->validate(), "request");
+  if (request.grammar && vocabulary_ == nullptr) {
+    return invalid_argument("request: a grammar needs the engine's vocabulary (Engine::set_vocabulary, "
+                            "Llm::enable_grammars)");
+  }
   if (request.pooling != Pooling::kNone) {
     if (!options_.embeddings) {
       return invalid_argument("request: pooling {} needs an engine created with EngineOptions::embeddings",
@@ -715,7 +722,10 @@ Status Engine::step(hal::Duration timeout) {
     malloc_trim(0);
 #endif
   }
-  for (BatchEntry& e : batch) HXRT_RETURN_IF_ERROR(advance(e, out));
+  // A sequence that cannot go on (its grammar allows no token, its cache refused a commit) fails alone.
+  for (BatchEntry& e : batch) {
+    if (Status advanced = advance(e, out); !advanced.ok()) finish(*e.seq, FinishReason::kError, std::move(advanced));
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double total = static_cast<double>(out.prefill + out.decode);
   stats_.prefill_tokens += out.prefill;
@@ -730,12 +740,51 @@ Status Engine::step(hal::Duration timeout) {
   return ok_status();
 }
 
+// Note [Grammar-constrained sampling]
+// A request with a grammar (Request::grammar: GBNF, or the built-in JSON one) keeps a GrammarMatcher fed with the
+// bytes of every token it generates. Sampling first draws as usual, then checks the token alone: its piece must
+// keep the text a prefix of the grammar's language (TokenTrie::accepts), and an end-of-generation token is allowed
+// only where the grammar may end (is_complete). Only when that token is refused is the mask of every allowed token
+// built (one pruned walk of the vocabulary trie) and the draw repeated over the logits with the others at -inf.
+// Both are exact: greedy gives the masked argmax, and a draw from p that is kept when allowed and else redrawn from
+// p restricted to the allowed set yields each allowed x with probability p(x) + (1 - Z) · p(x) / Z = p(x) / Z, the
+// masked distribution. So most steps pay one token's check, not the 30 ms a full mask costs inside a JSON string
+// with a 50k vocabulary. Logprobs stay the raw model's (as for logit_bias). A grammar that allows no token here
+// fails the request with FailedPrecondition.
+bool Engine::grammar_allows(const Sequence& seq, int32_t token) const {
+  if (std::find(options_.eos_tokens.begin(), options_.eos_tokens.end(), token) != options_.eos_tokens.end()) {
+    return seq.grammar->is_complete();
+  }
+  return vocabulary_->accepts(*seq.grammar, token);
+}
+
 // Samples the next token of `seq` from `logits` (a decode step's row), appends it, and marks the sequence ending
 // when the token ends it.
-int32_t Engine::sample_next(Sequence& seq, std::span<const float> logits) {
+Result<int32_t> Engine::sample_next(Sequence& seq, std::span<const float> logits) {
   std::vector<float> row(logits.begin(), logits.end());
   if (seq.request.return_logits) seq.result.logits.push_back(row);
-  const int32_t token = seq.sampler.sample(row, seq.tokens);
+  int32_t token = seq.sampler.sample(row, seq.tokens);
+  if (seq.grammar && !grammar_allows(seq, token)) {
+    std::vector<uint8_t> allowed;
+    vocabulary_->allowed_tokens(*seq.grammar, allowed);
+    allowed.resize(logits.size(), 0);
+    if (seq.grammar->is_complete()) {
+      for (int32_t eos : options_.eos_tokens) allowed[static_cast<size_t>(eos)] = 1;
+    }
+    if (std::find(allowed.begin(), allowed.end(), uint8_t{1}) == allowed.end()) {
+      return failed_precondition("request {}: its grammar allows no token after {} generated tokens", seq.id,
+                                 seq.result.tokens.size());
+    }
+    row.assign(logits.begin(), logits.end());
+    for (size_t t = 0; t < row.size(); ++t) {
+      if (allowed[t] == 0) row[t] = -std::numeric_limits<float>::infinity();
+    }
+    token = seq.sampler.sample(row, seq.tokens);
+  }
+  if (seq.grammar && !grammar_allows(seq, token)) {
+    return internal_error("request {}: the grammar refused token {}, which its mask allowed", seq.id, token);
+  }
+  if (seq.grammar) seq.grammar->accept(vocabulary_->token_bytes(token));
   if (seq.request.logprobs >= 0) seq.result.logprobs.push_back(token_logprobs(logits, token, seq.request.logprobs));
   seq.tokens.push_back(token);
   seq.result.tokens.push_back(token);
@@ -761,14 +810,14 @@ int32_t Engine::sample_next(Sequence& seq, std::span<const float> logits) {
 
 // Note [Speculative decoding]: verifies the entry's draft row by row and returns how many tokens of the chunk keep
 // their K/V (the pending token and the accepted draft tokens); the draft leaves `tokens`.
-int32_t Engine::verify_draft(const BatchEntry& e, const StepOutputs& out) {
+Result<int32_t> Engine::verify_draft(const BatchEntry& e, const StepOutputs& out) {
   Sequence& seq = *e.seq;
   const std::vector<int32_t> draft(seq.tokens.end() - e.drafted, seq.tokens.end());
   drop_draft(seq);
   const int64_t first_row = e.last_logit_row - e.drafted;
   int32_t emitted = 0;
   while (true) {
-    const int32_t token = sample_next(seq, out.logits_row(first_row + emitted, config_.vocab_size));
+    HXRT_ASSIGN_OR_RETURN(const int32_t token, sample_next(seq, out.logits_row(first_row + emitted, config_.vocab_size)));
     ++emitted;
     if (seq.ending || emitted > e.drafted || token != draft[static_cast<size_t>(emitted - 1)]) break;
   }
@@ -817,7 +866,10 @@ Status Engine::advance(const BatchEntry& e, StepOutputs& out) {
     finish(seq, *seq.ending);
     return ok_status();
   }
-  const int32_t valid = e.drafted > 0 ? verify_draft(e, out) : e.count;  // tokens whose K/V is kept
+  int32_t valid = e.count;  // tokens whose K/V is kept
+  if (e.drafted > 0) {
+    HXRT_ASSIGN_OR_RETURN(valid, verify_draft(e, out));
+  }
   if (valid < e.count) {
     HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, e.start + valid));
     if (window_cache_) HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, e.start + valid));
@@ -855,10 +907,9 @@ Status Engine::advance(const BatchEntry& e, StepOutputs& out) {
   const std::span<const float> row = out.logits_row(e.last_logit_row, config_.vocab_size);
   if (seq.forks > 0) {  // Note [Forked choices]: the other choices sample their first token from this row too
     HXRT_ASSIGN_OR_RETURN(const std::vector<Sequence*> choices, fork_choices(seq));
-    for (Sequence* choice : choices) sample_next(*choice, row);
+    for (Sequence* choice : choices) HXRT_RETURN_IF_ERROR(sample_next(*choice, row).status());
   }
-  sample_next(seq, row);
-  return ok_status();
+  return sample_next(seq, row).status();
 }
 
 // Note [Forked choices]

@@ -53,6 +53,17 @@ Result<Generation> Llm::chat(std::span<const ChatMessage> messages, const Genera
   return generate_tokens(std::move(tokens), options);
 }
 
+Status Llm::enable_grammars() {
+  if (engine_->has_vocabulary()) return ok_status();
+  std::vector<std::string> pieces(static_cast<size_t>(tokenizer_->vocab_size()));
+  for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+    Result<std::string_view> piece = tokenizer_->token_to_piece(id, /*special=*/false);
+    if (piece.ok()) pieces[static_cast<size_t>(id)] = std::string(*piece);
+  }
+  engine_->set_vocabulary(std::make_shared<const TokenTrie>(pieces));
+  return ok_status();
+}
+
 Result<Generation> Llm::generate_tokens(std::vector<int32_t> prompt, const GenerateOptions& options) {
   for (const std::string& stop : options.stop) {
     if (stop.empty()) return invalid_argument("generate: a stop string is empty");
@@ -64,6 +75,10 @@ Result<Generation> Llm::generate_tokens(std::vector<int32_t> prompt, const Gener
   request.prompt = std::move(prompt);
   request.max_new_tokens = options.max_tokens;
   request.sampling = options.sampling;
+  if (options.grammar) {
+    HXRT_RETURN_IF_ERROR(enable_grammars());
+    request.grammar = options.grammar;
+  }
   request.ignore_eos = options.ignore_eos;
   request.on_token = [&](RequestId, int32_t token) {
     if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {

@@ -32,9 +32,10 @@ std::optional<HttpError> read_number(const json& body, const char* key, double l
 std::optional<HttpError> refuse_unserved(const json& body) {
   if (present(body, "response_format")) {
     const json& f = body["response_format"];
-    if (!f.is_object() || !f.contains("type") || f["type"] != "text") {
+    if (!f.is_object() || !f.contains("type") || (f["type"] != "text" && f["type"] != "json_object")) {
       return bad_field("response_format",
-                       "'response_format' other than {\"type\": \"text\"} (JSON output) is not supported");
+                       "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"} (JSON schemas "
+                       "are not supported yet: pass a GBNF 'grammar')");
     }
   }
   if (present(body, "tool_choice")) {
@@ -51,7 +52,7 @@ std::optional<HttpError> refuse_unserved(const json& body) {
   if (present(body, "best_of") && (!body["best_of"].is_number_integer() || body["best_of"].get<int64_t>() != 1)) {
     return bad_field("best_of", "only best_of = 1 is supported");
   }
-  for (const char* key : {"grammar", "json_schema", "functions", "function_call"}) {
+  for (const char* key : {"json_schema", "functions", "function_call"}) {
     if (present(body, key)) return bad_field(key, fmt::format("'{}' is not supported", key));
   }
   return std::nullopt;
@@ -198,6 +199,16 @@ std::optional<HttpError> read_speculative(const json& body, CompletionRequest* o
   return std::nullopt;
 }
 
+// response_format {"type": "json_object"} and llama-server's "grammar" (GBNF text, compiled by the server).
+std::optional<HttpError> read_grammar(const json& body, CompletionRequest* out) {
+  out->json_object = present(body, "response_format") && body["response_format"]["type"] == "json_object";
+  if (!present(body, "grammar")) return std::nullopt;
+  if (!body["grammar"].is_string()) return bad_field("grammar", "'grammar' must be GBNF text");
+  if (out->json_object) return bad_field("grammar", "'grammar' and a json_object response_format are exclusive");
+  out->grammar = body["grammar"].get<std::string>();
+  return std::nullopt;
+}
+
 std::optional<HttpError> read_messages(const json& body, CompletionRequest* out) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
     return bad_field("messages", "'messages' must be a non-empty array");
@@ -288,6 +299,7 @@ std::variant<CompletionRequest, HttpError> parse_request(std::string_view body, 
     if (auto e = read_logprobs(parsed, chat, &request)) return *e;
     if (auto e = read_logit_bias(parsed, vocab_size, &request)) return *e;
     if (auto e = read_speculative(parsed, &request)) return *e;
+    if (auto e = read_grammar(parsed, &request)) return *e;
     if (auto e = chat ? read_messages(parsed, &request) : read_prompt(parsed, vocab_size, &request)) return *e;
   } catch (const json::exception& e) {  // a value that passed its type check but not a conversion
     return bad_field("", fmt::format("a field has a value hxrt cannot read: {}", e.what()));

@@ -2,8 +2,8 @@
 //
 // Every field hxrt serves is read with its type and range checked; a bad one is an HttpError naming it (OpenAI's
 // `param`), never an exception or a crash. Fields hxrt does not serve are refused when they would change the result
-// (response_format other than text, a forced tool_choice, echo, suffix, best_of > 1, llama-server's grammar and
-// json_schema, the legacy functions) and ignored otherwise (user, metadata, store, parallel_tool_calls), as
+// (response_format json_schema, a forced tool_choice, echo, suffix, best_of > 1, llama-server's json_schema, the
+// legacy functions) and ignored otherwise (user, metadata, store, parallel_tool_calls), as
 // OpenAI's clients send some by default. The prompt
 // stays text (or token ids) here: the server tokenizes it. Separate from the server so that the parser can be fuzzed
 // alone (tests/fuzz/fuzz_serve_request.cc).
@@ -52,6 +52,10 @@ struct CompletionRequest {
   int logprobs = -1;
   // llama-server's "speculative.n_max" (and hxrt's "speculative.ngram_min/max"); unset: the server's default.
   std::optional<llm::SpeculativeOptions> speculative;
+  // Constrained output: response_format {"type": "json_object"}, or llama-server's "grammar" (GBNF text; the
+  // server compiles it, a bad one is a 400 naming "grammar").
+  bool json_object = false;
+  std::string grammar;
 };
 
 inline constexpr int kMaxStopStrings = 16;

@@ -159,15 +159,27 @@ TEST(RequestTest, Base64IsRfc4648) {
   EXPECT_EQ(base64_encode(std::string("\xff\xfe\x00\x80", 4)), "//4AgA==");
 }
 
+TEST(RequestTest, ReadsJsonObjectResponseFormatAndGbnfGrammars) {
+  const char* user = R"("messages": [{"role": "user", "content": "hi"}])";
+  const CompletionRequest json_mode = ok("{" + std::string(user) + R"(, "response_format": {"type": "json_object"}})", true);
+  EXPECT_TRUE(json_mode.json_object);
+  EXPECT_TRUE(json_mode.grammar.empty());
+  const CompletionRequest gbnf = ok(R"({"prompt": "x", "grammar": "root ::= [a-z]+"})", false);
+  EXPECT_FALSE(gbnf.json_object);
+  EXPECT_EQ(gbnf.grammar, "root ::= [a-z]+");
+  EXPECT_FALSE(ok("{" + std::string(user) + R"(, "response_format": {"type": "text"}})", true).json_object);
+}
+
 // What would change the output and is not served is refused by name; what would not is accepted.
 TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
   const char* user = R"("messages": [{"role": "user", "content": "hi"}])";
   for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
-           {R"("response_format": {"type": "json_object"})", "response_format"},
            {R"("response_format": {"type": "json_schema", "json_schema": {}})", "response_format"},
+           {R"("response_format": {"type": "xml"})", "response_format"}, {R"("grammar": 3)", "grammar"},
+           {R"("grammar": "root ::= \"a\"", "response_format": {"type": "json_object"})", "grammar"},
            {R"("tool_choice": "required")", "tool_choice"},
            {R"("tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice"},
-           {R"("grammar": "root ::= \"a\"")", "grammar"}, {R"("json_schema": {})", "json_schema"},
+           {R"("json_schema": {})", "json_schema"},
            {R"("functions": [])", "functions"}, {R"("best_of": 2)", "best_of"}}) {
     const HttpError e = bad("{" + std::string(user) + ", " + field + "}", true);
     EXPECT_EQ(e.param, param) << field << ": " << e.message;

@@ -126,6 +126,14 @@ void Scheduler::loop() {
       request.logprobs = job->logprobs;
       request.speculative = job->speculative;
       request.pooling = job->pooling;
+      request.grammar = job->grammar;
+      // The engine's vocabulary trie, built once, on this thread (the one that drives the engine).
+      if (job->grammar) {
+        if (Status enabled = llm_.enable_grammars(); !enabled.ok()) {
+          for (const std::shared_ptr<Job>& choice : choices) finish(choice, JobEnd::kError, enabled, 0);
+          continue;
+        }
+      }
       if (job->logprobs >= 0) {
         request.on_logprobs = [this](llm::RequestId id, const llm::TokenLogprobs& lp) { on_logprobs(id, lp); };
       }

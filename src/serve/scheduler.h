@@ -47,6 +47,7 @@ struct Job {
   int logprobs = -1;  // Request::logprobs
   std::optional<llm::SpeculativeOptions> speculative;  // Request::speculative
   llm::Pooling pooling = llm::Pooling::kNone;          // an embedding job (Request::pooling): no text
+  std::shared_ptr<const llm::Grammar> grammar;         // Request::grammar
 
   // Set by the handler at any time: the scheduler cancels the request at its next step.
   std::atomic<bool> cancel{false};

@@ -109,6 +109,16 @@ struct Server::Impl {
     job->ignore_eos = request.ignore_eos;
     job->logprobs = request.logprobs;
     job->speculative = request.speculative;
+    if (request.json_object) job->grammar = llm::json_grammar();
+    if (!request.grammar.empty()) {
+      Result<std::shared_ptr<const llm::Grammar>> grammar = llm::parse_gbnf(request.grammar);
+      if (!grammar.ok()) {
+        return reply_error(res, endpoint,
+                           HttpError{.message = fmt::format("'grammar' does not parse: {}", grammar.status().message()),
+                                     .param = "grammar"});
+      }
+      job->grammar = std::move(grammar).value();
+    }
     // Note [Forked choices] (llm/engine.cc): n choices, one job each, one engine request.
     std::vector<std::shared_ptr<Job>> choices = {job};
     for (int c = 1; c < request.n; ++c) {
@@ -120,6 +130,7 @@ struct Server::Impl {
       choice->ignore_eos = job->ignore_eos;
       choice->logprobs = job->logprobs;
       choice->speculative = job->speculative;
+      choice->grammar = job->grammar;
       choices.push_back(std::move(choice));
     }
     if (Status submitted = scheduler->submit(choices); !submitted.ok()) {

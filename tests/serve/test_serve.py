@@ -180,6 +180,33 @@ def test_embeddings_in_float_and_base64(server):
         assert caught.value.body["param"] == param
 
 
+def test_json_mode_and_gbnf_grammars_constrain_the_output(server):
+    """response_format json_object: the answer parses as a JSON object whenever it ends by itself (finish_reason
+    "stop"), streamed or not; llama-server's "grammar" (GBNF) holds exactly; a grammar that does not parse is a 400
+    naming it (Note [Grammar-constrained sampling] in llm/engine.cc)."""
+    client = server.client()
+    for prompt in ["Describe the Eiffel Tower as a JSON object with its city and height.",
+                   "Give me a JSON object listing three colors."]:
+        reply = chat(client, prompt, max_tokens=96, response_format={"type": "json_object"})
+        assert reply.choices[0].finish_reason == "stop", reply.choices[0].message.content
+        assert isinstance(json.loads(reply.choices[0].message.content), dict)
+        streamed = "".join(c.choices[0].delta.content or "" for c in
+                           chat(client, prompt, max_tokens=96, response_format={"type": "json_object"}, stream=True)
+                           if c.choices)
+        assert streamed == reply.choices[0].message.content
+    sampled = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "A JSON object, please."}],
+                                             max_tokens=96, temperature=1.0, seed=3,
+                                             response_format={"type": "json_object"})
+    if sampled.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(sampled.choices[0].message.content), dict)
+    grammar = 'root ::= "The answer is " ("yes" | "no") "."'
+    text = complete(client, PROMPTS[0], max_tokens=16, extra_body={"grammar": grammar}).choices[0].text
+    assert text in ("The answer is yes.", "The answer is no."), text
+    with pytest.raises(openai.BadRequestError) as caught:
+        complete(client, PROMPTS[0], max_tokens=4, extra_body={"grammar": "root ::= missing"})
+    assert caught.value.body["param"] == "grammar" and "missing" in caught.value.body["message"]
+
+
 def test_completions_plain_and_streaming_agree(server):
     client = server.client()
     plain = complete(client, PROMPTS[0], max_tokens=12)
@@ -304,7 +331,8 @@ def test_speculative_decoding_per_request_gives_the_same_text(server):
 def test_unserved_parameters_are_refused_by_name(server):
     client = server.client()
     cases = [
-        (lambda: chat(client, "hi", max_tokens=5, response_format={"type": "json_object"}), "response_format"),
+        (lambda: chat(client, "hi", max_tokens=5, response_format={"type": "json_schema", "json_schema": {"name": "x"}}),
+         "response_format"),
         (lambda: chat(client, "hi", max_tokens=5, logit_bias={"5": 101}), "logit_bias"),
         (lambda: chat(client, "hi", max_tokens=5, logit_bias={"999999": 1}), "logit_bias"),
         (lambda: chat(client, "hi", max_tokens=5, top_logprobs=2), "top_logprobs"),

@@ -35,6 +35,7 @@
 #include "hxrt/formats/gguf.h"
 #include "hxrt/kv/kv_cache.h"
 #include "hxrt/llm/decoder.h"
+#include "hxrt/llm/grammar.h"
 #include "hxrt/llm/sampler.h"
 #include "hxrt/llm/speculative.h"
 #include "hxrt/ops/kernel_def.h"
@@ -144,6 +145,10 @@ struct Request {
   hal::Deadline deadline = hal::Deadline::never();
   // Note [Speculative decoding] in engine.cc; unset: EngineOptions::speculative.
   std::optional<SpeculativeOptions> speculative;
+  // Constrained decoding (Note [Grammar-constrained sampling] in engine.cc): every generated token keeps the text a
+  // prefix of the grammar's language, and EOS comes only where the grammar may end. Needs the engine's vocabulary
+  // (set_vocabulary); null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
   // An embedding of the prompt in RequestResult::embedding (needs EngineOptions::embeddings, max_new_tokens 0 and
   // n 1). Mean pooling computes every prompt row (no prefix-cache reuse for it).
   Pooling pooling = Pooling::kNone;
@@ -219,6 +224,11 @@ class Engine {
   // also the request's deadline (the earlier of it and Request::deadline): past it, DeadlineExceeded.
   Result<RequestResult> generate(Request request, hal::Duration timeout = hal::kInfinite);
 
+  // The vocabulary as bytes (a TokenTrie over every token's piece; control tokens empty) for grammar requests;
+  // Llm::enable_grammars() builds it from the tokenizer. Requests with a grammar are refused without one.
+  void set_vocabulary(std::shared_ptr<const TokenTrie> vocabulary) { vocabulary_ = std::move(vocabulary); }
+  bool has_vocabulary() const { return vocabulary_ != nullptr; }
+
   const ModelConfig& config() const { return config_; }
   const EngineOptions& options() const { return options_; }
   const EngineStats& stats() const { return stats_; }
@@ -247,9 +257,11 @@ class Engine {
   // share of the outputs (advance: verify_draft, pool_embedding, sample_next).
   Result<runtime::TensorMap> assemble_inputs(std::vector<BatchEntry>& batch, bool decode_only);
   Status advance(const BatchEntry& e, StepOutputs& out);
-  int32_t verify_draft(const BatchEntry& e, const StepOutputs& out);
+  Result<int32_t> verify_draft(const BatchEntry& e, const StepOutputs& out);
   void pool_embedding(const BatchEntry& e, const StepOutputs& out);
-  int32_t sample_next(Sequence& seq, std::span<const float> logits);
+  Result<int32_t> sample_next(Sequence& seq, std::span<const float> logits);
+  // Note [Grammar-constrained sampling]: whether `token` may come next for the sequence's grammar.
+  bool grammar_allows(const Sequence& seq, int32_t token) const;
   void finish(Sequence& seq, FinishReason reason, Status status = Status());
   // Note [Forked choices]: starts the n - 1 other choices of `seq`, whose prompt was just computed, sharing its KV
   // blocks; the caller samples their first tokens from the same logits row.
@@ -284,6 +296,7 @@ class Engine {
   std::map<std::array<int64_t, 3>, std::unique_ptr<runtime::Executor::Captured>> captured_;
   runtime::RunProfile step_spans_;  // Note [Step traces]: this step's spans, added to the profiler at its end
   StepCostModel step_costs_;         // Note [Speculative decoding]: forward seconds by token count
+  std::shared_ptr<const TokenTrie> vocabulary_;  // Note [Grammar-constrained sampling]; null: none set
 };
 
 }  // namespace hxrt::llm

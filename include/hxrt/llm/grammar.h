@@ -179,6 +179,12 @@ class TokenTrie {
   void allowed_tokens(const GrammarMatcher& matcher, std::vector<uint8_t>& mask) const;
   // Whether `matcher` accepts token `token` entirely (false for "" and for ids out of range).
   bool accepts(const GrammarMatcher& matcher, int32_t token) const;
+  // Token `token`'s bytes ("" for ids out of range).
+  std::string_view token_bytes(int32_t token) const {
+    if (token < 0 || static_cast<size_t>(token) >= vocab_size()) return {};
+    const auto t = static_cast<size_t>(token);
+    return std::string_view(token_blob_).substr(token_offsets_[t], token_offsets_[t + 1] - token_offsets_[t]);
+  }
 
  private:
   struct Node {
