@@ -32,10 +32,14 @@ std::optional<HttpError> read_number(const json& body, const char* key, double l
 std::optional<HttpError> refuse_unserved(const json& body) {
   if (present(body, "response_format")) {
     const json& f = body["response_format"];
-    if (!f.is_object() || !f.contains("type") || (f["type"] != "text" && f["type"] != "json_object")) {
+    const bool schema = f.is_object() && f.contains("type") && f["type"] == "json_schema";
+    if (!f.is_object() || !f.contains("type") ||
+        (f["type"] != "text" && f["type"] != "json_object" && !schema) ||
+        (schema && (!f.contains("json_schema") || !f["json_schema"].is_object() ||
+                    !f["json_schema"].contains("schema")))) {
       return bad_field("response_format",
-                       "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"} (JSON schemas "
-                       "are not supported yet: pass a GBNF 'grammar')");
+                       "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                       "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}");
     }
   }
   if (present(body, "tool_choice")) {
@@ -52,7 +56,7 @@ std::optional<HttpError> refuse_unserved(const json& body) {
   if (present(body, "best_of") && (!body["best_of"].is_number_integer() || body["best_of"].get<int64_t>() != 1)) {
     return bad_field("best_of", "only best_of = 1 is supported");
   }
-  for (const char* key : {"json_schema", "functions", "function_call"}) {
+  for (const char* key : {"functions", "function_call"}) {
     if (present(body, key)) return bad_field(key, fmt::format("'{}' is not supported", key));
   }
   return std::nullopt;
@@ -201,10 +205,27 @@ std::optional<HttpError> read_speculative(const json& body, CompletionRequest* o
 
 // response_format {"type": "json_object"} and llama-server's "grammar" (GBNF text, compiled by the server).
 std::optional<HttpError> read_grammar(const json& body, CompletionRequest* out) {
-  out->json_object = present(body, "response_format") && body["response_format"]["type"] == "json_object";
+  const json* format = present(body, "response_format") ? &body["response_format"] : nullptr;
+  out->json_object = format != nullptr && (*format)["type"] == "json_object";
+  if (format != nullptr && (*format)["type"] == "json_schema") {
+    out->json_schema = (*format)["json_schema"]["schema"].dump();
+    out->json_schema_param = "response_format";
+  }
+  if (present(body, "json_schema")) {  // llama-server's field: the schema itself
+    if (!body["json_schema"].is_object() && !body["json_schema"].is_boolean()) {
+      return bad_field("json_schema", "'json_schema' must be a JSON Schema object");
+    }
+    if (out->json_object || !out->json_schema.empty()) {
+      return bad_field("json_schema", "'json_schema' and a json response_format are exclusive");
+    }
+    out->json_schema = body["json_schema"].dump();
+    out->json_schema_param = "json_schema";
+  }
   if (!present(body, "grammar")) return std::nullopt;
   if (!body["grammar"].is_string()) return bad_field("grammar", "'grammar' must be GBNF text");
-  if (out->json_object) return bad_field("grammar", "'grammar' and a json_object response_format are exclusive");
+  if (out->json_object || !out->json_schema.empty()) {
+    return bad_field("grammar", "'grammar' and a JSON response_format or json_schema are exclusive");
+  }
   out->grammar = body["grammar"].get<std::string>();
   return std::nullopt;
 }

@@ -2,8 +2,7 @@
 //
 // Every field hxrt serves is read with its type and range checked; a bad one is an HttpError naming it (OpenAI's
 // `param`), never an exception or a crash. Fields hxrt does not serve are refused when they would change the result
-// (response_format json_schema, a forced tool_choice, echo, suffix, best_of > 1, llama-server's json_schema, the
-// legacy functions) and ignored otherwise (user, metadata, store, parallel_tool_calls), as
+// (a forced tool_choice, echo, suffix, best_of > 1, the legacy functions) and ignored otherwise (user, metadata, store, parallel_tool_calls), as
 // OpenAI's clients send some by default. The prompt
 // stays text (or token ids) here: the server tokenizes it. Separate from the server so that the parser can be fuzzed
 // alone (tests/fuzz/fuzz_serve_request.cc).
@@ -55,6 +54,8 @@ struct CompletionRequest {
   // Constrained output: response_format {"type": "json_object"}, or llama-server's "grammar" (GBNF text; the
   // server compiles it, a bad one is a 400 naming "grammar").
   bool json_object = false;
+  std::string json_schema;  // response_format json_schema's "schema" (or llama-server's "json_schema"), as JSON text
+  std::string json_schema_param;  // the field it came in: "response_format" or "json_schema"
   std::string grammar;
 };
 

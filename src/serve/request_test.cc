@@ -168,6 +168,13 @@ TEST(RequestTest, ReadsJsonObjectResponseFormatAndGbnfGrammars) {
   EXPECT_FALSE(gbnf.json_object);
   EXPECT_EQ(gbnf.grammar, "root ::= [a-z]+");
   EXPECT_FALSE(ok("{" + std::string(user) + R"(, "response_format": {"type": "text"}})", true).json_object);
+  const CompletionRequest schema = ok("{" + std::string(user) +
+                                          R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "n",
+                                              "strict": true, "schema": {"type": "integer"}}}})",
+                                      true);
+  EXPECT_EQ(schema.json_schema, R"({"type":"integer"})");
+  EXPECT_EQ(schema.json_schema_param, "response_format");
+  EXPECT_EQ(ok(R"({"prompt": "x", "json_schema": {"type": "string"}})", false).json_schema_param, "json_schema");
 }
 
 // What would change the output and is not served is refused by name; what would not is accepted.
@@ -175,11 +182,12 @@ TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
   const char* user = R"("messages": [{"role": "user", "content": "hi"}])";
   for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
            {R"("response_format": {"type": "json_schema", "json_schema": {}})", "response_format"},
+           {R"("json_schema": 3)", "json_schema"},
+           {R"("json_schema": {}, "response_format": {"type": "json_object"})", "json_schema"},
            {R"("response_format": {"type": "xml"})", "response_format"}, {R"("grammar": 3)", "grammar"},
            {R"("grammar": "root ::= \"a\"", "response_format": {"type": "json_object"})", "grammar"},
            {R"("tool_choice": "required")", "tool_choice"},
            {R"("tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice"},
-           {R"("json_schema": {})", "json_schema"},
            {R"("functions": [])", "functions"}, {R"("best_of": 2)", "best_of"}}) {
     const HttpError e = bad("{" + std::string(user) + ", " + field + "}", true);
     EXPECT_EQ(e.param, param) << field << ": " << e.message;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hxrt/llm/json_schema.h"
 #include "serve/metrics.h"
 #include "serve/request.h"
 #include "serve/scheduler.h"
@@ -110,12 +111,18 @@ struct Server::Impl {
     job->logprobs = request.logprobs;
     job->speculative = request.speculative;
     if (request.json_object) job->grammar = llm::json_grammar();
-    if (!request.grammar.empty()) {
-      Result<std::shared_ptr<const llm::Grammar>> grammar = llm::parse_gbnf(request.grammar);
+    if (!request.grammar.empty() || !request.json_schema.empty()) {
+      // A JSON schema becomes GBNF first (json_schema.h); either way a bad one is a 400 naming the field it came in.
+      const bool schema = !request.json_schema.empty();
+      const std::string param = schema ? request.json_schema_param : "grammar";
+      Result<std::string> gbnf = schema ? llm::json_schema_to_gbnf(request.json_schema) : Result<std::string>(request.grammar);
+      Result<std::shared_ptr<const llm::Grammar>> grammar =
+          gbnf.ok() ? llm::parse_gbnf(*gbnf) : Result<std::shared_ptr<const llm::Grammar>>(gbnf.status());
       if (!grammar.ok()) {
         return reply_error(res, endpoint,
-                           HttpError{.message = fmt::format("'grammar' does not parse: {}", grammar.status().message()),
-                                     .param = "grammar"});
+                           HttpError{.message = fmt::format("'{}' cannot constrain the output: {}", param,
+                                                            grammar.status().message()),
+                                     .param = param});
       }
       job->grammar = std::move(grammar).value();
     }
