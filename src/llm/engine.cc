@@ -278,6 +278,7 @@ Result<RequestId> Engine::submit(Request request) {
   const RequestId id = seq->id;
   if (seq->request.prompt_logprobs) {
     seq->result.prompt_logprobs.assign(seq->tokens.size() - 1, std::numeric_limits<double>::quiet_NaN());
+    if (seq->request.logprobs >= 0) seq->result.prompt_top_logprobs.resize(seq->tokens.size() - 1);
   }
   if (seq->request.max_new_tokens == 0 && !seq->request.prompt_logprobs && seq->request.pooling == Pooling::kNone) {
     for (int c = 0; c < seq->request.n; ++c) {
@@ -510,7 +511,8 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
       HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, cached));
       HXRT_RETURN_IF_ERROR(window_cache_->release_before(seq.id, std::max(0, cached - max_window_ + 1)));
     }
-    if (seq.request.pooling == Pooling::kMean && cached > 0) {  // every prompt row's hidden state is wanted
+    // Every prompt row's hidden state or logits is wanted: nothing is reused from the prefix cache.
+    if ((seq.request.pooling == Pooling::kMean || seq.request.prompt_logprobs) && cached > 0) {
       HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, 0));
       if (window_cache_) HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, 0));
       cached = 0;
@@ -891,8 +893,12 @@ Status Engine::advance(const BatchEntry& e, StepOutputs& out) {
     for (int32_t j = 0; j < e.count; ++j) {
       const int32_t p = e.start + j;
       if (p + 1 >= seq.result.prompt_tokens) break;
-      seq.result.prompt_logprobs[static_cast<size_t>(p)] =
-          log_softmax_at(out.logits_row(first_row + j, config_.vocab_size), seq.tokens[static_cast<size_t>(p + 1)]);
+      const std::span<const float> row = out.logits_row(first_row + j, config_.vocab_size);
+      const int32_t next = seq.tokens[static_cast<size_t>(p + 1)];
+      seq.result.prompt_logprobs[static_cast<size_t>(p)] = log_softmax_at(row, next);
+      if (seq.request.logprobs >= 0) {
+        seq.result.prompt_top_logprobs[static_cast<size_t>(p)] = token_logprobs(row, next, seq.request.logprobs);
+      }
     }
   }
   if (seq.request.pooling != Pooling::kNone) pool_embedding(e, out);

@@ -263,6 +263,41 @@ TEST_F(EngineTest, PooledEmbeddingsAreTheNormalizedHiddenStatesOfThePrompt) {
   EXPECT_EQ(e->submit(r).status().code(), StatusCode::kInvalidArgument);
 }
 
+// Request::prompt_logprobs (OpenAI's echo + logprobs, lm-eval's loglikelihood): every prompt token's log-probability
+// and alternatives against the double reference, computed even when the prompt's blocks are in the prefix cache.
+TEST_F(EngineTest, PromptLogprobsScoreEveryPromptTokenEvenAfterAPrefixHit) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  std::mt19937 rng(12);
+  const std::vector<int32_t> prompt = random_prompt(40, 160, rng);
+  const std::vector<std::vector<double>> reference = model->reference_logits(prompt);
+  EngineOptions options;
+  options.max_batch_tokens = 16;
+  auto e = engine(*model, options);
+  ASSERT_TRUE(e->generate(greedy(prompt, 2)).ok());  // the prompt's full blocks are cached now
+  Request r = greedy(prompt, 0);
+  r.prompt_logprobs = true;
+  r.logprobs = 3;
+  Result<RequestResult> scored = e->generate(r);
+  ASSERT_TRUE(scored.ok()) << scored.status().to_string();
+  EXPECT_EQ(scored->cached_prompt_tokens, 0);
+  ASSERT_EQ(scored->prompt_logprobs.size(), prompt.size() - 1);
+  ASSERT_EQ(scored->prompt_top_logprobs.size(), prompt.size() - 1);
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+    const std::vector<double>& row = reference[i];
+    const double max = *std::max_element(row.begin(), row.end());
+    double sum = 0.0;
+    for (double x : row) sum += std::exp(x - max);
+    const double want = row[static_cast<size_t>(prompt[i + 1])] - max - std::log(sum);
+    const double tolerance = 1e-4 * std::max(1.0, std::fabs(want));  // f32 rounding of logits near -60
+    EXPECT_NEAR(scored->prompt_logprobs[i], want, tolerance) << "position " << i;
+    const TokenLogprobs& top = scored->prompt_top_logprobs[i];
+    EXPECT_EQ(top.sampled.token, prompt[i + 1]);
+    EXPECT_NEAR(top.sampled.logprob, want, tolerance);
+    ASSERT_EQ(top.top.size(), 3u);
+    EXPECT_EQ(top.top[0].token, static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+  }
+}
+
 TEST_F(EngineTest, SharedPrefixesReuseCachedBlocks) {
   auto model = TinyLlama::create(TinyLlamaSpec{});
   EngineOptions options;

@@ -49,7 +49,6 @@ std::optional<HttpError> refuse_unserved(const json& body) {
                        "'tool_choice' other than \"auto\" or \"none\" (a forced call) is not supported");
     }
   }
-  if (present(body, "echo") && body["echo"] != false) return bad_field("echo", "'echo' is not supported");
   if (present(body, "suffix") && !(body["suffix"].is_string() && body["suffix"].get<std::string>().empty())) {
     return bad_field("suffix", "'suffix' is not supported");
   }
@@ -321,6 +320,12 @@ std::variant<CompletionRequest, HttpError> parse_request(std::string_view body, 
     if (auto e = read_logit_bias(parsed, vocab_size, &request)) return *e;
     if (auto e = read_speculative(parsed, &request)) return *e;
     if (auto e = read_grammar(parsed, &request)) return *e;
+    if (present(parsed, "echo")) {  // completions: the prompt in front of the text (and its logprobs)
+      if (!parsed["echo"].is_boolean() || (chat && parsed["echo"].get<bool>())) {
+        return bad_field("echo", chat ? "'echo' is a completions field" : "'echo' must be a boolean");
+      }
+      request.echo = parsed["echo"].get<bool>();
+    }
     if (auto e = chat ? read_messages(parsed, &request) : read_prompt(parsed, vocab_size, &request)) return *e;
   } catch (const json::exception& e) {  // a value that passed its type check but not a conversion
     return bad_field("", fmt::format("a field has a value hxrt cannot read: {}", e.what()));

@@ -2,7 +2,7 @@
 //
 // Every field hxrt serves is read with its type and range checked; a bad one is an HttpError naming it (OpenAI's
 // `param`), never an exception or a crash. Fields hxrt does not serve are refused when they would change the result
-// (a forced tool_choice, echo, suffix, best_of > 1, the legacy functions) and ignored otherwise (user, metadata, store, parallel_tool_calls), as
+// (a forced tool_choice, suffix, best_of > 1, the legacy functions) and ignored otherwise (user, metadata, store, parallel_tool_calls), as
 // OpenAI's clients send some by default. The prompt
 // stays text (or token ids) here: the server tokenizes it. Separate from the server so that the parser can be fuzzed
 // alone (tests/fuzz/fuzz_serve_request.cc).
@@ -57,6 +57,9 @@ struct CompletionRequest {
   std::string json_schema;  // response_format json_schema's "schema" (or llama-server's "json_schema"), as JSON text
   std::string json_schema_param;  // the field it came in: "response_format" or "json_schema"
   std::string grammar;
+  // Completions' echo: the prompt's text in front of the answer, and with logprobs the prompt tokens' logprobs
+  // (the first null), as OpenAI's legacy API and lm-evaluation-harness's loglikelihood requests use it.
+  bool echo = false;
 };
 
 inline constexpr int kMaxStopStrings = 16;

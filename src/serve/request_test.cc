@@ -192,7 +192,9 @@ TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
     const HttpError e = bad("{" + std::string(user) + ", " + field + "}", true);
     EXPECT_EQ(e.param, param) << field << ": " << e.message;
   }
-  EXPECT_EQ(bad(R"({"prompt": "x", "echo": true})", false).param, "echo");
+  EXPECT_EQ(bad("{" + std::string(user) + R"(, "echo": true})", true).param, "echo");
+  EXPECT_EQ(bad(R"({"prompt": "x", "echo": 1})", false).param, "echo");
+  EXPECT_TRUE(ok(R"({"prompt": "x", "echo": true, "max_tokens": 0, "logprobs": 1})", false).echo);
   EXPECT_EQ(bad(R"({"prompt": "x", "suffix": "end"})", false).param, "suffix");
   ok("{" + std::string(user) +
          R"(, "response_format": {"type": "text"}, "tool_choice": "auto", "user": "u",

@@ -127,6 +127,7 @@ void Scheduler::loop() {
       request.speculative = job->speculative;
       request.pooling = job->pooling;
       request.grammar = job->grammar;
+      request.prompt_logprobs = job->echo && job->logprobs >= 0;
       // The engine's vocabulary trie, built once, on this thread (the one that drives the engine).
       if (job->grammar) {
         if (Status enabled = llm_.enable_grammars(); !enabled.ok()) {
@@ -177,6 +178,7 @@ void Scheduler::loop() {
         }
       }
       job->embedding = std::move(result.embedding);  // read by the handler once the job is done
+      job->prompt_logprobs = std::move(result.prompt_top_logprobs);
       finish(job, end, result.status, static_cast<int>(result.tokens.size()));
     }
     const kv::KvCacheStats kv = engine.cache().stats();

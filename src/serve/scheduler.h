@@ -48,6 +48,8 @@ struct Job {
   std::optional<llm::SpeculativeOptions> speculative;  // Request::speculative
   llm::Pooling pooling = llm::Pooling::kNone;          // an embedding job (Request::pooling): no text
   std::shared_ptr<const llm::Grammar> grammar;         // Request::grammar
+  bool echo = false;  // with logprobs >= 0: the prompt tokens' logprobs too (Request::prompt_logprobs)
+  std::string echo_text;  // the prompt's text, put in front of the answer
 
   // Set by the handler at any time: the scheduler cancels the request at its next step.
   std::atomic<bool> cancel{false};
@@ -62,6 +64,7 @@ struct Job {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   std::vector<float> embedding;  // set before done, for an embedding job
+  std::vector<llm::TokenLogprobs> prompt_logprobs;  // set before done, for an echo job with logprobs: prompt[1..]
 
   // Scheduler-thread state.
   std::unique_ptr<llm::TextStream> stream;

@@ -110,6 +110,20 @@ struct Server::Impl {
     job->ignore_eos = request.ignore_eos;
     job->logprobs = request.logprobs;
     job->speculative = request.speculative;
+    if (request.echo) {
+      if (request.stream && request.logprobs >= 0) {
+        return reply_error(res, endpoint,
+                           HttpError{.message = "'echo' with 'logprobs' is served without streaming", .param = "echo"});
+      }
+      job->echo = true;
+      if (request.prompt_tokens) {
+        Result<std::string> text = llm.tokenizer().decode(job->prompt);
+        if (!text.ok()) return reply_error(res, endpoint, HttpError{.message = std::string(text.status().message()), .param = "prompt"});
+        job->echo_text = std::move(*text);
+      } else {
+        job->echo_text = request.prompt;
+      }
+    }
     if (request.json_object) job->grammar = llm::json_grammar();
     if (!request.grammar.empty() || !request.json_schema.empty()) {
       // A JSON schema becomes GBNF first (json_schema.h); either way a bad one is a 400 naming the field it came in.
@@ -138,6 +152,8 @@ struct Server::Impl {
       choice->logprobs = job->logprobs;
       choice->speculative = job->speculative;
       choice->grammar = job->grammar;
+      choice->echo = job->echo;
+      choice->echo_text = job->echo_text;
       choices.push_back(std::move(choice));
     }
     if (Status submitted = scheduler->submit(choices); !submitted.ok()) {
@@ -193,6 +209,32 @@ struct Server::Impl {
     return out;
   }
 
+  // Completions' echo with logprobs: the prompt's tokens in the legacy arrays (the first one's logprob and
+  // alternatives null, as OpenAI's), then the answer's from `logprobs` at offsets after the echoed text.
+  json echo_logprobs_json(const Job& job, const std::vector<llm::TokenLogprobs>& logprobs) const {
+    json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                {"text_offset", json::array()}};
+    size_t offset = 0;
+    for (size_t i = 0; i < job.prompt.size(); ++i) {
+      const bool scored = i > 0 && i - 1 < job.prompt_logprobs.size();
+      const json entry = token_entry(llm::TokenLogprob{.token = job.prompt[i]});
+      out["tokens"].push_back(entry["token"]);
+      out["token_logprobs"].push_back(scored ? json(job.prompt_logprobs[i - 1].sampled.logprob) : json(nullptr));
+      json top = json::object();
+      for (const llm::TokenLogprob& t : scored ? job.prompt_logprobs[i - 1].top : std::vector<llm::TokenLogprob>{}) {
+        top[token_entry(t)["token"].get<std::string>()] = t.logprob;
+      }
+      out["top_logprobs"].push_back(scored ? std::move(top) : json(nullptr));
+      out["text_offset"].push_back(offset);
+      offset += entry["bytes"].size();
+    }
+    const json answer = logprobs_json(job, false, logprobs, job.echo_text.size());
+    for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+      for (const json& v : answer[key]) out[key].push_back(v);
+    }
+    return out;
+  }
+
   static std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
   // The prompt counted once, the completion tokens of every choice.
@@ -222,13 +264,15 @@ struct Server::Impl {
         for (const std::shared_ptr<Job>& other : choices) other->cancel = true;
         return reply_error(res, endpoint, job_failure(job));
       }
+      json logprobs_out = job.echo && job.logprobs >= 0 ? echo_logprobs_json(job, logprobs)
+                                                        : logprobs_json(job, chat, logprobs, 0);
       out_choices.push_back(chat ? json{{"index", c},
                                         {"message", {{"role", "assistant"}, {"content", text}}},
-                                        {"logprobs", logprobs_json(job, chat, logprobs, 0)},
+                                        {"logprobs", std::move(logprobs_out)},
                                         {"finish_reason", finish_reason(job.end)}}
                                  : json{{"index", c},
-                                        {"text", text},
-                                        {"logprobs", logprobs_json(job, chat, logprobs, 0)},
+                                        {"text", job.echo_text + text},
+                                        {"logprobs", std::move(logprobs_out)},
                                         {"finish_reason", finish_reason(job.end)}});
     }
     const json out = {{"id", id},
@@ -364,6 +408,11 @@ struct Server::Impl {
           };
           if (!state->started) {
             state->started = true;
+            for (size_t c = 0; c < state->choices.size(); ++c) {  // completions' echo: the prompt's text first
+              if (!state->choices[c]->echo) continue;
+              state->text_bytes[c] = state->choices[c]->echo_text.size();
+              if (!send(chunk(c, json(state->choices[c]->echo_text), nullptr))) return false;
+            }
             for (size_t c = 0; c < state->choices.size() && chat; ++c) {
               if (!send(chunk(c, json{{"role", "assistant"}, {"content", ""}}, nullptr))) return false;
             }

@@ -254,6 +254,35 @@ def test_json_schema_outputs_validate(server):
     assert caught.value.body["param"] == "response_format" and "pattern" in caught.value.body["message"]
 
 
+def test_echo_returns_the_prompt_and_its_logprobs(server):
+    """Completions' echo (lm-evaluation-harness's loglikelihood requests: echo, max_tokens 0, logprobs): the prompt's
+    text in front, its tokens' logprobs with the first one null, then the answer's; streamed echo sends the prompt
+    first; echo is refused in chat and with logprobs when streamed."""
+    client = server.client()
+    prompt = PROMPTS[0]
+    scored = complete(client, prompt, max_tokens=0, echo=True, logprobs=1).choices[0]
+    assert scored.text == prompt
+    lp = scored.logprobs
+    assert "".join(lp.tokens) == prompt
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    assert all(x <= 0.0 for x in lp.token_logprobs[1:]) and len(lp.token_logprobs) == len(lp.tokens)
+    assert all(len(t) >= 1 for t in lp.top_logprobs[1:])
+    assert lp.text_offset == [sum(len(t.encode()) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
+    plain = complete(client, prompt, max_tokens=6, logprobs=1).choices[0]
+    echoed = complete(client, prompt, max_tokens=6, echo=True, logprobs=1).choices[0]
+    assert echoed.text == prompt + plain.text
+    assert echoed.logprobs.tokens == lp.tokens + plain.logprobs.tokens
+    assert echoed.logprobs.token_logprobs[len(lp.tokens):] == plain.logprobs.token_logprobs
+    assert echoed.logprobs.text_offset[len(lp.tokens)] == len(prompt.encode())
+    streamed = "".join(c.choices[0].text for c in complete(client, prompt, max_tokens=6, echo=True, stream=True))
+    assert streamed == echoed.text
+    for call in (lambda: complete(client, prompt, max_tokens=2, echo=True, logprobs=1, stream=True),
+                 lambda: chat(client, "hi", max_tokens=2, extra_body={"echo": True})):
+        with pytest.raises(openai.BadRequestError) as caught:
+            call()
+        assert caught.value.body["param"] == "echo"
+
+
 def test_completions_plain_and_streaming_agree(server):
     client = server.client()
     plain = complete(client, PROMPTS[0], max_tokens=12)
@@ -385,7 +414,6 @@ def test_unserved_parameters_are_refused_by_name(server):
         (lambda: chat(client, "hi", max_tokens=5, top_logprobs=2), "top_logprobs"),
         (lambda: chat(client, "hi", max_tokens=5, tools=[{"type": "function", "function": {"name": "f"}}],
                       tool_choice="required"), "tool_choice"),
-        (lambda: complete(client, "hi", max_tokens=5, echo=True), "echo"),
         (lambda: complete(client, "hi", max_tokens=5, suffix="end"), "suffix"),
         (lambda: complete(client, "hi", max_tokens=5, best_of=2), "best_of"),
     ]

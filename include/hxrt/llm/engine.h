@@ -129,8 +129,9 @@ struct Request {
   bool ignore_eos = false;
   bool return_logits = false;        // keep the logits row of every sampled step (tests, goldens)
   // Score the prompt: RequestResult::prompt_logprobs gets log p(prompt[i + 1] | prompt[0..i]) for every i (the
-  // forward computes the logits of every prompt row; perplexity, OpenAI's echo + logprobs). With max_new_tokens = 0
-  // the request finishes after its prompt without sampling.
+  // forward computes the logits of every prompt row, none reused from the prefix cache; perplexity, OpenAI's echo +
+  // logprobs), and with logprobs >= 0 RequestResult::prompt_top_logprobs those tokens' alternatives too. With
+  // max_new_tokens = 0 the request finishes after its prompt without sampling.
   bool prompt_logprobs = false;
   // >= 0: every sampled token's log-probability and this many most likely alternatives (at most kMaxTopLogprobs),
   // in RequestResult::logprobs and through on_logprobs; -1: none.
@@ -163,9 +164,10 @@ struct RequestResult {
   int cached_prompt_tokens = 0; // reused through prefix sharing at (the last) admission
   int preemptions = 0;
   std::vector<std::vector<float>> logits;  // per sampled step, when return_logits
-  // When prompt_logprobs: prompt_tokens - 1 entries, [i] = log p(prompt[i + 1] | prompt[0..i]) (natural log). Rows
-  // whose K/V came from the prefix cache were not computed: NaN there (cached_prompt_tokens says how many).
+  // When prompt_logprobs: prompt_tokens - 1 entries, [i] = log p(prompt[i + 1] | prompt[0..i]) (natural log).
   std::vector<double> prompt_logprobs;
+  // When prompt_logprobs and logprobs >= 0: the same tokens as TokenLogprobs, with `logprobs` alternatives each.
+  std::vector<TokenLogprobs> prompt_top_logprobs;
   std::vector<TokenLogprobs> logprobs;     // when Request::logprobs >= 0: one per generated token
   std::vector<float> embedding;  // Request::pooling: n_embd values, L2-normalized
   int drafted_tokens = 0;   // Note [Speculative decoding]: tokens drafted and verified
