@@ -282,6 +282,8 @@ void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
                   "speculative decoding: draft up to N tokens a step by prompt lookup and verify them in one forward "
                   "(the same output; 0 = off)")
       ->check(CLI::Range(0, 64));
+  cmd->add_flag("--draft-fixed", [flags](int64_t) { flags->speculative.adaptive = false; },
+                "draft as many tokens as the lookup finds (up to --draft-max) instead of what measured costs favour");
   cmd->add_option("--draft-ngram-min", flags->speculative.ngram_min, "prompt lookup: the shortest suffix matched")
       ->check(CLI::Range(1, 16));
   cmd->add_option("--draft-ngram-max", flags->speculative.ngram_max, "prompt lookup: the longest suffix, tried first")

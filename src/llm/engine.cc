@@ -274,7 +274,7 @@ Result<RequestId> Engine::submit(Request request) {
   seq->result.id = seq->id;
   seq->result.prompt_tokens = static_cast<int>(seq->tokens.size());
   seq->speculative = seq->request.speculative.value_or(options_.speculative);
-  seq->drafter = DraftController(seq->speculative.draft_max);
+  seq->drafter = DraftController(seq->speculative.draft_max, seq->speculative.adaptive);
   const RequestId id = seq->id;
   if (seq->request.prompt_logprobs) {
     seq->result.prompt_logprobs.assign(seq->tokens.size() - 1, std::numeric_limits<double>::quiet_NaN());
@@ -943,7 +943,7 @@ Result<std::vector<Engine::Sequence*>> Engine::fork_choices(Sequence& seq) {
     choice->computed = seq.computed;
     choice->admission = ++admissions_;
     choice->speculative = seq.speculative;
-    choice->drafter = DraftController(seq.speculative.draft_max);
+    choice->drafter = DraftController(seq.speculative.draft_max, seq.speculative.adaptive);
     HXRT_RETURN_IF_ERROR(cache_->fork(seq.id, choice->id));
     if (window_cache_) HXRT_RETURN_IF_ERROR(window_cache_->fork(seq.id, choice->id));
     choices.push_back(choice.get());

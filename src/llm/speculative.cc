@@ -68,6 +68,7 @@ double StepCostModel::seconds(int n_tokens) const {
 
 int DraftController::choose_k(const StepCostModel& costs, int batch_tokens, int available) const {
   const int limit = std::min(draft_max_, available);
+  if (!adaptive_) return std::max(0, limit);
   const int base = std::max(1, batch_tokens);
   const double t0 = costs.seconds(base);
   if (limit <= 0 || t0 <= 0.0) return limit > 0 && t0 <= 0.0 ? 1 : 0;  // nothing measured yet: a probe of 1

@@ -95,6 +95,11 @@ TEST(DraftControllerTest, DraftsWhatMaximizesExpectedTokensPerSecond) {
   EXPECT_GT(c.acceptance(), 0.9);
   // Nothing measured yet: a probe of one token, so that the cost gets measured.
   EXPECT_EQ(c.choose_k(StepCostModel(64), 1, 16), 1);
+  // Not adaptive: whatever the costs and the acceptance, as many as allowed.
+  DraftController fixed(8, /*adaptive=*/false);
+  for (int i = 0; i < 40; ++i) fixed.observe(false);
+  EXPECT_EQ(fixed.choose_k(compute_bound, 1, 16), 8);
+  EXPECT_EQ(fixed.choose_k(compute_bound, 1, 5), 5);
 }
 
 TEST(SpeculativeOptionsTest, OutOfRangeValuesAreInvalidArguments) {
@@ -184,22 +189,26 @@ TEST_F(SpeculativeEngineTest, GreedyAndSeededSamplingGiveThePlainTokensAndLogits
          {SamplingParams{}, SamplingParams{.temperature = 0.7f, .top_k = 20, .repetition_penalty = 1.1f, .seed = 9}}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(weights) << ", " << sampling.to_string());
       const std::vector<Request> requests = copying_requests(spec.vocab, 40, sampling);
-      // Alone and batched; with a step budget of 7 tokens the drafts are cut to what the budget leaves.
+      // Alone and batched; with a step budget of 7 tokens the drafts are cut to what the budget leaves. Fixed
+      // drafts (whatever the timing: drafts are made) and adaptive ones (as measured here: maybe none).
       for (int max_batch_tokens : {512, 7}) {
-        EngineOptions plain;
-        plain.kv_budget_tokens = 2048;
-        plain.max_batch_tokens = max_batch_tokens;
-        EngineOptions speculative = plain;
-        speculative.speculative = SpeculativeOptions{.draft_max = 8};
-        EngineStats stats;
-        expect_same_bits(run(*model, plain, requests), run(*model, speculative, requests, &stats));
-        for (const Request& r : requests) {
-          expect_same_bits(run(*model, plain, {r}), run(*model, speculative, {r}));
+        for (bool adaptive : {false, true}) {
+          EngineOptions plain;
+          plain.kv_budget_tokens = 2048;
+          plain.max_batch_tokens = max_batch_tokens;
+          EngineOptions speculative = plain;
+          speculative.speculative = SpeculativeOptions{.draft_max = 8, .adaptive = adaptive};
+          EngineStats stats;
+          expect_same_bits(run(*model, plain, requests), run(*model, speculative, requests, &stats));
+          for (const Request& r : requests) {
+            expect_same_bits(run(*model, plain, {r}), run(*model, speculative, {r}));
+          }
+          EXPECT_LE(stats.accepted_tokens, stats.drafted_tokens);
+          if (adaptive) continue;
+          // Random models loop and repeat their prompts: drafts are made and some accepted.
+          EXPECT_GT(stats.draft_steps, 0u);
+          EXPECT_GT(stats.accepted_tokens, 0u);
         }
-        // Random models loop and repeat their prompts: drafts are made and some accepted.
-        EXPECT_GT(stats.draft_steps, 0u);
-        EXPECT_GT(stats.accepted_tokens, 0u);
-        EXPECT_LE(stats.accepted_tokens, stats.drafted_tokens);
       }
     }
   }
@@ -227,7 +236,7 @@ TEST_F(SpeculativeEngineTest, EndsOnEosStopTokensAndMaxNewTokensInsideADraftAsPl
   ASSERT_FALSE(plain.eos_tokens.empty());
   for (size_t i = 0; i < requests.size(); ++i) requests[i].stop_tokens = first_new_after(free_running[i].tokens, 10);
   EngineOptions speculative = plain;
-  speculative.speculative = SpeculativeOptions{.draft_max = 16, .ngram_min = 1, .ngram_max = 4};
+  speculative.speculative = SpeculativeOptions{.draft_max = 16, .ngram_min = 1, .ngram_max = 4, .adaptive = false};
   EngineStats stats;
   const std::vector<RequestResult> drafted = run(*model, speculative, requests, &stats);
   expect_same_bits(run(*model, plain, requests), drafted);
@@ -253,7 +262,7 @@ TEST_F(SpeculativeEngineTest, ATightKvBudgetGetsNoDraftsItCannotHoldAndThePlainT
   EngineOptions plain;
   plain.kv_budget_tokens = 160;  // 10 blocks of 16 for five sequences of up to 138 tokens: preemptions
   EngineOptions speculative = plain;
-  speculative.speculative = SpeculativeOptions{.draft_max = 12};
+  speculative.speculative = SpeculativeOptions{.draft_max = 12, .adaptive = false};
   EngineStats plain_stats, spec_stats;
   const std::vector<RequestResult> a = run(*model, plain, requests, &plain_stats);
   const std::vector<RequestResult> b = run(*model, speculative, requests, &spec_stats);

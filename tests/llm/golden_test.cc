@@ -127,7 +127,7 @@ TEST_F(GoldenTest, SpeculativeDecodingGivesThePlainTokensAndLogitsBitForBit) {
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   EngineOptions options;
   options.kv_budget_tokens = 4096;
-  options.speculative = SpeculativeOptions{.draft_max = 8};
+  options.speculative = SpeculativeOptions{.draft_max = 8, .adaptive = false};  // drafts whatever the timing
   Result<std::unique_ptr<Engine>> engine = Engine::create(*session_, *file_, options);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   Result<std::vector<RequestResult>> drafted = testing::run_golden_cases(**engine, cases);

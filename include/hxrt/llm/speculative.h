@@ -31,6 +31,10 @@ struct SpeculativeOptions {
   int draft_max = 0;  // tokens drafted per step at most; 0: off
   int ngram_min = 1;  // the shortest suffix of the context matched
   int ngram_max = 3;  // the longest, tried first
+  // true: the controller drafts the length that pays on this machine (DraftController::choose_k), possibly none;
+  // false: as many tokens as the lookup finds, up to draft_max (llama.cpp's fixed --draft; benchmarks, tests that
+  // must not depend on timing).
+  bool adaptive = true;
   // InvalidArgument naming the field: draft_max in [0, 64], 1 <= ngram_min <= ngram_max <= 16.
   Status validate() const;
   bool enabled() const { return draft_max > 0; }
@@ -67,10 +71,11 @@ class StepCostModel {
 // to copying is noticed without paying for a verification. Decayed counts (×0.95 per observation) follow changes.
 class DraftController {
  public:
-  explicit DraftController(int draft_max = 0) : draft_max_(draft_max) {}
+  explicit DraftController(int draft_max = 0, bool adaptive = true) : draft_max_(draft_max), adaptive_(adaptive) {}
   // The k in [0, min(draft_max, available)] that maximizes the batch's expected tokens per second when this
   // sequence drafts k tokens into a step of `batch_tokens` tokens otherwise (each of them one token out):
-  // (batch_tokens - 1 + E(k)) / T(batch_tokens + k), drafting only when that beats k = 0 by 5%.
+  // (batch_tokens - 1 + E(k)) / T(batch_tokens + k), drafting only when that beats k = 0 by 5%. Not adaptive: the
+  // bound itself.
   int choose_k(const StepCostModel& costs, int batch_tokens, int available) const;
   // A verified draft: `accepted` of `drafted` tokens (drafted > 0).
   void record(int drafted, int accepted);
@@ -82,6 +87,7 @@ class DraftController {
  private:
   static constexpr double kDecay = 0.95;
   int draft_max_ = 0;
+  bool adaptive_ = true;
   double accepted_ = 1.0;  // a prior of α = 1/2
   double rejected_ = 1.0;
 };
