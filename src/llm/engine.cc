@@ -504,19 +504,16 @@ Status Engine::schedule(std::vector<BatchEntry>& batch) {
       continue;
     }
     HXRT_ASSIGN_OR_RETURN(int32_t cached, cache_->add_sequence(seq.id, seq.tokens));
+    // Every prompt row's hidden state or logits is wanted: nothing is reused from the prefix cache (decided before
+    // the window cache gives back what precedes its window, below which it cannot truncate).
+    if (seq.request.pooling == Pooling::kMean || seq.request.prompt_logprobs) cached = 0;
     if (window_cache_) {  // the shorter prefix hit of the two caches (Note [Sliding-window cache])
       HXRT_ASSIGN_OR_RETURN(const int32_t window_cached, window_cache_->add_sequence(seq.id, seq.tokens));
       cached = std::min(cached, window_cached);
-      HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, cached));
       HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, cached));
       HXRT_RETURN_IF_ERROR(window_cache_->release_before(seq.id, std::max(0, cached - max_window_ + 1)));
     }
-    // Every prompt row's hidden state or logits is wanted: nothing is reused from the prefix cache.
-    if ((seq.request.pooling == Pooling::kMean || seq.request.prompt_logprobs) && cached > 0) {
-      HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, 0));
-      if (window_cache_) HXRT_RETURN_IF_ERROR(window_cache_->truncate(seq.id, 0));
-      cached = 0;
-    }
+    HXRT_RETURN_IF_ERROR(cache_->truncate(seq.id, cached));
     seq.computed = cached;
     seq.result.cached_prompt_tokens = cached;
     seq.admission = ++admissions_;

@@ -233,6 +233,50 @@ TEST_P(SpeculativeFamiliesTest, DraftsChangeNoBitOnEveryFamily) {
   EXPECT_GT(accepted, 0u);
 }
 
+// Prompt logprobs and mean-pooled embeddings recompute every prompt row, also on the sliding-window families after
+// a prefix hit longer than the window (the window cache has given those blocks back): the values equal a fresh
+// engine's.
+TEST(WindowFamiliesTest, ScoredPromptsAndEmbeddingsAfterAPrefixHitLongerThanTheWindow) {
+  hal::DriverRegistry drivers;
+  ASSERT_TRUE(hal::register_builtin_drivers(drivers).ok());
+  Result<std::unique_ptr<runtime::Session>> session = runtime::Session::create(drivers, "cpu");
+  ASSERT_TRUE(session.ok());
+  for (const std::string family : {"gemma2", "gemma3"}) {
+    SCOPED_TRACE(family);
+    Result<formats::GgufFile> file = formats::GgufFile::open((kGoldens / "families" / (family + ".gguf")).string());
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    std::vector<RequestResult> runs;
+    for (bool warm : {false, true}) {
+      EngineOptions options;
+      options.embeddings = true;
+      Result<std::unique_ptr<Engine>> engine = Engine::create(**session, *file, options);
+      ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+      const int vocab = (*engine)->config().vocab_size;
+      Request r;
+      for (int t = 0; t < 40; ++t) r.prompt.push_back((13 * t + 5) % vocab);
+      r.max_new_tokens = 2;
+      if (warm) {  // 32 tokens of blocks cached, beyond the window of 5
+        ASSERT_TRUE((*engine)->generate(r).ok());
+      }
+      r.max_new_tokens = 0;
+      r.prompt_logprobs = true;
+      r.logprobs = 1;
+      Result<RequestResult> scored = (*engine)->generate(r);
+      ASSERT_TRUE(scored.ok()) << scored.status().to_string();
+      r.prompt_logprobs = false;
+      r.logprobs = -1;
+      r.pooling = Pooling::kMean;
+      Result<RequestResult> embedded = (*engine)->generate(r);
+      ASSERT_TRUE(embedded.ok()) << embedded.status().to_string();
+      scored->embedding = embedded->embedding;
+      runs.push_back(std::move(scored).value());
+    }
+    EXPECT_EQ(runs[1].prompt_logprobs, runs[0].prompt_logprobs);
+    EXPECT_EQ(runs[1].embedding, runs[0].embedding);
+    EXPECT_FALSE(runs[0].embedding.empty());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, SpeculativeFamiliesTest, ::testing::Values(std::string("cpu"), std::string("opencl")),
                          [](const ::testing::TestParamInfo<std::string>& param_info) { return param_info.param; });
 
