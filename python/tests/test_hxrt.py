@@ -126,6 +126,21 @@ def test_speculative_decoding_gives_the_same_text(llm):
         hxrt.LLM(default_model(), kv_tokens=256, draft_max=100)
 
 
+def test_grammars_and_json_schemas_constrain_the_text(llm):
+    text = "".join(llm.generate(PROMPT, max_tokens=12, grammar='root ::= " " ("Paris" | "Lyon") "."'))
+    assert text in (" Paris.", " Lyon.")
+    schema = {"type": "object", "properties": {"capital": {"type": "string"}, "country": {"type": "string"}},
+              "required": ["capital", "country"]}
+    reply = llm.chat([{"role": "user", "content": "The capital of France, as JSON."}], max_tokens=64,
+                     json_schema=schema)
+    assert set(json.loads(reply)) == {"capital", "country"}
+    with pytest.raises(hxrt.InvalidArgumentError, match="pattern"):
+        llm.generate(PROMPT, json_schema={"type": "string", "pattern": "x"})
+    with pytest.raises(hxrt.InvalidArgumentError, match="undefined rule"):
+        llm.generate(PROMPT, grammar="root ::= nowhere")
+    assert "".join(llm.generate(PROMPT, max_tokens=4))  # the LLM is free again after the refusals
+
+
 def test_stop_strings_cancellation_and_timeouts(llm):
     full = "".join(llm.generate(PROMPT, max_tokens=24))
     stop = full[6:9]
