@@ -225,6 +225,10 @@ typedef struct hxrt_generate_options {
   int64_t timeout_ns;         /* bounds the call */
   hxrt_text_callback on_text; /* may be NULL */
   void* user_data;
+  /* Constrained output (ABI 3): a GBNF grammar (llama.cpp's syntax) or a JSON Schema (JSON text) the text must
+   * follow; NULL: free text. At most one; one that does not parse is HXRT_INVALID_ARGUMENT naming where. */
+  const char* grammar;
+  const char* json_schema;
 } hxrt_generate_options;
 
 typedef struct hxrt_generation {

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "hxrt/hal/driver.h"
+#include "hxrt/llm/json_schema.h"
 #include "hxrt/llm/llm.h"
 #include "hxrt/runtime/model.h"
 #include "hxrt/runtime/session.h"
@@ -193,6 +194,16 @@ Result<hxrt::llm::GenerateOptions> generate_options_of(hxrt_llm* llm, const hxrt
     options.stop.emplace_back(o.stop[i]);
   }
   options.timeout = duration_of(o.timeout_ns);
+  if (o.grammar != nullptr && o.json_schema != nullptr) {
+    return hxrt::invalid_argument("options: grammar and json_schema are exclusive");
+  }
+  if (o.grammar != nullptr || o.json_schema != nullptr) {
+    std::string gbnf = o.grammar != nullptr ? std::string(o.grammar) : std::string();
+    if (o.json_schema != nullptr) {
+      HXRT_ASSIGN_OR_RETURN(gbnf, hxrt::llm::json_schema_to_gbnf(o.json_schema));
+    }
+    HXRT_ASSIGN_OR_RETURN(options.grammar, hxrt::llm::parse_gbnf(gbnf));
+  }
   if (o.on_text != nullptr) {
     options.on_text = [callback = o.on_text, user = o.user_data](std::string_view piece) {
       return callback(user, piece.data(), piece.size()) != 0;

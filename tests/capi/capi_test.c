@@ -424,6 +424,26 @@ static void test_llm(void) {
   snprintf(full, sizeof(full), "%s", generation.text);
   hxrt_string_free(generation.text);
 
+  /* A grammar or a JSON Schema constrains the text; a bad one is HXRT_INVALID_ARGUMENT naming what is wrong. */
+  {
+    hxrt_generate_options constrained;
+    hxrt_generate_options_init(&constrained);
+    constrained.max_tokens = 8;
+    constrained.grammar = "root ::= \" Paris\" | \" Lyon\"";
+    CHECK_OK(hxrt_llm_generate(llm, "The capital of France is", &constrained, &generation));
+    CHECK(strcmp(generation.text, " Paris") == 0 || strcmp(generation.text, " Lyon") == 0);
+    hxrt_string_free(generation.text);
+    constrained.grammar = NULL;
+    constrained.json_schema = "{\"type\": \"integer\"}";
+    constrained.max_tokens = 6;
+    CHECK_OK(hxrt_llm_generate(llm, "The year the Eiffel Tower was built: ", &constrained, &generation));
+    CHECK(generation.text[0] == '-' || (generation.text[0] >= '0' && generation.text[0] <= '9'));
+    hxrt_string_free(generation.text);
+    constrained.json_schema = "{\"type\": \"string\", \"pattern\": \"x\"}";
+    CHECK(hxrt_llm_generate(llm, "x", &constrained, &generation) == HXRT_INVALID_ARGUMENT);
+    CHECK(contains(hxrt_last_error_message(), "pattern"));
+  }
+
   /* Speculative decoding (draft_max) gives the same greedy text; out of range is HXRT_INVALID_ARGUMENT. */
   {
     hxrt_llm* drafting = NULL;
