@@ -351,7 +351,8 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
   }
   HXRT_RETURN_IF_ERROR(g.mark_output(decoder::kLogits));
   if (options.embeddings) {
-    HXRT_ASSIGN_OR_RETURN(std::string embed_rows, b.node("embeddings.rows", "Gather", {x, decoder::kEmbedRows}, {}, "", 13));
+    HXRT_ASSIGN_OR_RETURN(std::string embed_rows,
+                          b.node("embeddings.rows", "Gather", {x, decoder::kEmbedRows}, {}, "", 13));
     HXRT_ASSIGN_OR_RETURN(std::string embeddings,
                           b.rms_norm(decoder::kEmbeddings, embed_rows, "output_norm.weight", c.rms_epsilon));
     HXRT_RETURN_IF_ERROR(g.mark_output(embeddings));

@@ -699,7 +699,9 @@ Status Engine::step(hal::Duration timeout) {
   const int64_t forward_begin = now_ns();
   Result<runtime::TensorMap> outputs = forward(inputs, decode_only, deadline.remaining());
   const int64_t sample_begin = now_ns();
-  if (outputs.ok()) step_costs_.record(static_cast<int>(n_tokens), 1e-9 * static_cast<double>(sample_begin - forward_begin));
+  if (outputs.ok()) {
+    step_costs_.record(static_cast<int>(n_tokens), 1e-9 * static_cast<double>(sample_begin - forward_begin));
+  }
   for (const BatchEntry& e : batch) e.seq->in_flight = false;
   if (!outputs.ok()) {
     flush_trace();
@@ -816,7 +818,8 @@ Result<int32_t> Engine::verify_draft(const BatchEntry& e, const StepOutputs& out
   const int64_t first_row = e.last_logit_row - e.drafted;
   int32_t emitted = 0;
   while (true) {
-    HXRT_ASSIGN_OR_RETURN(const int32_t token, sample_next(seq, out.logits_row(first_row + emitted, config_.vocab_size)));
+    HXRT_ASSIGN_OR_RETURN(const int32_t token,
+                          sample_next(seq, out.logits_row(first_row + emitted, config_.vocab_size)));
     ++emitted;
     if (seq.ending || emitted > e.drafted || token != draft[static_cast<size_t>(emitted - 1)]) break;
   }

@@ -3,7 +3,8 @@
 //
 // Order (llama.cpp's default chain, minus the rarely used samplers): logit bias → repetition, frequency and
 // presence penalties over the last `repeat_last_n` tokens → greedy when temperature <= 0 → top-k → softmax at
-// temperature → top-p → min-p → draw. A request's draws depend only on its seed and its own logits, never on what else runs in the batch.
+// temperature → top-p → min-p → draw. A request's draws depend only on its seed and its own logits, never on what
+// else runs in the batch.
 //
 // Thread-safety: a Sampler is thread-compatible (it owns its generator); use one per request.
 #pragma once
