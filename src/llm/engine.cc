@@ -781,10 +781,11 @@ Result<int32_t> Engine::sample_next(Sequence& seq, std::span<const float> logits
       if (allowed[t] == 0) row[t] = -std::numeric_limits<float>::infinity();
     }
     token = seq.sampler.sample(row, seq.tokens);
+    if (allowed[static_cast<size_t>(token)] == 0) {  // only -inf logits were left to draw from
+      return internal_error("request {}: a masked draw gave token {}, which the grammar refuses", seq.id, token);
+    }
   }
-  if (seq.grammar && !grammar_allows(seq, token)) {
-    return internal_error("request {}: the grammar refused token {}, which its mask allowed", seq.id, token);
-  }
+  // The token is allowed (checked once above): its bytes advance the matcher (an EOS token has none).
   if (seq.grammar) seq.grammar->accept(vocabulary_->token_bytes(token));
   if (seq.request.logprobs >= 0) seq.result.logprobs.push_back(token_logprobs(logits, token, seq.request.logprobs));
   seq.tokens.push_back(token);

@@ -63,11 +63,7 @@ void check_matcher(hxrt::llm::GrammarMatcher matcher, std::string_view bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
-  const size_t nul = input.find('\0');
-  const std::string_view text = input.substr(0, nul);
-  const std::string_view bytes =
-      nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1, kMaxMatchBytes);
+  const auto [text, bytes] = split_at_nul(data, size, kMaxMatchBytes);
   hxrt::Result<std::shared_ptr<const hxrt::llm::Grammar>> grammar = hxrt::llm::parse_gbnf(text);
   if (!grammar.ok()) {
     HXRT_FUZZ_ASSERT(!grammar.status().message().empty(), "a failed parse says nothing");

@@ -14,11 +14,7 @@ constexpr size_t kMaxMatchBytes = 512;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
-  const size_t nul = input.find('\0');
-  const std::string_view schema = input.substr(0, nul);
-  const std::string_view bytes =
-      nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1, kMaxMatchBytes);
+  const auto [schema, bytes] = split_at_nul(data, size, kMaxMatchBytes);
   hxrt::Result<std::string> gbnf = hxrt::llm::json_schema_to_gbnf(schema);
   if (!gbnf.ok()) {
     HXRT_FUZZ_ASSERT(!gbnf.status().message().empty(), "a failed conversion says nothing");

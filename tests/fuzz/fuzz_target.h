@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
+#include <utility>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -20,3 +22,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
       std::abort();                                                       \
     }                                                                     \
   } while (false)
+
+// An input as text and the bytes after its first NUL (at most `max_tail` of them; none without a NUL): the split the
+// grammar and JSON Schema targets use for "a grammar, then bytes to match".
+inline std::pair<std::string_view, std::string_view> split_at_nul(const uint8_t* data, size_t size, size_t max_tail) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const size_t nul = input.find('\0');
+  if (nul == std::string_view::npos) return {input, {}};
+  return {input.substr(0, nul), input.substr(nul + 1, max_tail)};
+}
