@@ -6,13 +6,13 @@
 #include "hxrt/base/float16.h"
 #include "hxrt/base/quant_blocks.h"
 
-// Note [Error bounds]: MatMulQ kernels quantize each 32-value run of activations to int8 with one scale
-// (d_a = max|a| / 127, kept at f16 precision) and compute Σ w·a exactly in integers per run, so against dot_row_f64
-// the only losses are (1) the rounding of a to d_a·q_a, at most d_a / 2 per value, (2) d_a's own f16 rounding,
-// relative 2⁻¹¹, and (3) float accumulation of the per-run partial sums. For a row of k values the error is at most
-// Σ_runs (d_a/2 + 2⁻¹¹·max|a|)·Σ|w| + k·2⁻²⁴·Σ|w·a|; the kernel tests check this bound per output (kernels/cpu
-// quant_matmul_test.cc), and it is tighter than llama.cpp's q8_K activations, which share one scale per 256 values.
-// Weights are never rounded: a kernel computes with the row's exact values.
+// Note [Error bounds]: MatMulQ kernels quantize the activations to int8, one scale per group of values (32 for the
+// 32-value weight types, d_a = max|a| / 127 kept at f16 precision as llama.cpp's q8_0; 256 for the super-block types,
+// d_a kept in float as llama.cpp's q8_K), and compute Σ w·a exactly in integers per run (per super-block for the
+// latter), so against dot_row_f64 the only losses are (1) the rounding of a to d_a·q_a, at most d_a / 2 per value,
+// (2) d_a's own f16 rounding, relative 2⁻¹¹, and (3) float accumulation of the partial sums. For a row of k values
+// the error is at most Σ_groups (d_a/2 + 2⁻¹¹·max|a|)·Σ|w| + k·2⁻²⁴·Σ|w·a|; the kernel tests check this bound per
+// output (kernels/cpu quant_matmul_test.cc). Weights are never rounded: a kernel computes with the row's exact values.
 
 namespace hxrt {
 namespace {

@@ -72,29 +72,38 @@ const std::vector<DType>& matmulq_weight_types() {
   return types;
 }
 
-// As llama.cpp's q8_0/q8_1 activation blocks, so hxrt's logits track llama.cpp's on the same file: the scale and the
-// scaled sum are stored at f16 precision, the values are rounded half to even at 127 / max|x|.
+// As llama.cpp's activation blocks, so hxrt's logits track llama.cpp's on the same file: q8_0/q8_1 for group 1 (the
+// scale and the scaled sum stored at f16 precision), q8_K for group kSuperBlockRuns (one float scale per 256 values);
+// the values are rounded half to even at 127 / max|x|.
 namespace {
 
-void quantize_row_scalar(const float* x, int64_t k, BlockQ8A* out) {
+// The scale of each block of a group: group 1 keeps d at f16 precision, a super-block group keeps the float.
+inline float block_scale(float amax, int group) {
+  const float d = amax / 127.0f;
+  return group == 1 ? f16_to_f32(f32_to_f16(d)) : d;
+}
+
+void quantize_row_scalar(const float* x, int64_t k, BlockQ8A* out, int group) {
   const int64_t nb = k / kQuantBlock;
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* xb = x + b * kQuantBlock;
+  for (int64_t g = 0; g < nb; g += group) {
     float amax = 0.0f;
-    for (int64_t i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float d = amax / 127.0f;
+    for (int64_t i = g * kQuantBlock; i < (g + group) * kQuantBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = block_scale(amax, group);
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int half[2] = {0, 0};
-    for (int64_t i = 0; i < kQuantBlock; ++i) {
-      const int q = static_cast<int>(std::nearbyint(xb[i] * inv));
-      out[b].qs[i] = static_cast<int8_t>(std::clamp(q, -127, 127));
-      half[i / 16] += out[b].qs[i];
+    for (int64_t b = g; b < g + group; ++b) {
+      const float* xb = x + b * kQuantBlock;
+      int half[2] = {0, 0};
+      for (int64_t i = 0; i < kQuantBlock; ++i) {
+        const int q = static_cast<int>(std::nearbyint(xb[i] * inv));
+        out[b].qs[i] = static_cast<int8_t>(std::clamp(q, -127, 127));
+        half[i / 16] += out[b].qs[i];
+      }
+      const int sum = half[0] + half[1];
+      out[b].sum[0] = static_cast<int16_t>(half[0]);
+      out[b].sum[1] = static_cast<int16_t>(half[1]);
+      out[b].d = d;
+      out[b].s = f16_to_f32(f32_to_f16(amax / 127.0f * static_cast<float>(sum)));
     }
-    const int sum = half[0] + half[1];
-    out[b].sum[0] = static_cast<int16_t>(half[0]);
-    out[b].sum[1] = static_cast<int16_t>(half[1]);
-    out[b].d = f16_to_f32(f32_to_f16(d));
-    out[b].s = f16_to_f32(f32_to_f16(d * static_cast<float>(sum)));
   }
 }
 
@@ -106,50 +115,59 @@ __attribute__((target("avx2"))) inline int hsum8_epi32(__m256i x) {
 
 // The same operations eight lanes at a time: max|x| is exact in any order, x · inv is the same product, and
 // vcvtps2dq rounds half to even (the default MXCSR mode, as nearbyint's) — so the blocks are bit-identical.
-__attribute__((target("avx2,fma,f16c"))) void quantize_row_avx2(const float* x, int64_t k, BlockQ8A* out) {
+__attribute__((target("avx2,fma,f16c"))) void quantize_row_avx2(const float* x, int64_t k, BlockQ8A* out,
+                                                                 int group) {
   const int64_t nb = k / kQuantBlock;
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256i lo = _mm256_set1_epi32(-127);
   const __m256i hi = _mm256_set1_epi32(127);
   const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane interleave
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* xb = x + b * kQuantBlock;
-    __m256 v[4];
+  for (int64_t g = 0; g < nb; g += group) {
     __m256 amax8 = _mm256_setzero_ps();
-    for (int j = 0; j < 4; ++j) {
-      v[j] = _mm256_loadu_ps(xb + 8 * j);
-      amax8 = _mm256_max_ps(_mm256_and_ps(v[j], abs_mask), amax8);  // a NaN x is skipped, as by std::max
+    for (int64_t i = g * kQuantBlock; i < (g + group) * kQuantBlock; i += 8) {
+      amax8 = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), amax8);  // a NaN x is skipped
     }
     __m128 amax4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
     amax4 = _mm_max_ps(amax4, _mm_movehl_ps(amax4, amax4));
     const float amax = _mm_cvtss_f32(_mm_max_ss(amax4, _mm_movehdup_ps(amax4)));
-    const float d = amax / 127.0f;
+    const float d = block_scale(amax, group);
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    __m256i q[4];
-    for (int j = 0; j < 4; ++j) {
-      q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(inv)));
-      q[j] = _mm256_min_epi32(_mm256_max_epi32(q[j], lo), hi);
+    for (int64_t b = g; b < g + group; ++b) {
+      const float* xb = x + b * kQuantBlock;
+      __m256i q[4];
+      for (int j = 0; j < 4; ++j) {
+        q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * j), _mm256_set1_ps(inv)));
+        q[j] = _mm256_min_epi32(_mm256_max_epi32(q[j], lo), hi);
+      }
+      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), _mm256_permutevar8x32_epi32(packed, unshuffle));
+      // Values 0..15 are q[0] and q[1], values 16..31 q[2] and q[3].
+      const int half0 = hsum8_epi32(_mm256_add_epi32(q[0], q[1]));
+      const int half1 = hsum8_epi32(_mm256_add_epi32(q[2], q[3]));
+      const int sum = half0 + half1;
+      out[b].sum[0] = static_cast<int16_t>(half0);
+      out[b].sum[1] = static_cast<int16_t>(half1);
+      out[b].d = d;
+      out[b].s = f16_to_f32(f32_to_f16(amax / 127.0f * static_cast<float>(sum)));
     }
-    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), _mm256_permutevar8x32_epi32(packed, unshuffle));
-    // Values 0..15 are q[0] and q[1], values 16..31 q[2] and q[3].
-    const int half0 = hsum8_epi32(_mm256_add_epi32(q[0], q[1]));
-    const int half1 = hsum8_epi32(_mm256_add_epi32(q[2], q[3]));
-    const int sum = half0 + half1;
-    out[b].sum[0] = static_cast<int16_t>(half0);
-    out[b].sum[1] = static_cast<int16_t>(half1);
-    out[b].d = f16_to_f32(f32_to_f16(d));
-    out[b].s = f16_to_f32(f32_to_f16(d * static_cast<float>(sum)));
   }
 }
 
 }  // namespace
 
-void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out, QuantIsa isa) {
+int activation_group(DType w_type) {
+  return kquant::handles(w_type) && dtype_info(w_type).block_elements == kSuperBlockRuns * kQuantBlock
+             ? kSuperBlockRuns
+             : 1;
+}
+
+void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out, QuantIsa isa, int group) {
+  HXRT_CHECK(group >= 1 && k % (group * kQuantBlock) == 0, "quantize_activation_row: k={} is not a multiple of {}",
+             k, group * kQuantBlock);
   if (isa == QuantIsa::kScalar) {
-    quantize_row_scalar(x, k, out);
+    quantize_row_scalar(x, k, out, group);
   } else {
-    quantize_row_avx2(x, k, out);
+    quantize_row_avx2(x, k, out, group);
   }
 }
 
@@ -475,16 +493,17 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
   const int64_t nb = k / kQuantBlock;
   // AVX-512 VNNI: the activations in the kernels' layout, (m, nb) (Note [VNNI-512 pairs] in quant_matmul_vnni.h).
   const bool kquant_w = kquant::handles(w_type);
-  // The K-quant pairs pay per block for decoding two rows' scales into vectors, which one activation row does not
-  // repay: a lone row (decode) takes the rows kernel. Both give the same bits (Note [K-quant pairs]).
-  const bool pairs512 = kquant::handles_pairs(w_type) && isa == QuantIsa::kAvx512Vnni && m >= 2;
-  const bool vnni512 = (vnni512::handles(w_type) || pairs512) && isa == QuantIsa::kAvx512Vnni;
+  const int group = activation_group(w_type);
+  const bool vnni512 = vnni512::handles(w_type) && isa == QuantIsa::kAvx512Vnni;
+  // The AVX2 decoded rows serve prefill tiles on AVX2 and, for the super-block types, on AVX-512 VNNI too (the same
+  // bits as their 256-bit VNNI rows kernels).
+  const bool panels = quantized && (isa == QuantIsa::kAvx2 || (isa == QuantIsa::kAvx512Vnni && group > 1));
   std::vector<vnni512::ActBlock> act(vnni512 ? static_cast<size_t>(m * nb) : 0);
   if (quantized) {
     aq.resize(static_cast<size_t>(m * nb));
     run_tasks(pool, m, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        quantize_activation_row(a + i * k, k, aq.data() + i * nb, isa);
+        quantize_activation_row(a + i * k, k, aq.data() + i * nb, isa, group);
         if (vnni512) vnni512::pack_activation_row(w_type, aq.data() + i * nb, nb, act.data() + i * nb);
       }
     });
@@ -504,19 +523,14 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
       const auto* wb = static_cast<const std::byte*>(out.w);
       const float* bias = out.bias;
       float* y = out.y;
-      if (pairs512) {
-        kquant::pair_tile(w_type, act.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
-                          w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
-        continue;
-      }
       if (vnni512) {
         vnni512::tile(w_type, act.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
                       w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
         continue;
       }
-      // AVX2 prefill tiles of any quantized type: the rows kernels' bits through decoded W rows (Note [AVX2 decoded
-      // rows] in quant_matmul_kquant.cc).
-      if (quantized && isa == QuantIsa::kAvx2 && i1 - i0 > kMaxRows) {
+      // Prefill tiles: the rows kernels' bits through decoded W rows (Note [AVX2 decoded rows] in
+      // quant_matmul_kquant.cc).
+      if (panels && i1 - i0 > kMaxRows) {
         kquant::panel_tile_avx2(w_type, aq.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
                                 w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
         continue;

@@ -2,7 +2,8 @@
 // 32-value types, the K-quants, iq4_nl/iq4_xs) or f16, bf16, f32.
 //
 // Quantized W: each activation row is first quantized to BlockQ8A blocks (32 values: float scale, int8 values and
-// the scaled block sum), then every output is a sum over blocks of integer dot products scaled in float
+// the scaled block sum; for the 256-value super-block types the eight blocks of a super-block share one scale, as
+// llama.cpp's q8_K), then every output is a sum over blocks (super-blocks) of integer dot products scaled in float
 // (AVX-512 VNNI: 512-bit vpdpbusd on two W rows at once, Note [VNNI-512 pairs] in quant_matmul_vnni.h; AVX2
 // vpmaddubsw; or scalar). f16 and f32 W use float dot products on the f32 activations.
 //
@@ -31,6 +32,7 @@ namespace hxrt::kernels::cpu {
 inline constexpr int64_t kQuantBlock = 32;  // values per activation block (and per block of the 32-value types)
 inline constexpr int kMaxGroupWeights = 4;  // weights (and outputs) of one MatMulQGroup
 inline constexpr int kQuantTileRows = 4;    // activation rows one micro-kernel call computes together
+inline constexpr int kSuperBlockRuns = 8;   // activation blocks of one K-quant super-block (256 values)
 
 // A quantized activation block: value i ≈ d * qs[i]; s = d * Σ qs (for the offsets of q4_0 and q4_1); sum[h] = Σ qs
 // over values 16·h .. 16·h + 15, exactly (for the 16-value groups of the K-quants, quant_matmul_kquant.h).
@@ -51,10 +53,16 @@ QuantIsa quant_best_isa();  // detected once
 bool matmulq_weight_supported(DType w_type);
 const std::vector<DType>& matmulq_weight_types();
 
-// Quantizes k floats (k a multiple of 32) into k / 32 blocks as llama.cpp does: qs = round-half-even(x · 127 / max|x|),
-// d = max|x| / 127 and s = d · Σqs, both kept at f16 precision, and the exact half sums. Every ISA gives the same
-// bits.
-void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out, QuantIsa isa = quant_best_isa());
+// Quantizes k floats (k a multiple of 32 · group) into k / 32 blocks as llama.cpp does: qs = round-half-even(x · 127 /
+// max|x|) with max|x| over `group` consecutive blocks, d = max|x| / 127, s = d · Σqs at f16 precision, and the exact
+// half sums. Group 1 is llama.cpp's q8_0 (d kept at f16 precision); group kSuperBlockRuns its q8_K (the eight blocks
+// of a super-block share one float d). Every ISA gives the same bits.
+void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out, QuantIsa isa = quant_best_isa(),
+                             int group = 1);
+
+// The activation group MatMulQ quantizes with for a W type: kSuperBlockRuns for the super-block types (q2_K..q6_K,
+// iq4_xs; Note [Super-block sums] in quant_matmul_kquant.h), 1 for the others.
+int activation_group(DType w_type);
 
 struct QuantMatMulTiles {
   int64_t tile_m = 32;  // activation rows per task

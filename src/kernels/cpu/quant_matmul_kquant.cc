@@ -12,17 +12,20 @@
 #include "hxrt/base/check.h"
 #include "hxrt/base/float16.h"
 #include "hxrt/base/quant_blocks.h"
-#include "kernels/cpu/quant_panel.h"
 #include "kernels/cpu/quant_simd.h"
 
 namespace hxrt::kernels::cpu::kquant {
 namespace {
 
-// The floats and integer scales of one run (Note [Runs] in the header).
+// The floats and integer scales of one run (Note [Runs] in the header). The 32-value types: the run's d and float
+// mins mn. The super-block types (Note [Super-block sums]): the block's d and dmin, and per 16-value half the
+// integer scale sc and integer min m.
 struct RunInfo {
   float d = 0.0f;
   int16_t sc[2] = {1, 1};
   float mn[2] = {0.0f, 0.0f};
+  float dmin = 0.0f;
+  int16_t m[2] = {0, 0};
 };
 
 // ---- Per-type traits ------------------------------------------------------------------------------------------
@@ -188,7 +191,8 @@ struct Traits<DType::kQ2_K> {
     const uint8_t hi = b.scales[2 * j + 1];
     return {.d = s.d,
             .sc = {static_cast<int16_t>(lo & 0x0F), static_cast<int16_t>(hi & 0x0F)},
-            .mn = {s.dmin * static_cast<float>(lo >> 4), s.dmin * static_cast<float>(hi >> 4)}};
+            .dmin = s.dmin,
+            .m = {static_cast<int16_t>(lo >> 4), static_cast<int16_t>(hi >> 4)}};
   }
   static void q_scalar(const Block& b, int j, int8_t* q) {
     const uint8_t* src = b.qs + 32 * (j / 4);
@@ -228,22 +232,24 @@ struct Traits<DType::kQ3_K> {
   }
 };
 
-// q4_K and q5_K share their scales: eight 6-bit (sc, mn) pairs, folded into d · sc and dmin · mn.
+// q4_K and q5_K share their scales: d, dmin and eight 6-bit (sc, mn) pairs, one per run.
 struct ScalesK4 {
-  float d[8];
-  float mn[8];
+  float d;
+  float dmin;
+  uint8_t sc[8];
+  uint8_t mn[8];
 };
+// unpack_scale_min_k4 for all eight runs, four bytes at a time: runs 0..3 keep the low six bits of bytes 0..3
+// (scales) and 4..7 (mins); runs 4..7 take the nibbles of bytes 8..11 and the top two bits of bytes 0..7.
 inline ScalesK4 scales_k4(uint16_t d16, uint16_t dmin16, const uint8_t* packed) {
-  ScalesK4 s{};
-  const float d = f16_to_f32(d16);
-  const float dmin = f16_to_f32(dmin16);
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc = 0;
-    uint8_t mn = 0;
-    unpack_scale_min_k4(j, packed, &sc, &mn);
-    s.d[j] = d * static_cast<float>(sc);
-    s.mn[j] = dmin * static_cast<float>(mn);
-  }
+  ScalesK4 s{.d = f16_to_f32(d16), .dmin = f16_to_f32(dmin16)};
+  const uint32_t b0 = le32(packed);
+  const uint32_t b1 = le32(packed + 4);
+  const uint32_t b2 = le32(packed + 8);
+  const uint32_t sc[2] = {b0 & 0x3F3F3F3Fu, (b2 & 0x0F0F0F0Fu) | (((b0 >> 6) & 0x03030303u) << 4)};
+  const uint32_t mn[2] = {b1 & 0x3F3F3F3Fu, ((b2 >> 4) & 0x0F0F0F0Fu) | (((b1 >> 6) & 0x03030303u) << 4)};
+  std::memcpy(s.sc, sc, sizeof(sc));
+  std::memcpy(s.mn, mn, sizeof(mn));
   return s;
 }
 
@@ -254,8 +260,13 @@ struct TraitsK4 {
   using Scales = ScalesK4;
   static constexpr int kRuns = 8;
   static constexpr bool kSigned = false;
+  static constexpr bool kRunScale = true;
   static Scales scales(const Block& b) { return scales_k4(b.d, b.dmin, b.scales); }
-  static RunInfo info(const Block&, const Scales& s, int j) { return {.d = s.d[j], .mn = {s.mn[j], s.mn[j]}}; }
+  static RunInfo info(const Block&, const Scales& s, int j) {
+    const auto sc = static_cast<int16_t>(s.sc[j]);
+    const auto mn = static_cast<int16_t>(s.mn[j]);
+    return {.d = s.d, .sc = {sc, sc}, .dmin = s.dmin, .m = {mn, mn}};
+  }
   static void nibbles_scalar(const Block& b, int j, int8_t* q) {
     const uint8_t* src = b.qs + 32 * (j / 2);
     for (int l = 0; l < 32; ++l) q[l] = static_cast<int8_t>(j % 2 == 0 ? src[l] & 0x0F : src[l] >> 4);
@@ -319,20 +330,21 @@ template <>
 struct Traits<DType::kIQ4_XS> {
   using Block = BlockIQ4_XS;
   struct Scales {
-    float d[8];
+    float d;
+    int16_t ls[8];  // the runs' scales, minus 32
   };
   static constexpr int kRuns = 8;
   static constexpr bool kSigned = true;
+  static constexpr bool kRunScale = true;
   static Scales scales(const Block& b) {
-    Scales s{};
-    const float d = f16_to_f32(b.d);
+    Scales s{.d = f16_to_f32(b.d)};
     for (int j = 0; j < 8; ++j) {
       const int ls = ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((b.scales_h >> (2 * j)) & 3) << 4);
-      s.d[j] = d * static_cast<float>(ls - 32);
+      s.ls[j] = static_cast<int16_t>(ls - 32);
     }
     return s;
   }
-  static RunInfo info(const Block&, const Scales& s, int j) { return {.d = s.d[j]}; }
+  static RunInfo info(const Block&, const Scales& s, int j) { return {.d = s.d, .sc = {s.ls[j], s.ls[j]}}; }
   static void q_scalar(const Block& b, int j, int8_t* q) {
     const uint8_t* qs = b.qs + 16 * j;
     for (int l = 0; l < 16; ++l) {
@@ -347,11 +359,50 @@ struct Traits<DType::kIQ4_XS> {
 
 // ---- Kernels ----------------------------------------------------------------------------------------------------
 
-// extra − d_a · (mn[0] · sum[0] + mn[1] · sum[1]) for one run and activation block, with explicit fused operations
-// so that no compiler contracts them differently (the JIT backends repeat them: kernels/jit/quant_blocks.cc).
+// The super-block types (Note [Super-block sums] in the header): their activation blocks share one scale per block.
+template <DType W>
+constexpr bool kSuper = Traits<W>::kRuns == kSuperBlockRuns;
+
+// The types whose runs have one integer scale (and min) for both halves: q4_K, q5_K, iq4_xs.
+template <typename T>
+constexpr bool run_scale() {
+  if constexpr (requires { T::kRunScale; }) {
+    return T::kRunScale;
+  } else {
+    return false;
+  }
+}
+
+// extra − d_a · (mn[0] · sum[0] + mn[1] · sum[1]) for one run of a 32-value type and its activation block, with
+// explicit fused operations so that no compiler contracts them differently (the JIT backends repeat them:
+// kernels/jit/quant_blocks.cc).
 inline float minus_min_term(float extra, const RunInfo& run, const BlockQ8A& a) {
   const float mins = std::fma(run.mn[0], static_cast<float>(a.sum[0]), run.mn[1] * static_cast<float>(a.sum[1]));
   return std::fma(-a.d, mins, extra);
+}
+
+// m[0] · sum[0] + m[1] · sum[1], exactly: a super-block run's integer mins against its activation block.
+template <typename T>
+inline int32_t run_mins(const RunInfo& run, const BlockQ8A& a) {
+  if constexpr (run_scale<T>()) return int32_t{run.m[0]} * (int32_t{a.sum[0]} + int32_t{a.sum[1]});
+  return int32_t{run.m[0]} * int32_t{a.sum[0]} + int32_t{run.m[1]} * int32_t{a.sum[1]};
+}
+
+// The run's integer scales as the 16 int16 lanes vpmaddwd takes (halves 0 and 1) and as 8 int32 lanes.
+template <typename T>
+__attribute__((target("avx2"))) inline __m256i scales_epi16(const RunInfo& run) {
+  if constexpr (run_scale<T>()) return _mm256_set1_epi16(run.sc[0]);
+  return _mm256_set_m128i(_mm_set1_epi16(run.sc[1]), _mm_set1_epi16(run.sc[0]));
+}
+template <typename T>
+__attribute__((target("avx2"))) inline __m256i scales_epi32(const RunInfo& run) {
+  if constexpr (run_scale<T>()) return _mm256_set1_epi32(run.sc[0]);
+  return _mm256_set_m128i(_mm_set1_epi32(run.sc[1]), _mm_set1_epi32(run.sc[0]));
+}
+
+// extra − dmin · d_a · imin: a super-block's min term (the JIT backends repeat it).
+inline float minus_block_mins(float extra, float dmin, float da, int32_t imin) {
+  return std::fma(-(dmin * da), static_cast<float>(imin), extra);
 }
 
 template <DType W, int R>
@@ -364,24 +415,29 @@ void rows_scalar(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {
   int8_t q[32];
   for (int64_t b = 0; b < blocks; ++b) {
     const typename T::Scales s = T::scales(w[b]);
+    int32_t isum[R] = {};
+    int32_t imin[R] = {};
+    RunInfo run;
     for (int j = 0; j < T::kRuns; ++j) {
-      const RunInfo run = T::info(w[b], s, j);
+      run = T::info(w[b], s, j);
       T::q_scalar(w[b], j, q);
       for (int r = 0; r < R; ++r) {
         const BlockQ8A& ab = a[r * nb + b * T::kRuns + j];
         int32_t half[2] = {0, 0};
         for (int l = 0; l < 32; ++l) half[l / 16] += int32_t{q[l]} * int32_t{ab.qs[l]};
-        const int32_t isum = run.sc[0] * half[0] + run.sc[1] * half[1];
-        sum[r] += run.d * ab.d * static_cast<float>(isum);
-        if constexpr (!T::kSigned) extra[r] = minus_min_term(extra[r], run, ab);
+        isum[r] += run.sc[0] * half[0] + run.sc[1] * half[1];
+        if constexpr (!T::kSigned && kSuper<W>) imin[r] += run_mins<T>(run, ab);
+        if constexpr (!T::kSigned && !kSuper<W>) extra[r] = minus_min_term(extra[r], run, ab);
       }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float da = a[r * nb + b * T::kRuns].d;
+      sum[r] += run.d * da * static_cast<float>(isum[r]);
+      if constexpr (!T::kSigned && kSuper<W>) extra[r] = minus_block_mins(extra[r], run.dmin, da, imin[r]);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = sum[r] + extra[r];
 }
-
-// The types whose two 16-value halves carry their own integer scales (the others fold one scale into d).
-constexpr bool group_scales(DType w) { return w == DType::kQ2_K || w == DType::kQ3_K || w == DType::kQ6_K; }
 
 // The eight int32 lanes of one run and one activation block, lane l = sc[l / 4] · Σ q·a over values 4l..4l+3:
 // AVX2 through vpmaddubsw and vpmaddwd against the scales; AVX-512 VNNI (256-bit) through one vpdpbusd, times the
@@ -397,7 +453,8 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
 }
 
 // Note [One body per ISA]: a target attribute cannot depend on a template parameter, so the run loop is written
-// once here and stamped out for each ISA with its lane function.
+// once here and stamped out for each ISA with its lane function. Per block: the runs' lanes summed in integers
+// (one run for the 32-value types, eight for the super-block types), then one float step d · d_a.
 #define HXRT_KQUANT_ROWS(NAME, TARGET, LANES)                                                                    \
   template <DType W, int R>                                                                                     \
   __attribute__((target(TARGET))) void NAME(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {     \
@@ -412,27 +469,39 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
     }                                                                                                           \
     for (int64_t b = 0; b < blocks; ++b) {                                                                      \
       const typename T::Scales s = T::scales(w[b]);                                                             \
+      __m256i isum[R];                                                                                          \
+      int32_t imin[R];                                                                                          \
+      for (int r = 0; r < R; ++r) {                                                                             \
+        isum[r] = _mm256_setzero_si256();                                                                       \
+        imin[r] = 0;                                                                                            \
+      }                                                                                                         \
+      RunInfo run;                                                                                              \
       _Pragma("GCC unroll 8") for (int j = 0; j < T::kRuns; ++j) {                                              \
-        const RunInfo run = T::info(w[b], s, j);                                                                \
+        run = T::info(w[b], s, j);                                                                              \
         const __m256i q = T::q_avx2(w[b], j);                                                                   \
         const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q; /* |q| for the signed types */               \
-        const __m256i scales16 = _mm256_set_m128i(_mm_set1_epi16(run.sc[1]), _mm_set1_epi16(run.sc[0]));         \
-        const __m256i scales32 = _mm256_set_m128i(_mm_set1_epi32(run.sc[1]), _mm_set1_epi32(run.sc[0]));         \
+        const __m256i scales16 = scales_epi16<T>(run);                                                          \
+        const __m256i scales32 = scales_epi32<T>(run);                                                          \
         for (int r = 0; r < R; ++r) {                                                                           \
           const BlockQ8A& ab = a[r * nb + b * T::kRuns + j];                                                    \
           __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));                             \
           if constexpr (T::kSigned) av = _mm256_sign_epi8(av, q);                                               \
-          const __m256i idot = LANES(u, av, scales16, scales32);                                                \
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(run.d * ab.d), acc[r]);             \
-          if constexpr (!T::kSigned) extra[r] = minus_min_term(extra[r], run, ab);                              \
+          isum[r] = _mm256_add_epi32(isum[r], LANES(u, av, scales16, scales32));                                \
+          if constexpr (!T::kSigned && kSuper<W>) imin[r] += run_mins<T>(run, ab);                                 \
+          if constexpr (!T::kSigned && !kSuper<W>) extra[r] = minus_min_term(extra[r], run, ab);                \
         }                                                                                                       \
+      }                                                                                                         \
+      for (int r = 0; r < R; ++r) {                                                                             \
+        const float da = a[r * nb + b * T::kRuns].d;                                                            \
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(run.d * da), acc[r]);              \
+        if constexpr (!T::kSigned && kSuper<W>) extra[r] = minus_block_mins(extra[r], run.dmin, da, imin[r]);   \
       }                                                                                                         \
     }                                                                                                           \
     for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) + extra[r];                                            \
   }
 
 HXRT_KQUANT_ROWS(rows_avx2, "avx2,fma,f16c", lanes_avx2)
-HXRT_KQUANT_ROWS(rows_vnni256, "avx2,fma,f16c,avx512vl,avx512vnni", lanes_vnni<group_scales(W)>)
+HXRT_KQUANT_ROWS(rows_vnni256, "avx2,fma,f16c,avx512vl,avx512vnni", lanes_vnni<kSuper<W>>)
 #undef HXRT_KQUANT_ROWS
 
 // ---- AVX2: decoded rows for the prefill tiles -------------------------------------------------------------------
@@ -481,26 +550,49 @@ __attribute__((target("avx2,fma,f16c"))) void panel_kernel_avx2(const BlockQ8A* 
       extra[r][p] = 0.0f;
     }
   }
-  for (int64_t g = 0; g < nb; ++g) {
-    __m256i av[RA];
+  for (int64_t b = 0; b < nb / T::kRuns; ++b) {
+    __m256i isum[RA][P];
+    int32_t imin[RA][P];
+    for (int r = 0; r < RA; ++r) {
+      for (int p = 0; p < P; ++p) {
+        isum[r][p] = _mm256_setzero_si256();
+        imin[r][p] = 0;
+      }
+    }
+    for (int j = 0; j < T::kRuns; ++j) {
+      const int64_t g = b * T::kRuns + j;
+      __m256i av[RA];
 #pragma GCC unroll 4
-    for (int r = 0; r < RA; ++r) av[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[r * nb + g].qs));
+      for (int r = 0; r < RA; ++r) av[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[r * nb + g].qs));
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        const RowRun& run = panel[p * nb + g];
+        const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(run.q));
+        const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q;
+        const __m256i scales16 = scales_epi16<T>(run.info);
+#pragma GCC unroll 4
+        for (int r = 0; r < RA; ++r) {
+          const BlockQ8A& ab = a[r * nb + g];
+          const __m256i idot = lanes_avx2(u, T::kSigned ? _mm256_sign_epi8(av[r], q) : av[r], scales16, scales16);
+          isum[r][p] = _mm256_add_epi32(isum[r][p], idot);
+          if constexpr (offset_term(W)) {
+            extra[r][p] = std::fma(run.info.mn[0], ab.s, extra[r][p]);
+          } else if constexpr (!T::kSigned && kSuper<W>) {
+            imin[r][p] += run_mins<T>(run.info, ab);
+          } else if constexpr (!T::kSigned) {
+            extra[r][p] = minus_min_term(extra[r][p], run.info, ab);
+          }
+        }
+      }
+    }
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
-      const RowRun& run = panel[p * nb + g];
-      const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(run.q));
-      const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q;
-      const __m256i scales16 = _mm256_set_m128i(_mm_set1_epi16(run.info.sc[1]), _mm_set1_epi16(run.info.sc[0]));
+      const RunInfo& info = panel[p * nb + b * T::kRuns].info;
 #pragma GCC unroll 4
       for (int r = 0; r < RA; ++r) {
-        const BlockQ8A& ab = a[r * nb + g];
-        const __m256i idot = lanes_avx2(u, T::kSigned ? _mm256_sign_epi8(av[r], q) : av[r], scales16, scales16);
-        acc[r][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(run.info.d * ab.d), acc[r][p]);
-        if constexpr (offset_term(W)) {
-          extra[r][p] = std::fma(run.info.mn[0], ab.s, extra[r][p]);
-        } else if constexpr (!T::kSigned) {
-          extra[r][p] = minus_min_term(extra[r][p], run.info, ab);
-        }
+        const float da = a[r * nb + b * T::kRuns].d;
+        acc[r][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][p]), _mm256_set1_ps(info.d * da), acc[r][p]);
+        if constexpr (!T::kSigned && kSuper<W>) extra[r][p] = minus_block_mins(extra[r][p], info.dmin, da, imin[r][p]);
       }
     }
   }
@@ -536,180 +628,6 @@ void panel_tile_avx2(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64
   }
 }
 
-// ---- AVX-512 VNNI: pairs of W rows -----------------------------------------------------------------------------
-// Note [K-quant pairs]: as the 32-value types in quant_matmul_vnni.cc (Note [VNNI-512 pairs]), two W rows share a
-// zmm — lanes 0..7 are row c's eight lanes of a run, lanes 8..15 row c + 1's — against the activation block broadcast
-// into both halves (ActBlock::values2), so one vpdpbusd gives both rows' lane sums. The run's integers are the AVX2 kernel's (q_avx2 of
-// each row), the signed types biased by 128 against the accumulator start ActBlock::corr, so every lane holds
-// exactly the integer of lanes_avx2 and the float operations follow rows_avx2 one for one: the same bits.
-// Per block and row the decoded scales go to a BlockVec once; per run one permute each spreads d, the integer
-// scales and the mins over the pair's lanes.
-
-#define HXRT_KQUANT512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-
-// One block's RunInfo of all runs, in the arrays the permutes read: d per run, sc and mn per 16-value half.
-struct alignas(64) BlockVec {
-  float d[16];  // d[j], j < kRuns (lanes 8..15 unused)
-  int32_t sc[16];
-  float mn[16];
-};
-
-template <DType W>
-inline void block_vec(const typename Traits<W>::Block& b, BlockVec* v) {
-  using T = Traits<W>;
-  const typename T::Scales s = T::scales(b);
-  for (int j = 0; j < T::kRuns; ++j) {
-    const RunInfo run = T::info(b, s, j);
-    v->d[j] = run.d;
-    v->sc[2 * j] = run.sc[0];
-    v->sc[2 * j + 1] = run.sc[1];
-    v->mn[2 * j] = run.mn[0];
-    v->mn[2 * j + 1] = run.mn[1];
-  }
-}
-
-struct alignas(64) PermuteIndex {
-  int32_t lane[16];
-};
-// d of run j of row c (lanes 0..7) and of row c + 1 (8..15), from [d of c | d of c + 1] at lanes 0.. and 16..
-constexpr PermuteIndex make_d_index(int j) {
-  PermuteIndex idx{};
-  for (int l = 0; l < 16; ++l) idx.lane[l] = l < 8 ? j : 16 + j;
-  return idx;
-}
-// sc of run j: lane l covers values 4(l % 8)..+3 of its row, half (l % 8) / 4.
-constexpr PermuteIndex make_sc_index(int j) {
-  PermuteIndex idx{};
-  for (int l = 0; l < 16; ++l) idx.lane[l] = (l < 8 ? 0 : 16) + 2 * j + (l % 8) / 4;
-  return idx;
-}
-// mn of run j: lanes 0, 1 = (mn[0] of c, of c + 1), lanes 4, 5 = (mn[1] of c, of c + 1).
-constexpr PermuteIndex make_mn_index(int j) {
-  PermuteIndex idx{};
-  idx.lane[0] = 2 * j;
-  idx.lane[1] = 16 + 2 * j;
-  idx.lane[4] = 2 * j + 1;
-  idx.lane[5] = 16 + 2 * j + 1;
-  return idx;
-}
-template <int... J>
-constexpr std::array<PermuteIndex, sizeof...(J)> index_table(PermuteIndex (*make)(int),
-                                                             std::integer_sequence<int, J...>) {
-  return {make(J)...};
-}
-constexpr auto kDIndex = index_table(&make_d_index, std::make_integer_sequence<int, 8>{});
-constexpr auto kScIndex = index_table(&make_sc_index, std::make_integer_sequence<int, 8>{});
-constexpr auto kMnIndex = index_table(&make_mn_index, std::make_integer_sequence<int, 8>{});
-
-template <DType W, int RA, int P>
-HXRT_KQUANT512_TARGET void pair_kernel(const vnni512::ActBlock* act, int64_t nb, const std::byte* w,
-                                       uint64_t row_bytes, int64_t cols, const float* bias, float* y, int64_t ldy) {
-  using T = Traits<W>;
-  using Block = typename T::Block;
-  const Block* rows[P][2];
-  for (int p = 0; p < P; ++p) {
-    rows[p][0] = reinterpret_cast<const Block*>(w + static_cast<uint64_t>(2 * p) * row_bytes);
-    rows[p][1] = 2 * p + 1 < cols ? reinterpret_cast<const Block*>(w + static_cast<uint64_t>(2 * p + 1) * row_bytes)
-                                  : rows[p][0];
-  }
-  PairAccumulators<RA, P> tile;
-  tile.zero();
-  const int64_t blocks = nb / T::kRuns;
-  for (int64_t b = 0; b < blocks; ++b) {
-    BlockVec v[P][2];
-    for (int p = 0; p < P; ++p) {
-      block_vec<W>(rows[p][0][b], &v[p][0]);
-      block_vec<W>(rows[p][1][b], &v[p][1]);
-    }
-    for (int j = 0; j < T::kRuns; ++j) {
-#pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        __m512i wq = from_halves(T::q_avx2(rows[p][0][b], j), T::q_avx2(rows[p][1][b], j));
-        if constexpr (T::kSigned) wq = _mm512_xor_si512(wq, _mm512_set1_epi8(static_cast<char>(0x80)));  // q + 128
-        const __m512 dw = _mm512_permutex2var_ps(_mm512_load_ps(v[p][0].d), _mm512_load_si512(kDIndex[j].lane),
-                                                 _mm512_load_ps(v[p][1].d));
-        __m512i scales = _mm512_setzero_si512();
-        if constexpr (group_scales(W)) {
-          scales = _mm512_permutex2var_epi32(_mm512_load_si512(v[p][0].sc), _mm512_load_si512(kScIndex[j].lane),
-                                             _mm512_load_si512(v[p][1].sc));
-        }
-        __m128 mn0 = _mm_setzero_ps();
-        __m128 mn1 = _mm_setzero_ps();
-        if constexpr (!T::kSigned) {
-          const __m512 mn = _mm512_permutex2var_ps(_mm512_load_ps(v[p][0].mn), _mm512_load_si512(kMnIndex[j].lane),
-                                                   _mm512_load_ps(v[p][1].mn));
-          mn0 = low128(mn);
-          mn1 = lane1_128(mn);
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < RA; ++r) {
-          const vnni512::ActBlock& a = act[r * nb + b * T::kRuns + j];
-          const __m512i init = T::kSigned ? a.corr2() : _mm512_setzero_si512();
-          __m512i idot = _mm512_dpbusd_epi32(init, wq, a.values2());
-          if constexpr (group_scales(W)) idot = _mm512_mullo_epi32(idot, scales);
-          tile.acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), tile.acc[r][p]);
-          if constexpr (!T::kSigned) tile.ext[r][p] = minus_min_lanes(tile.ext[r][p], mn0, mn1, a.d, a.sum[0], a.sum[1]);
-        }
-      }
-    }
-  }
-  tile.store(cols, bias, y, ldy);
-}
-
-// A pair's runs decoded for the panels (Note [Decoded panels] in quant_panel.h): pair_kernel's registers, stored.
-template <DType W>
-HXRT_KQUANT512_TARGET void decode_pair(const std::byte* w0, const std::byte* w1, int64_t nb, vnni512::PairRun* out) {
-  using T = Traits<W>;
-  const auto* row0 = reinterpret_cast<const typename T::Block*>(w0);
-  const auto* row1 = reinterpret_cast<const typename T::Block*>(w1);
-  for (int64_t b = 0; b < nb / T::kRuns; ++b) {
-    BlockVec v[2];
-    block_vec<W>(row0[b], &v[0]);
-    block_vec<W>(row1[b], &v[1]);
-    for (int j = 0; j < T::kRuns; ++j) {
-      vnni512::PairRun& run = out[b * T::kRuns + j];
-      __m512i wq = from_halves(T::q_avx2(row0[b], j), T::q_avx2(row1[b], j));
-      if constexpr (T::kSigned) wq = _mm512_xor_si512(wq, _mm512_set1_epi8(static_cast<char>(0x80)));
-      _mm512_store_si512(run.wq, wq);
-      _mm512_store_ps(run.dw, _mm512_permutex2var_ps(_mm512_load_ps(v[0].d), _mm512_load_si512(kDIndex[j].lane),
-                                                     _mm512_load_ps(v[1].d)));
-      if constexpr (group_scales(W)) {
-        _mm512_store_si512(run.sc, _mm512_permutex2var_epi32(_mm512_load_si512(v[0].sc),
-                                                             _mm512_load_si512(kScIndex[j].lane),
-                                                             _mm512_load_si512(v[1].sc)));
-      }
-      if constexpr (!T::kSigned) {
-        const __m512 mn = _mm512_permutex2var_ps(_mm512_load_ps(v[0].mn), _mm512_load_si512(kMnIndex[j].lane),
-                                                 _mm512_load_ps(v[1].mn));
-        _mm_store_ps(run.mn[0], low128(mn));
-        _mm_store_ps(run.mn[1], lane1_128(mn));
-      }
-    }
-  }
-}
-#undef HXRT_KQUANT512_TARGET
-
-template <DType W>
-void pair_tile(const vnni512::ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
-               int64_t cols, const float* bias, float* y, int64_t ldy) {
-  using T = Traits<W>;
-  if (rows > vnni512::kMaxRows) {
-    constexpr vnni512::PanelForm kForm{.biased = T::kSigned,
-                                       .scaled = group_scales(W),
-                                       .term = T::kSigned ? vnni512::PanelTerm::kNone : vnni512::PanelTerm::kMin};
-    vnni512::panel_tile<kForm>(&decode_pair<W>, act, rows, w, row_bytes, nb, cols, bias, y, ldy);
-    return;
-  }
-  // One pair per kernel: two made prefill 1.6x slower here (the BlockVecs of four rows spill).
-  static constexpr vnni512::MicroKernelTable kKernels = {{
-      {&pair_kernel<W, 1, 1>, &pair_kernel<W, 1, 1>},
-      {&pair_kernel<W, 2, 1>, &pair_kernel<W, 2, 1>},
-      {&pair_kernel<W, 3, 1>, &pair_kernel<W, 3, 1>},
-      {&pair_kernel<W, 4, 1>, &pair_kernel<W, 4, 1>},
-  }};
-  vnni512::run_tile(kKernels, 1, act, rows, w, row_bytes, nb, cols, bias, y, ldy);
-}
-
 template <DType W>
 RowsFn pick(QuantIsa isa, int rows) {
   static constexpr RowsFn kScalar[kQuantTileRows + 1] = {nullptr, &rows_scalar<W, 1>, &rows_scalar<W, 2>,
@@ -741,23 +659,6 @@ bool handles(DType w_type) {
     case DType::kQ6_K:
     case DType::kIQ4_XS: return true;
     default: return false;
-  }
-}
-
-bool handles_pairs(DType w_type) {
-  return handles(w_type) && dtype_info(w_type).block_elements == 256;
-}
-
-void pair_tile(DType w_type, const vnni512::ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes,
-               int64_t nb, int64_t cols, const float* bias, float* y, int64_t ldy) {
-  switch (w_type) {
-    case DType::kQ2_K: pair_tile<DType::kQ2_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    case DType::kQ3_K: pair_tile<DType::kQ3_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    case DType::kQ4_K: pair_tile<DType::kQ4_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    case DType::kQ5_K: pair_tile<DType::kQ5_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    case DType::kQ6_K: pair_tile<DType::kQ6_K>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    case DType::kIQ4_XS: pair_tile<DType::kIQ4_XS>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    default: HXRT_CHECK(false, "kquant::pair_tile: {} is not a super-block type", w_type);
   }
 }
 

@@ -3,13 +3,20 @@
 // quant_matmul.cc and its tests).
 //
 // Note [Runs]: every type is computed as a sequence of 32-value runs, each matching one activation block (BlockQ8A):
-// run value i = d · sc[i / 16] · q[i] − mn[i / 16], with q a small integer (signed, or unsigned with a min), sc the
-// run's integer scales of its two 16-value halves and d, mn floats. A run's contribution to a dot product is then
-//     d · d_a · (sc[0] · Σ_{i<16} q·a + sc[1] · Σ_{i≥16} q·a) − d_a · (mn[0] · sum[0] + mn[1] · sum[1])
-// with the integer sums exact (vpmaddubsw, then vpmaddwd against the scales) and sum[h] the activation's exact
-// half sums. Types with one scale per 32 values fold it into d (d · sc is exact in float: an f16 times six bits).
-// The activations keep one scale per 32 values — finer than llama.cpp's q8_K (one per 256) — so the error bound of
-// Note [Error bounds] (base/quant_types.cc) holds for every type.
+// run value i = d · sc[i / 16] · q[i] − min[i / 16], with q a small integer (signed, or unsigned with a min) and sc
+// the run's integer scales of its two 16-value halves. A run's integer lanes are exact (vpmaddubsw, then vpmaddwd
+// against the scales), lane l = sc[l / 4] · Σ q·a over values 4l..4l+3, against the activation's exact half sums for
+// the mins.
+//
+// Note [Super-block sums]: the 32-value types (q5_0, q5_1, iq4_nl) have one float d per run and one activation scale
+// d_a per run, so each run contributes d · d_a · lanes − d_a · (mn[0] · sum[0] + mn[1] · sum[1]) in float. The
+// super-block types (q2_K..q6_K, iq4_xs) have one float d (and dmin) per 256 values and integer sub-scales and
+// mins, so MatMulQ quantizes their activations with one scale per super-block too (activation_group: llama.cpp's
+// q8_K): the eight runs' lanes then add up in integers and the super-block contributes
+//     d · d_a · Σ_runs lanes − dmin · d_a · Σ_runs (m[0] · sum[0] + m[1] · sum[1])
+// — one float step per 256 values instead of eight. The integers are exact, and |Σ_runs lane| < 2²⁴ (q6_K's and
+// iq4_xs's extremes) converts to float exactly. The error bound of Note [Error bounds] (base/quant_types.cc) takes
+// max|a| over the activation group.
 //
 // Each (activation row, W row) runs the same instructions whatever the number of rows computed together, so
 // Note [Batch invariance] holds for these types too.
@@ -19,7 +26,6 @@
 
 #include "hxrt/base/dtype.h"
 #include "kernels/cpu/quant_matmul.h"
-#include "kernels/cpu/quant_matmul_vnni.h"
 
 namespace hxrt::kernels::cpu::kquant {
 
@@ -30,7 +36,7 @@ bool handles(DType w_type);
 using RowsFn = void (*)(const void* w_row, const BlockQ8A* a, int64_t nb, float* out);
 
 // The kernel for `rows` rows on `isa` (AVX-512 VNNI: 256-bit vpdpbusd, bit-identical to AVX2); nullptr for a type it
-// does not handle.
+// does not handle. Activation rows are quantized with activation_group(w_type).
 RowsFn rows_kernel(DType w_type, QuantIsa isa, int rows);
 
 // AVX2, for prefill tiles of more than kQuantTileRows rows, of these types and q8_0, q4_0, q4_1: W decoded once per
@@ -38,14 +44,5 @@ RowsFn rows_kernel(DType w_type, QuantIsa isa, int rows);
 // row i, W row j) (+ bias[j]) for i < rows, j < cols; activation row i is a + i · nb.
 void panel_tile_avx2(DType w_type, const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
                      int64_t cols, const float* bias, float* y, int64_t ldy);
-
-// True for the super-block types pair_tile computes (q2_K..q6_K, iq4_xs).
-bool handles_pairs(DType w_type);
-
-// AVX-512 VNNI, two W rows per zmm (Note [K-quant pairs] in the .cc), bit-identical to the AVX2 rows kernels:
-// y[i * ldy + j] = dot(activation row i, W row j) (+ bias[j]) for i < rows, j < cols, as vnni512::tile. Needs
-// quant_isa_supported(QuantIsa::kAvx512Vnni).
-void pair_tile(DType w_type, const vnni512::ActBlock* act, int64_t rows, const std::byte* w, uint64_t row_bytes,
-               int64_t nb, int64_t cols, const float* bias, float* y, int64_t ldy);
 
 }  // namespace hxrt::kernels::cpu::kquant

@@ -67,7 +67,7 @@ std::vector<double> reference(DType type, const std::vector<float>& a, int64_t m
     const int64_t nb = k / kQuantBlock;
     std::vector<BlockQ8A> blocks(static_cast<size_t>(nb));
     for (int64_t i = 0; i < m; ++i) {
-      quantize_activation_row(a.data() + i * k, k, blocks.data());
+      quantize_activation_row(a.data() + i * k, k, blocks.data(), quant_best_isa(), activation_group(type));
       for (int64_t j = 0; j < n; ++j) {
         double sum = bias != nullptr ? bias[j] : 0.0;
         for (int64_t b = 0; b < nb; ++b) {
@@ -168,36 +168,69 @@ TEST(QuantMatMulTest, ActivationQuantizationIsBitIdenticalOnEveryIsa) {
   // max|x| = 127 makes the step 1, so ±n.5 are exact ties (rounded to even).
   for (int64_t i = 96; i < 128; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 9) - 3.5f;
   x[96] = 127.0f;
-  std::vector<BlockQ8A> expected(static_cast<size_t>(k / kQuantBlock));
-  quantize_activation_row(x.data(), k, expected.data(), QuantIsa::kScalar);
-  for (QuantIsa isa : supported_isas()) {
-    std::vector<BlockQ8A> got(expected.size());
-    quantize_activation_row(x.data(), k, got.data(), isa);
-    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(BlockQ8A)), 0) << quant_isa_name(isa);
+  std::vector<float> x2(x);  // a second super-block, all zero
+  x2.resize(2 * k, 0.0f);
+  for (int group : {1, kSuperBlockRuns}) {
+    std::vector<BlockQ8A> expected(static_cast<size_t>(2 * k / kQuantBlock));
+    quantize_activation_row(x2.data(), 2 * k, expected.data(), QuantIsa::kScalar, group);
+    for (QuantIsa isa : supported_isas()) {
+      std::vector<BlockQ8A> got(expected.size());
+      quantize_activation_row(x2.data(), 2 * k, got.data(), isa, group);
+      EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(BlockQ8A)), 0)
+          << quant_isa_name(isa) << " group " << group;
+    }
   }
 }
 
-// The error bound of Note [Error bounds] (base/quant_types.cc) for Y[i, j] of a quantized W against exact f32
-// activations: per 32-value activation run, |Δa| <= max|a_run| · (1/254 + 2⁻¹¹) on each value, plus the f16 rounding
-// of q4_0/q4_1's scaled sums (|c| · 2⁻¹¹ · Σ|a| per block) and float accumulation (2⁻²⁰ · Σ|w·a|).
-double error_bound(DType type, const float* a, const double* w, const std::byte* w_row, int64_t k) {
-  double bound = 0.0;
-  for (int64_t b = 0; b < k / kQuantBlock; ++b) {
-    double amax = 0.0;
-    double asum = 0.0;
-    double wsum = 0.0;
-    double wa = 0.0;
-    for (int64_t p = b * kQuantBlock; p < (b + 1) * kQuantBlock; ++p) {
-      amax = std::max(amax, std::fabs(double{a[p]}));
-      asum += std::fabs(double{a[p]});
-      wsum += std::fabs(w[p]);
-      wa += std::fabs(w[p] * a[p]);
+// A super-block group (llama.cpp's q8_K): the eight blocks share one float scale max|x| / 127 over all 256 values.
+TEST(QuantMatMulTest, SuperBlockActivationsShareOneScale) {
+  std::mt19937 rng(5);
+  std::vector<float> x = random_floats(512, rng);
+  x[300] = 3.0f;  // the second super-block's max
+  std::vector<BlockQ8A> blocks(16);
+  quantize_activation_row(x.data(), 512, blocks.data(), quant_best_isa(), kSuperBlockRuns);
+  float amax0 = 0.0f;
+  for (int i = 0; i < 256; ++i) amax0 = std::max(amax0, std::fabs(x[static_cast<size_t>(i)]));
+  for (int b = 0; b < 16; ++b) {
+    const BlockQ8A& block = blocks[static_cast<size_t>(b)];
+    EXPECT_EQ(block.d, (b < 8 ? amax0 : 3.0f) / 127.0f) << "block " << b;
+    int half[2] = {0, 0};
+    for (int i = 0; i < 32; ++i) {
+      const float v = x[static_cast<size_t>(b * 32 + i)];
+      EXPECT_EQ(block.qs[i], static_cast<int8_t>(std::nearbyint(v * (127.0f / (b < 8 ? amax0 : 3.0f)))));
+      half[i / 16] += block.qs[i];
     }
-    double c = 0.0;
-    if (type == DType::kQ4_1) c = f16_to_f32(reinterpret_cast<const BlockQ4_1*>(w_row)[b].m);
-    if (type == DType::kQ4_0) c = -8.0 * f16_to_f32(reinterpret_cast<const BlockQ4_0*>(w_row)[b].d);
-    bound += amax * (1.0 / 254.0 + std::ldexp(1.0, -11)) * wsum + std::fabs(c) * std::ldexp(1.0, -11) * asum +
-             std::ldexp(1.0, -20) * wa;
+    EXPECT_EQ(block.sum[0], half[0]);
+    EXPECT_EQ(block.sum[1], half[1]);
+  }
+  EXPECT_EQ(blocks[9].qs[300 - 288], 127);
+}
+
+// The error bound of Note [Error bounds] (base/quant_types.cc) for Y[i, j] of a quantized W against exact f32
+// activations: per activation group (32 values, or 256 for the super-block types), |Δa| <= max|a_group| · (1/254 +
+// 2⁻¹¹) on each value, plus the f16 rounding of q4_0/q4_1's scaled sums (|c| · 2⁻¹¹ · Σ|a| per block) and float
+// accumulation (2⁻²⁰ · Σ|w·a|).
+double error_bound(DType type, const float* a, const double* w, const std::byte* w_row, int64_t k) {
+  const int64_t group = activation_group(type) * kQuantBlock;
+  double bound = 0.0;
+  for (int64_t g = 0; g < k / group; ++g) {
+    double amax = 0.0;
+    for (int64_t p = g * group; p < (g + 1) * group; ++p) amax = std::max(amax, std::fabs(double{a[p]}));
+    for (int64_t b = g * group / kQuantBlock; b < (g + 1) * group / kQuantBlock; ++b) {
+      double asum = 0.0;
+      double wsum = 0.0;
+      double wa = 0.0;
+      for (int64_t p = b * kQuantBlock; p < (b + 1) * kQuantBlock; ++p) {
+        asum += std::fabs(double{a[p]});
+        wsum += std::fabs(w[p]);
+        wa += std::fabs(w[p] * a[p]);
+      }
+      double c = 0.0;
+      if (type == DType::kQ4_1) c = f16_to_f32(reinterpret_cast<const BlockQ4_1*>(w_row)[b].m);
+      if (type == DType::kQ4_0) c = -8.0 * f16_to_f32(reinterpret_cast<const BlockQ4_0*>(w_row)[b].d);
+      bound += amax * (1.0 / 254.0 + std::ldexp(1.0, -11)) * wsum + std::fabs(c) * std::ldexp(1.0, -11) * asum +
+               std::ldexp(1.0, -20) * wa;
+    }
   }
   return bound;
 }

@@ -271,12 +271,16 @@ HXQ_FN float hxq_value(const HXQ_GLOBAL hxq_u8* b, int i) {
 #endif
 }
 
-// Run j of a block for the integer dot product (Note [Runs]): q[32], the scales of its halves, d and the mins.
-HXQ_FN void hxq_run(const HXQ_GLOBAL hxq_u8* b, int j, int* q, int* sc, float* d, float* mn) {
+// Run j of a block for the integer dot product (Note [Runs]): q[32] and the integer scales of its halves; the
+// 32-value types' d and float mins mn, or the super-block types' block d, dmin (in mn[0]) and integer mins mi
+// (Note [Super-block sums]).
+HXQ_FN void hxq_run(const HXQ_GLOBAL hxq_u8* b, int j, int* q, int* sc, float* d, float* mn, int* mi) {
   sc[0] = 1;
   sc[1] = 1;
   mn[0] = 0.0f;
   mn[1] = 0.0f;
+  mi[0] = 0;
+  mi[1] = 0;
 #if QTYPE == 6 || QTYPE == 7
   const int at = QTYPE == 7 ? 4 : 2;
   const hxq_u32 qh = hxq_le32(b + at);
@@ -297,11 +301,11 @@ HXQ_FN void hxq_run(const HXQ_GLOBAL hxq_u8* b, int j, int* q, int* sc, float* d
   *d = hxq_half(b);
 #elif QTYPE == 10
   for (int l = 0; l < 32; ++l) q[l] = (b[16 + 32 * (j / 4) + l] >> (2 * (j % 4))) & 3;
-  const float dmin = hxq_half(b + 82);
   sc[0] = b[2 * j] & 0x0F;
   sc[1] = b[2 * j + 1] & 0x0F;
-  mn[0] = dmin * (float)(b[2 * j] >> 4);
-  mn[1] = dmin * (float)(b[2 * j + 1] >> 4);
+  mi[0] = b[2 * j] >> 4;
+  mi[1] = b[2 * j + 1] >> 4;
+  mn[0] = hxq_half(b + 82);
   *d = hxq_half(b + 80);
 #elif QTYPE == 11
   for (int l = 0; l < 32; ++l) q[l] = ((b[32 + 32 * (j / 4) + l] >> (2 * (j % 4))) & 3) - ((b[l] >> j) & 1 ? 0 : 4);
@@ -320,9 +324,12 @@ HXQ_FN void hxq_run(const HXQ_GLOBAL hxq_u8* b, int j, int* q, int* sc, float* d
     q[l] = (j % 2 == 0 ? byte & 0x0F : byte >> 4) | (((b[16 + l] >> j) & 1) << 4);
 #endif
   }
-  *d = hxq_half(b) * (float)s;
-  mn[0] = hxq_half(b + 2) * (float)m;
-  mn[1] = mn[0];
+  sc[0] = s;
+  sc[1] = s;
+  mi[0] = m;
+  mi[1] = m;
+  *d = hxq_half(b);
+  mn[0] = hxq_half(b + 2);
 #elif QTYPE == 14
   const int h = j / 4, t = j % 4;
   for (int l = 0; l < 32; ++l) {
@@ -337,7 +344,9 @@ HXQ_FN void hxq_run(const HXQ_GLOBAL hxq_u8* b, int j, int* q, int* sc, float* d
     q[l] = hxq_iq4(b[8 + 16 * j + l] & 0x0F);
     q[l + 16] = hxq_iq4(b[8 + 16 * j + l] >> 4);
   }
-  *d = hxq_half(b) * (float)(hxq_ls_iq4_xs(b, j) - 32);
+  sc[0] = hxq_ls_iq4_xs(b, j) - 32;
+  sc[1] = sc[0];
+  *d = hxq_half(b);
 #endif
 }
 
@@ -367,7 +376,9 @@ HXQ_FN float hxq_sum_lanes8(const float* v) {
   return (a0 + a1) + (a2 + a3);
 }
 
-// a [m, k] f32, w [n, k] QTYPE rows, bias [n] (HAS_BIAS), y [m, n] f32; k = NB · 32.
+// a [m, k] f32, w [n, k] QTYPE rows, bias [n] (HAS_BIAS), y [m, n] f32; k = NB · 32. The activations are quantized
+// in groups of RUNS blocks (one scale per 32 values, or per super-block: the CPU's activation_group) and each W
+// block's runs summed in integers before its one float step (Note [Super-block sums]).
 HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), HXQ_OUT(float, y), int m, int n) {
   HXQ_SHARED hxq_i8 act_q[TILE_M * NB * 32];  // (TILE_M, NB, 32) quantized activations
   HXQ_SHARED float act_d[TILE_M * NB];        // (TILE_M, NB) their scales
@@ -378,30 +389,33 @@ HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), H
   const int i0 = HXQ_GROUP_Y * TILE_M;
   const int rows = min(TILE_M, m - i0);
   const HXQ_GLOBAL float* a_rows = HXQ_PTR(const float, a) + (long)i0 * (NB * 32);
-  for (int blk = tid; blk < rows * NB; blk += WG) {
-    const HXQ_GLOBAL float* x = a_rows + (long)blk * 32;
+  for (int grp = tid; grp < rows * (NB / RUNS); grp += WG) {
+    const HXQ_GLOBAL float* x = a_rows + (long)grp * (32 * RUNS);
     float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = hxq_fmax(amax, hxq_fabs(x[i]));
-    const float d = amax / 127.0f;
+    for (int i = 0; i < 32 * RUNS; ++i) amax = hxq_fmax(amax, hxq_fabs(x[i]));
+    // 32-value groups keep d at f16 precision, super-block groups the float, as the CPU's quantize_activation_row.
+    const float d = RUNS == 1 ? hx_round_half(amax / 127.0f) : amax / 127.0f;
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int half_sum[2] = {0, 0};
-    for (int i = 0; i < 32; ++i) {
-      const int q = min(127, max(-127, (int)hxq_rint(x[i] * inv)));
-      act_q[blk * 32 + i] = (hxq_i8)q;
-      half_sum[i / 16] += q;
-    }
-    act_d[blk] = hx_round_half(d);  // kept at f16 precision, as the CPU's quantize_activation_row
+    for (int blk = grp * RUNS; blk < (grp + 1) * RUNS; ++blk) {
+      int half_sum[2] = {0, 0};
+      for (int i = 0; i < 32; ++i) {
+        const int q = min(127, max(-127, (int)hxq_rint(x[(blk - grp * RUNS) * 32 + i] * inv)));
+        act_q[blk * 32 + i] = (hxq_i8)q;
+        half_sum[i / 16] += q;
+      }
+      act_d[blk] = d;
 #if HAS_MINS
-    act_sum[2 * blk] = half_sum[0];
-    act_sum[2 * blk + 1] = half_sum[1];
+      act_sum[2 * blk] = half_sum[0];
+      act_sum[2 * blk + 1] = half_sum[1];
 #else
-    (void)half_sum;
+      (void)half_sum;
 #endif
+    }
   }
   HXQ_SYNC();
   const int j = HXQ_GROUP_X * WG + tid;
   if (j >= n) return;
-  float acc[TILE_M][8];  // the CPU's lanes: lane l sums d·d_a·sc·(q·a over elements 4l..4l+3) across runs
+  float acc[TILE_M][8];  // the CPU's lanes: lane l sums d·d_a·(Σ_runs sc·(q·a over elements 4l..4l+3)) across blocks
   float extra[TILE_M];   // the min terms
   for (int r = 0; r < TILE_M; ++r) {
     for (int l = 0; l < 8; ++l) acc[r][l] = 0.0f;
@@ -411,25 +425,42 @@ HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), H
   int q[32];
   int sc[2];
   float mn[2];
+  int mi[2];
   for (int b = 0; b < NB / RUNS; ++b) {
+    int isum[TILE_M][8];
+    int imin[TILE_M];
+    for (int r = 0; r < TILE_M; ++r) {
+      for (int l = 0; l < 8; ++l) isum[r][l] = 0;
+      imin[r] = 0;
+    }
+    float d = 0.0f;
     for (int run = 0; run < RUNS; ++run) {
-      float d;
-      hxq_run(w_row + b * BLOCK_BYTES, run, q, sc, &d, mn);
+      hxq_run(w_row + b * BLOCK_BYTES, run, q, sc, &d, mn, mi);
       for (int r = 0; r < TILE_M; ++r) {
         if (r >= rows) break;
         const int ab = r * NB + b * RUNS + run;
-        const float da = act_d[ab];
-        const float scale = d * da;
         for (int l = 0; l < 8; ++l) {
           int s = 0;
           for (int e = 4 * l; e < 4 * l + 4; ++e) s += q[e] * (int)act_q[ab * 32 + e];
-          acc[r][l] = HXQ_FMA((float)(sc[l / 4] * s), scale, acc[r][l]);
+          isum[r][l] += sc[l / 4] * s;
         }
-#if HAS_MINS
+#if HAS_MINS && RUNS == 1
+        const float da = act_d[ab];
         const float mins = HXQ_FMA(mn[0], (float)act_sum[2 * ab], mn[1] * (float)act_sum[2 * ab + 1]);
         extra[r] = HXQ_FMA(-da, mins, extra[r]);  // the CPU's minus_min_term
+#elif HAS_MINS
+        imin[r] += mi[0] * act_sum[2 * ab] + mi[1] * act_sum[2 * ab + 1];  // the CPU's run_mins
 #endif
       }
+    }
+    for (int r = 0; r < TILE_M; ++r) {
+      if (r >= rows) break;
+      const float da = act_d[r * NB + b * RUNS];
+      const float scale = d * da;
+      for (int l = 0; l < 8; ++l) acc[r][l] = HXQ_FMA((float)isum[r][l], scale, acc[r][l]);
+#if HAS_MINS && RUNS > 1
+      extra[r] = HXQ_FMA(-(mn[0] * da), (float)imin[r], extra[r]);  // the CPU's minus_block_mins
+#endif
     }
   }
 #if HAS_BIAS
