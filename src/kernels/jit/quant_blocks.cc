@@ -428,10 +428,12 @@ HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), H
   int mi[2];
   for (int b = 0; b < NB / RUNS; ++b) {
     int isum[TILE_M][8];
-    int imin[TILE_M];
+#if HAS_MINS && RUNS > 1
+    int imin[TILE_M];  // the runs' integer min sums (types without mins or with 32-value blocks have none)
+    for (int r = 0; r < TILE_M; ++r) imin[r] = 0;
+#endif
     for (int r = 0; r < TILE_M; ++r) {
       for (int l = 0; l < 8; ++l) isum[r][l] = 0;
-      imin[r] = 0;
     }
     float d = 0.0f;
     for (int run = 0; run < RUNS; ++run) {
