@@ -9,7 +9,7 @@
 namespace hxrt::serve {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // schemas and tools keep their keys' order (properties are generated in it)
 
 HttpError bad_field(const std::string& param, std::string message) {
   return HttpError{.status = 400, .message = std::move(message), .param = param};
@@ -40,13 +40,6 @@ std::optional<HttpError> refuse_unserved(const json& body) {
       return bad_field("response_format",
                        "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
                        "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}");
-    }
-  }
-  if (present(body, "tool_choice")) {
-    const json& c = body["tool_choice"];
-    if (!(c.is_string() && (c == "auto" || c == "none"))) {
-      return bad_field("tool_choice",
-                       "'tool_choice' other than \"auto\" or \"none\" (a forced call) is not supported");
     }
   }
   if (present(body, "suffix") && !(body["suffix"].is_string() && body["suffix"].get<std::string>().empty())) {
@@ -229,6 +222,38 @@ std::optional<HttpError> read_grammar(const json& body, CompletionRequest* out) 
   return std::nullopt;
 }
 
+// tool_choice: "auto" (the default), "none", "required" or {"type": "function", "function": {"name": ...}} (the
+// server checks the name against `tools`); parallel_tool_calls: a boolean. Chat only; a forced call needs tools and
+// is a grammar of its own, so it excludes response_format's and "grammar".
+std::optional<HttpError> read_tool_choice(const json& body, CompletionRequest* out) {
+  if (present(body, "parallel_tool_calls")) {
+    if (!body["parallel_tool_calls"].is_boolean()) {
+      return bad_field("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    }
+    out->parallel_tool_calls = body["parallel_tool_calls"].get<bool>();
+  }
+  if (!present(body, "tool_choice")) return std::nullopt;
+  const json& c = body["tool_choice"];
+  if (c.is_string() && (c == "auto" || c == "none" || c == "required")) {
+    out->tool_choice = c == "auto" ? ToolChoice::kAuto : c == "none" ? ToolChoice::kNone : ToolChoice::kRequired;
+  } else if (c.is_object() && c.contains("type") && c["type"] == "function" && c.contains("function") &&
+             c["function"].is_object() && c["function"].contains("name") && c["function"]["name"].is_string()) {
+    out->tool_choice = ToolChoice::kFunction;
+    out->tool_choice_function = c["function"]["name"].get<std::string>();
+  } else {
+    return bad_field("tool_choice",
+                     "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                     "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+  }
+  const bool forced = out->tool_choice == ToolChoice::kRequired || out->tool_choice == ToolChoice::kFunction;
+  if (forced && out->tools_json.empty()) return bad_field("tool_choice", "a forced 'tool_choice' needs 'tools'");
+  if (forced && (out->json_object || !out->json_schema.empty() || !out->grammar.empty())) {
+    return bad_field("tool_choice",
+                     "a forced 'tool_choice' and a JSON response_format, json_schema or grammar are exclusive");
+  }
+  return std::nullopt;
+}
+
 std::optional<HttpError> read_messages(const json& body, CompletionRequest* out) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
     return bad_field("messages", "'messages' must be a non-empty array");
@@ -267,9 +292,9 @@ std::optional<HttpError> read_messages(const json& body, CompletionRequest* out)
   }
   if (body.contains("tools") && !body["tools"].is_null()) {
     if (!body["tools"].is_array()) return bad_field("tools", "'tools' must be an array of tool definitions");
-    out->tools_json = body["tools"].dump();
+    if (!body["tools"].empty()) out->tools_json = body["tools"].dump();
   }
-  return std::nullopt;
+  return read_tool_choice(body, out);
 }
 
 std::optional<HttpError> read_prompt(const json& body, int vocab_size, CompletionRequest* out) {

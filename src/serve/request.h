@@ -2,8 +2,8 @@
 //
 // Every field hxrt serves is read with its type and range checked; a bad one is an HttpError naming it (OpenAI's
 // `param`), never an exception or a crash. Fields hxrt does not serve are refused when they would change the result
-// (a forced tool_choice, suffix, best_of > 1, the legacy functions) and ignored otherwise (user, metadata, store, parallel_tool_calls), as
-// OpenAI's clients send some by default. The prompt
+// (suffix, best_of > 1, the legacy functions) and ignored otherwise (user, metadata, store), as OpenAI's clients
+// send some by default. The prompt
 // stays text (or token ids) here: the server tokenizes it. Separate from the server so that the parser can be fuzzed
 // alone (tests/fuzz/fuzz_serve_request.cc).
 //
@@ -33,10 +33,16 @@ struct HttpError {
 // {"error": {"message", "type", "param", "code"}} as JSON text.
 std::string error_json(const HttpError& error);
 
+// OpenAI's tool_choice (docs/serve.md, "Tool calls").
+enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
+
 struct CompletionRequest {
   bool chat = false;
   std::vector<llm::ChatMessage> messages;  // chat: at least one
-  std::string tools_json;                  // chat: the request's `tools` array as JSON ("" for none)
+  std::string tools_json;                  // chat: the request's `tools` array as JSON ("" for none or empty)
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_function;        // kFunction: the function's name
+  bool parallel_tool_calls = true;         // a forced call may be several
   std::string prompt;                      // completions: text, unless prompt_tokens is set
   std::optional<std::vector<int32_t>> prompt_tokens;
   int max_tokens = 16;

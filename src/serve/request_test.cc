@@ -71,7 +71,7 @@ TEST(RequestTest, BadFieldsAreNamed) {
   EXPECT_EQ(bad(R"({"messages": [{"content": "no role"}]})", true).param, "messages[0]");
   EXPECT_EQ(bad(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true).param, "messages[0]");
   const std::string json = error_json(HttpError{.message = "m", .param = "p"});
-  EXPECT_EQ(json, R"({"error":{"code":null,"message":"m","param":"p","type":"invalid_request_error"}})");
+  EXPECT_EQ(json, R"({"error":{"message":"m","type":"invalid_request_error","param":"p","code":null}})");
 }
 
 TEST(RequestTest, ReadsLogprobsAsEachEndpointSpellsThem) {
@@ -188,6 +188,10 @@ TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
            {R"("grammar": "root ::= \"a\"", "response_format": {"type": "json_object"})", "grammar"},
            {R"("tool_choice": "required")", "tool_choice"},
            {R"("tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice"},
+           {R"("tool_choice": "always")", "tool_choice"},
+           {R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
+               "response_format": {"type": "json_object"})", "tool_choice"},
+           {R"("parallel_tool_calls": "yes")", "parallel_tool_calls"}, {R"("tools": {})", "tools"},
            {R"("functions": [])", "functions"}, {R"("best_of": 2)", "best_of"}}) {
     const HttpError e = bad("{" + std::string(user) + ", " + field + "}", true);
     EXPECT_EQ(e.param, param) << field << ": " << e.message;
@@ -201,6 +205,23 @@ TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
              "metadata": {"a": "b"}, "store": false, "parallel_tool_calls": true})",
      true);
   ok(R"({"prompt": "x", "echo": false, "suffix": "", "best_of": 1})", false);
+}
+
+TEST(RequestTest, ToolChoiceIsReadWithItsFunctionAndToolsKeepTheirKeysOrder) {
+  const char* chat = R"({"messages": [{"role": "user", "content": "hi"}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+                 "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}}}}])";
+  const std::string base(chat);
+  EXPECT_EQ(ok(base + "}", true).tool_choice, ToolChoice::kAuto);
+  EXPECT_EQ(ok(base + R"(, "tool_choice": "none"})", true).tool_choice, ToolChoice::kNone);
+  const CompletionRequest required = ok(base + R"(, "tool_choice": "required", "parallel_tool_calls": false})", true);
+  EXPECT_EQ(required.tool_choice, ToolChoice::kRequired);
+  EXPECT_FALSE(required.parallel_tool_calls);
+  const CompletionRequest named = ok(base + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})", true);
+  EXPECT_EQ(named.tool_choice, ToolChoice::kFunction);
+  EXPECT_EQ(named.tool_choice_function, "f");
+  EXPECT_LT(named.tools_json.find("zeta"), named.tools_json.find("alpha"));  // the order the model is shown
+  EXPECT_TRUE(ok(R"({"messages": [{"role": "user", "content": "hi"}], "tools": []})", true).tools_json.empty());
 }
 
 }  // namespace

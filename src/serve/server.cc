@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hxrt/llm/json_schema.h"
+#include "hxrt/llm/tool_calls.h"
 #include "serve/metrics.h"
 #include "serve/request.h"
 #include "serve/scheduler.h"
@@ -34,6 +35,24 @@ std::string finish_reason(JobEnd end) {
   return end == JobEnd::kLength ? "length" : "stop";
 }
 
+// A finished answer with tool calls: "tool_calls", unless max_tokens cut it.
+std::string finish_reason(JobEnd end, const std::vector<llm::ToolCall>& calls) {
+  return calls.empty() || end == JobEnd::kLength ? finish_reason(end) : "tool_calls";
+}
+
+// OpenAI's tool_calls entries; `stream`: with their index, as a delta carries them.
+json tool_calls_json(const std::vector<llm::ToolCall>& calls, const std::string& id_prefix, bool stream) {
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    json call = {{"id", fmt::format("{}_{}", id_prefix, k)},
+                 {"type", "function"},
+                 {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
+    if (stream) call["index"] = k;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -44,6 +63,7 @@ struct Server::Impl {
   llm::Llm& llm;
   ServerOptions options;
   std::string model_id;
+  llm::ToolCallStyle tool_style;  // how the model's chat template takes tools (llm/tool_calls.h)
   Metrics metrics;
   std::unique_ptr<Scheduler> scheduler;
   httplib::Server http;
@@ -67,8 +87,10 @@ struct Server::Impl {
     }
     std::string text = request.prompt;
     if (request.chat) {
-      Result<std::string> rendered =
-          llm.tokenizer().apply_chat_template(request.messages, true, {.tools_json = request.tools_json});
+      // tool_choice "none" with a template that does not render tools: no system turn inviting calls.
+      const bool tools = request.tool_choice != ToolChoice::kNone || tool_style.template_renders_tools;
+      Result<std::string> rendered = llm::apply_chat_template_with_tools(
+          llm.tokenizer(), tool_style, request.messages, tools ? request.tools_json : std::string());
       if (!rendered.ok()) return HttpError{.message = std::string(rendered.status().message()), .param = "messages"};
       text = std::move(*rendered);
     }
@@ -125,6 +147,27 @@ struct Server::Impl {
       }
     }
     if (request.json_object) job->grammar = llm::json_grammar();
+    // Tool calls (docs/serve.md): parsed from the answer unless tool_choice is "none"; forced by a grammar when it
+    // is "required" or names a function.
+    std::optional<llm::ToolCallFormat> tool_format;
+    if (!request.tools_json.empty()) {
+      if (Status valid = llm::validate_tools(request.tools_json); !valid.ok()) {
+        return reply_error(res, endpoint, HttpError{.message = std::string(valid.message()), .param = "tools"});
+      }
+      if (request.tool_choice != ToolChoice::kNone) tool_format = tool_style.format;
+      if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kFunction) {
+        Result<std::string> gbnf = llm::tool_call_grammar(tool_style.format, request.tools_json,
+                                                          request.tool_choice_function, request.parallel_tool_calls);
+        Result<std::shared_ptr<const llm::Grammar>> grammar =
+            gbnf.ok() ? llm::parse_gbnf(*gbnf) : Result<std::shared_ptr<const llm::Grammar>>(gbnf.status());
+        if (!grammar.ok()) {
+          return reply_error(res, endpoint,
+                             HttpError{.message = std::string(grammar.status().message()),
+                                       .param = request.tool_choice == ToolChoice::kFunction ? "tool_choice" : "tools"});
+        }
+        job->grammar = std::move(grammar).value();
+      }
+    }
     if (!request.grammar.empty() || !request.json_schema.empty()) {
       // A JSON schema becomes GBNF first (json_schema.h); either way a bad one is a 400 naming the field it came in.
       const bool schema = !request.json_schema.empty();
@@ -164,9 +207,9 @@ struct Server::Impl {
     const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id.fetch_add(1));
     const int64_t created = unix_now();
     if (request.stream) {
-      stream(res, endpoint, std::move(choices), id, created, chat, request.include_usage);
+      stream(res, endpoint, std::move(choices), id, created, chat, request.include_usage, tool_format);
     } else {
-      complete(res, endpoint, choices, id, created, chat);
+      complete(res, endpoint, choices, id, created, chat, tool_format);
     }
   }
 
@@ -246,7 +289,7 @@ struct Server::Impl {
   }
 
   void complete(httplib::Response& res, const std::string& endpoint, const std::vector<std::shared_ptr<Job>>& choices,
-                const std::string& id, int64_t created, bool chat) {
+                const std::string& id, int64_t created, bool chat, std::optional<llm::ToolCallFormat> tool_format) {
     json out_choices = json::array();
     for (size_t c = 0; c < choices.size(); ++c) {
       const Job& job = *choices[c];
@@ -266,14 +309,25 @@ struct Server::Impl {
       }
       json logprobs_out = job.echo && job.logprobs >= 0 ? echo_logprobs_json(job, logprobs)
                                                         : logprobs_json(job, chat, logprobs, 0);
-      out_choices.push_back(chat ? json{{"index", c},
-                                        {"message", {{"role", "assistant"}, {"content", text}}},
-                                        {"logprobs", std::move(logprobs_out)},
-                                        {"finish_reason", finish_reason(job.end)}}
-                                 : json{{"index", c},
-                                        {"text", job.echo_text + text},
-                                        {"logprobs", std::move(logprobs_out)},
-                                        {"finish_reason", finish_reason(job.end)}});
+      if (chat) {
+        json message = {{"role", "assistant"}, {"content", text}};
+        std::vector<llm::ToolCall> calls;
+        if (tool_format) {
+          llm::ToolCallAnswer answer = llm::parse_tool_calls(*tool_format, text);
+          calls = std::move(answer.calls);
+          message["content"] = answer.content.empty() && !calls.empty() ? json(nullptr) : json(answer.content);
+          if (!calls.empty()) message["tool_calls"] = tool_calls_json(calls, fmt::format("call_{}_{}", id, c), false);
+        }
+        out_choices.push_back(json{{"index", c},
+                                   {"message", std::move(message)},
+                                   {"logprobs", std::move(logprobs_out)},
+                                   {"finish_reason", finish_reason(job.end, calls)}});
+        continue;
+      }
+      out_choices.push_back(json{{"index", c},
+                                 {"text", job.echo_text + text},
+                                 {"logprobs", std::move(logprobs_out)},
+                                 {"finish_reason", finish_reason(job.end)}});
     }
     const json out = {{"id", id},
                       {"object", chat ? "chat.completion" : "text_completion"},
@@ -366,7 +420,8 @@ struct Server::Impl {
   // Server-sent events: a chunk per piece of text (of choice `index`), a chunk with each choice's finish reason,
   // [DONE] once every choice has ended.
   void stream(httplib::Response& res, const std::string& endpoint, std::vector<std::shared_ptr<Job>> choices,
-              const std::string& id, int64_t created, bool chat, bool include_usage) {
+              const std::string& id, int64_t created, bool chat, bool include_usage,
+              std::optional<llm::ToolCallFormat> tool_format) {
     metrics.request(endpoint, 200);
     res.set_header("Cache-Control", "no-cache");
     auto chunk = [this, id, created, chat](size_t index, json delta_or_text, json finish, json logprobs = nullptr) {
@@ -390,10 +445,19 @@ struct Server::Impl {
       bool started = false;
       std::vector<size_t> text_bytes;  // completions' text_offset: bytes streamed so far, per choice
       std::vector<bool> ended;         // the choice's finish chunk was sent
+      // With tools: each choice's content goes through a ToolCallStream, which holds back a possible call; the
+      // logprobs of held text go out with the next chunk (content or the calls).
+      std::vector<std::optional<llm::ToolCallStream>> tool_streams;
+      std::vector<std::vector<llm::TokenLogprobs>> held_logprobs;
     };
     auto state = std::make_shared<State>();
     state->text_bytes.assign(choices.size(), 0);
     state->ended.assign(choices.size(), false);
+    state->tool_streams.resize(choices.size());
+    state->held_logprobs.resize(choices.size());
+    if (tool_format) {
+      for (std::optional<llm::ToolCallStream>& t : state->tool_streams) t.emplace(*tool_format);
+    }
     state->choices = std::move(choices);
     const auto cancel_all = [state] {
       for (const std::shared_ptr<Job>& job : state->choices) job->cancel = true;
@@ -429,6 +493,12 @@ struct Server::Impl {
             // One wait at a time: the first open choice waits for text, the others only take what they have.
             const bool done = job.wait_pieces(&pieces, all_done ? kPollInterval : std::chrono::milliseconds(0));
             for (Piece& piece : pieces) {
+              if (state->tool_streams[c]) {
+                for (llm::TokenLogprobs& lp : piece.logprobs) state->held_logprobs[c].push_back(std::move(lp));
+                piece.text = state->tool_streams[c]->push(piece.text);
+                if (piece.text.empty()) continue;
+                piece.logprobs = std::exchange(state->held_logprobs[c], {});
+              }
               json logprobs = logprobs_json(job, chat, piece.logprobs, state->text_bytes[c]);
               state->text_bytes[c] += piece.text.size();
               json text = chat ? json{{"content", std::move(piece.text)}} : json(std::move(piece.text));
@@ -445,7 +515,22 @@ struct Server::Impl {
               sink.done();
               return true;
             }
-            if (!send(chunk(c, chat ? json::object() : json(""), finish_reason(job.end)))) return false;
+            std::vector<llm::ToolCall> calls;
+            if (state->tool_streams[c]) {
+              llm::ToolCallAnswer answer = state->tool_streams[c]->finish();
+              calls = std::move(answer.calls);
+              json held = logprobs_json(job, chat, std::exchange(state->held_logprobs[c], {}), 0);
+              const bool held_any = !held.is_null() && !held["content"].empty();
+              if (!answer.content.empty() || (held_any && calls.empty())) {
+                if (!send(chunk(c, json{{"content", std::move(answer.content)}}, nullptr, std::move(held)))) return false;
+                held = nullptr;
+              }
+              if (!calls.empty()) {
+                json delta = {{"tool_calls", tool_calls_json(calls, fmt::format("call_{}_{}", id, c), true)}};
+                if (!send(chunk(c, std::move(delta), nullptr, std::move(held)))) return false;
+              }
+            }
+            if (!send(chunk(c, chat ? json::object() : json(""), finish_reason(job.end, calls)))) return false;
             state->ended[c] = true;
           }
           if (!all_done) return true;
@@ -479,6 +564,7 @@ Result<std::unique_ptr<Server>> Server::create(llm::Llm& llm, const ServerOption
   auto impl = std::make_unique<Impl>(llm, options);
   Impl* s = impl.get();
   s->model_id = options.model_id.empty() ? std::filesystem::path(llm.model_path()).stem().string() : options.model_id;
+  s->tool_style = llm::tool_call_style(llm.tokenizer());
   s->scheduler = std::make_unique<Scheduler>(llm, s->metrics, SchedulerOptions{.max_queue = options.max_queue});
 
   // Every request in flight holds a handler thread while it waits for its text, and idle keep-alive connections

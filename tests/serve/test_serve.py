@@ -404,6 +404,79 @@ def test_speculative_decoding_per_request_gives_the_same_text(server):
     assert caught.value.body["param"] == "speculative.n_max"
 
 
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}}, "required": ["city"]}}}
+TIME_TOOL = {"type": "function", "function": {
+    "name": "get_time", "description": "The time now in a time zone",
+    "parameters": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET", "PST"]}}, "required": ["zone"]}}}
+
+
+def streamed_tool_calls(stream):
+    """The tool calls and finish reason of a streamed chat answer, accumulated from the deltas as clients do."""
+    calls, finish, content = {}, None, ""
+    for chunk in stream:
+        for choice in chunk.choices:
+            content += choice.delta.content or ""
+            for delta in choice.delta.tool_calls or []:
+                entry = calls.setdefault(delta.index, {"id": None, "name": "", "arguments": ""})
+                entry["id"] = delta.id or entry["id"]
+                entry["name"] += delta.function.name or ""
+                entry["arguments"] += delta.function.arguments or ""
+            finish = choice.finish_reason or finish
+    return [calls[i] for i in sorted(calls)], finish, content
+
+
+def test_tool_calls_agent_loop(server):
+    """The default model's template (ChatML) renders no tools: hxrt lists them in a system turn and reads calls in the
+    Hermes format. tool_choice "required" and a named function are forced by the grammar, parsed into tool_calls
+    (plain and streamed alike); the call and the tool's result go back in and the model answers in text."""
+    client = server.client()
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    request = dict(model="m", messages=messages, tools=[WEATHER_TOOL, TIME_TOOL], temperature=0, max_tokens=64)
+    reply = client.chat.completions.create(**request, tool_choice="required", parallel_tool_calls=False)
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    assert choice.message.content is None and len(choice.message.tool_calls) == 1
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.id and call.function.name in ("get_weather", "get_time")
+    arguments = json.loads(call.function.arguments)
+    if call.function.name == "get_weather":
+        assert isinstance(arguments["city"], str) and len(arguments["city"]) <= 40
+    else:
+        assert arguments["zone"] in ("UTC", "CET", "PST")
+
+    calls, finish, content = streamed_tool_calls(client.chat.completions.create(
+        **request, tool_choice="required", parallel_tool_calls=False, stream=True))
+    assert finish == "tool_calls" and content == ""
+    assert [(c["name"], c["arguments"]) for c in calls] == [(call.function.name, call.function.arguments)]
+    assert calls[0]["id"]
+
+    named = client.chat.completions.create(**request, tool_choice={"type": "function", "function": {"name": "get_time"}})
+    # Parallel calls allowed: this small model repeats its call until max_tokens; each complete one is parsed.
+    assert named.choices[0].finish_reason in ("tool_calls", "length") and named.choices[0].message.tool_calls
+    for c in named.choices[0].message.tool_calls:
+        assert c.function.name == "get_time" and json.loads(c.function.arguments)["zone"] in ("UTC", "CET", "PST")
+
+    # "auto": text or calls, each call of a listed function with arguments that parse.
+    auto = client.chat.completions.create(**request).choices[0]
+    for c in auto.message.tool_calls or []:
+        assert c.function.name in ("get_weather", "get_time") and isinstance(json.loads(c.function.arguments), dict)
+    assert auto.finish_reason in ("stop", "length", "tool_calls") and (auto.message.content or auto.message.tool_calls)
+
+    # The agent loop: the call and the tool's result go back in; the answer is text (tool_choice "none").
+    alone = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER_TOOL, TIME_TOOL],
+                                           tool_choice="none", max_tokens=1).usage.prompt_tokens
+    messages += [choice.message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature_c": 18, "sky": "sunny"})}]
+    answer = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER_TOOL, TIME_TOOL],
+                                            tool_choice="none", temperature=0, max_tokens=48)
+    assert answer.choices[0].message.content and not answer.choices[0].message.tool_calls
+    assert answer.choices[0].finish_reason in ("stop", "length")
+    # The rendered history holds the call and the result (as <tool_call> and <tool_response> text).
+    assert answer.usage.prompt_tokens >= alone + 20
+
+
 def test_unserved_parameters_are_refused_by_name(server):
     client = server.client()
     cases = [
@@ -412,8 +485,14 @@ def test_unserved_parameters_are_refused_by_name(server):
         (lambda: chat(client, "hi", max_tokens=5, logit_bias={"5": 101}), "logit_bias"),
         (lambda: chat(client, "hi", max_tokens=5, logit_bias={"999999": 1}), "logit_bias"),
         (lambda: chat(client, "hi", max_tokens=5, top_logprobs=2), "top_logprobs"),
-        (lambda: chat(client, "hi", max_tokens=5, tools=[{"type": "function", "function": {"name": "f"}}],
-                      tool_choice="required"), "tool_choice"),
+        (lambda: chat(client, "hi", max_tokens=5, tools=[WEATHER_TOOL],
+                      tool_choice={"type": "function", "function": {"name": "fly"}}), "tool_choice"),
+        (lambda: chat(client, "hi", max_tokens=5, tool_choice="required"), "tool_choice"),  # no tools
+        (lambda: chat(client, "hi", max_tokens=5, tools=[{"type": "function", "function": {"name": "a b"}}]), "tools"),
+        (lambda: chat(client, "hi", max_tokens=5, tool_choice="required",
+                      tools=[{"type": "function", "function": {"name": "f", "parameters": {
+                          "type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"}}}}}]),
+         "tools"),  # a keyword the forcing grammar cannot follow
         (lambda: complete(client, "hi", max_tokens=5, suffix="end"), "suffix"),
         (lambda: complete(client, "hi", max_tokens=5, best_of=2), "best_of"),
     ]
