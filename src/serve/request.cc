@@ -278,7 +278,13 @@ std::optional<HttpError> read_messages(const json& body, CompletionRequest* out)
     } else if (m.contains("content") && !m["content"].is_null()) {
       return bad_field(param, fmt::format("'{}.content' must be a string or an array of text parts", param));
     }
-    llm::ChatMessage message{.role = m["role"].get<std::string>(), .content = std::move(content)};
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";  // OpenAI's newer name for the system turn; templates know "system"
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return bad_field(param + ".role", fmt::format("'{}.role' must be \"system\", \"developer\", \"user\", "
+                                                    "\"assistant\" or \"tool\", not \"{}\"", param, role));
+    }
+    llm::ChatMessage message{.role = std::move(role), .content = std::move(content)};
     if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
       if (!m["tool_calls"].is_array()) return bad_field(param, fmt::format("'{}.tool_calls' must be an array", param));
       message.tool_calls_json = m["tool_calls"].dump();

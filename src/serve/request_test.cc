@@ -212,6 +212,10 @@ TEST(RequestTest, ToolChoiceIsReadWithItsFunctionAndToolsKeepTheirKeysOrder) {
       "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
                  "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}}}}])";
   const std::string base(chat);
+  EXPECT_EQ(bad(R"({"messages": [{"role": "wizard", "content": "hi"}]})", true).param, "messages[0].role");
+  EXPECT_EQ(ok(R"({"messages": [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]})",
+               true).messages[0].role,
+            "system");
   EXPECT_EQ(ok(base + "}", true).tool_choice, ToolChoice::kAuto);
   EXPECT_EQ(ok(base + R"(, "tool_choice": "none"})", true).tool_choice, ToolChoice::kNone);
   const CompletionRequest required = ok(base + R"(, "tool_choice": "required", "parallel_tool_calls": false})", true);

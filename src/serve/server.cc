@@ -590,11 +590,20 @@ Result<std::unique_ptr<Server>> Server::create(llm::Llm& llm, const ServerOption
   s->http.set_exception_handler([s](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
     s->reply_error(res, req.path, HttpError{.status = 500, .message = "internal error", .type = "server_error"});
   });
+  // What the HTTP library answers itself (no route, a body over its limits): OpenAI's error object, counted in
+  // /metrics under the route (or "other" for a path that is none, so that the labels stay few).
   s->http.set_error_handler([s](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const std::string message =
-        res.status == 404 ? fmt::format("no route {} {}", req.method, req.path) : fmt::format("HTTP {}", res.status);
+    std::string message = fmt::format("HTTP {}", res.status);
+    if (res.status == 404) message = fmt::format("no route {} {}", req.method, req.path);
+    if (res.status == 413) {
+      message = "the request body is too large (at most 16 MiB; a form-urlencoded body, as `curl -d` sends without "
+                "a Content-Type, at most 8 KiB: send 'Content-Type: application/json')";
+    }
     res.set_content(error_json(HttpError{.status = res.status, .message = message}), "application/json");
+    const bool route = req.path == "/v1/chat/completions" || req.path == "/v1/completions" ||
+                       req.path == "/v1/embeddings" || req.path == "/v1/models";
+    s->metrics.request(route ? req.path : "other", res.status);
   });
   s->http.Post("/v1/chat/completions",
                [s](const httplib::Request& req, httplib::Response& res) { s->handle(req, res, true); });
