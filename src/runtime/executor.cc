@@ -148,6 +148,7 @@ Status Executor::prepare() {
 
 Executor::~Executor() {
   for (hal::Stream* stream : streams_) stream->synchronize().ignore();
+  for (hal::Stream* stream : unsettled_) stream->reset().ignore();  // Note [Runs past their deadline]
   if (arena_) session_.pool().free(arena_).ignore();
   for (size_t e = 0; e < events_.size(); ++e) event_sessions_[e]->destroy_event(events_[e]).ignore();
 }
@@ -523,6 +524,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   // Note [One deadline per run]: RunOptions::timeout bounds the whole run, not each of its waits; every wait takes
   // what is left (time_left()), and a run that times out aborts its streams before it releases their memory.
   run_deadline_ = hal::Deadline::after(options.timeout);
+  HXRT_RETURN_IF_ERROR_CTX(settle(), "running graph '{}'", g.name());
   // Launches hold pointers into the tiling cache until they run; between runs none is queued, so it may be emptied.
   if (tiling_cache_.size() > kTilingCacheCapacity) {
     tiling_cache_.clear();
@@ -558,6 +560,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     state.observers.push_back(state.profiling.get());
   }
 
+  TensorMap outputs;  // declared before release(), which keeps it alive for a late run's running copies
   // Frees what this run still holds, once the streams have drained. After a failure, quiesce() first: a run that
   // timed out still has launches queued that name this memory.
   auto release = [&] {
@@ -574,7 +577,13 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
       state.observers.clear();
     }
     for (hal::Stream* stream : streams_) stream->synchronize(time_left()).ignore();
+    if (!unsettled_.empty()) {  // Note [Runs past their deadline]: a command may still read or write these
+      for (std::unique_ptr<hal::Buffer>& buffer : state.input_buffers) left_buffers_.push_back(std::move(buffer));
+      for (std::vector<std::byte>& copy : state.input_copies) left_copies_.push_back(std::move(copy));
+      left_outputs_.push_back(std::move(outputs));
+    }
     state.input_buffers.clear();
+    state.input_copies.clear();
   };
   auto fail = [&](Status status) -> Status {
     drain_after_failure(options);
@@ -600,17 +609,20 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     }
     const HostTensor& tensor = inputs.find(g.value(id).name)->second;
     if (tensor.bytes.empty()) continue;
+    // Note [Runs past their deadline]: with a deadline, the run reads a copy that outlives a late return.
+    const std::byte* source = tensor.bytes.data();
+    if (options.timeout != hal::kInfinite) source = state.input_copies.emplace_back(tensor.bytes.begin(), tensor.bytes.end()).data();
     std::unique_ptr<hal::Buffer> buffer;
     if (device.info().host_addressable) {
       Result<std::unique_ptr<hal::Buffer>> registered =
-          device.register_host(const_cast<std::byte*>(tensor.bytes.data()), tensor.bytes.size());
+          device.register_host(const_cast<std::byte*>(source), tensor.bytes.size());
       if (!registered.ok()) return fail(std::move(registered).take_status());
       buffer = std::move(registered).value();
     } else {
       Result<std::unique_ptr<hal::Buffer>> allocated = device.allocate(tensor.bytes.size(), hal::MemoryKind::kDevice);
       if (!allocated.ok()) return fail(std::move(allocated).take_status());
       buffer = std::move(allocated).value();
-      if (Status s = streams_[0]->copy_from_host(*buffer, tensor.bytes.data()); !s.ok()) return fail(std::move(s));
+      if (Status s = streams_[0]->copy_from_host(*buffer, source); !s.ok()) return fail(std::move(s));
       uploaded = true;
     }
     state.views[static_cast<size_t>(id)] = hal::BufferView(*buffer);
@@ -618,7 +630,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     for (size_t d = kFallbackDevice; d < sessions_.size(); ++d) {
       if (!read_on_[d][static_cast<size_t>(id)]) continue;
       Result<std::unique_ptr<hal::Buffer>> registered =
-          sessions_[d]->device().register_host(const_cast<std::byte*>(tensor.bytes.data()), tensor.bytes.size());
+          sessions_[d]->device().register_host(const_cast<std::byte*>(source), tensor.bytes.size());
       if (!registered.ok()) return fail(std::move(registered).take_status());
       state.host_views[d][static_cast<size_t>(id)] = hal::BufferView(**registered);
       state.input_buffers.push_back(std::move(registered).value());
@@ -669,7 +681,6 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
   }
   // Each output is read back on the stream that produced it: in a split plan an output may live on the fallback
   // device, whose buffers the main device's streams do not own (Note [Split runs]).
-  TensorMap outputs;
   std::vector<bool> read_on(streams_.size(), false);
   for (graph::ValueId id : g.outputs()) {
     const auto v = static_cast<size_t>(id);

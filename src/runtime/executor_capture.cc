@@ -23,6 +23,8 @@ Result<std::unique_ptr<Executor::Captured>> Executor::capture(const TensorMap& i
   if (sessions_.size() > 1) {
     return unimplemented("graph '{}' is split across devices: its runs cannot be captured", g.name());
   }
+  run_deadline_ = hal::Deadline::never();  // captures and replays have no deadline; a late run's streams settle first
+  HXRT_RETURN_IF_ERROR(settle());
   for (const ExecutionObject& object : objects) {
     if (object.stream != 0 || !object.wait_events.empty() || object.record_event >= 0) {
       return unimplemented(
@@ -117,6 +119,8 @@ Result<TensorMap> Executor::replay(Captured& captured, const TensorMap& inputs) 
 Result<std::unique_ptr<Executor::Pending>> Executor::begin_replay(Captured& captured, const TensorMap& inputs) {
   const graph::Graph& g = plan_->graph();
   if (captured.owner_ != this) return invalid_argument("replay: the capture was made by another executor");
+  run_deadline_ = hal::Deadline::never();
+  HXRT_RETURN_IF_ERROR(settle());
   RunState& state = *captured.state_;
   hal::Stream& stream = *streams_[0];
   for (const auto& [id, view] : captured.state_views_) {

@@ -12,17 +12,53 @@ namespace hxrt::runtime {
 
 hal::Duration Executor::time_left() const { return run_deadline_.remaining(); }
 
+// Note [Runs past their deadline]
+// A run whose deadline passes returns at the deadline, even when a stream is stalled on a long command (its own
+// kernel, or another party's command on a shared stream). quiesce() aborts the busy streams: their queued commands
+// are skipped without running (launches touch nothing; records fail; callbacks get the error). The command that is
+// running cannot be stopped unless it polls the cancellation flag, so a stream still running one is not reset here
+// (reset waits for it) but left in unsettled_, and everything that command may still use stays alive: pool blocks
+// are stream-ordered (a later allocation on the stream runs after it; Note [Stream-ordered reuse]), the executor's
+// own events, tilings and arena live with the executor, and the run's input buffers, its copies of the caller's
+// inputs (a run with a deadline never reads the caller's memory in place, which the caller may free once the run
+// returned) and its output tensors move to left_*. The next run first settles: it waits for those streams within its
+// own deadline (DeadlineExceeded naming the stream while one still runs), resets them and frees the leftovers; the
+// destructor does the same without a bound. So a late run costs its caller nothing past the deadline, nothing is freed
+// under a command, and the stream is usable again once its command ends.
 void Executor::quiesce() {
   // Only a run whose deadline passed leaves streams busy with its own launches; streams shared with another
   // executor's run are never aborted otherwise.
-  if (time_left() == hal::Duration::zero()) {
+  const bool late = time_left() == hal::Duration::zero();
+  if (late) {
     for (hal::Stream* stream : streams_) {
       if (!stream->query().idle) stream->abort();
     }
   }
   for (hal::Stream* stream : streams_) {
-    if (!stream->status().ok()) stream->reset().ignore();
+    if (stream->status().ok()) continue;
+    if (late && !stream->query().idle) {
+      if (std::find(unsettled_.begin(), unsettled_.end(), stream) == unsettled_.end()) unsettled_.push_back(stream);
+      continue;
+    }
+    stream->reset().ignore();
   }
+}
+
+Status Executor::settle() {
+  while (!unsettled_.empty()) {
+    hal::Stream* stream = unsettled_.back();
+    stream->synchronize(time_left()).ignore();  // the aborted stream's sticky error is expected
+    if (!stream->query().idle) {
+      return deadline_exceeded("stream '{}' still runs a command that an earlier run left when its deadline passed",
+                               stream->name());
+    }
+    stream->reset().ignore();
+    unsettled_.pop_back();
+  }
+  left_buffers_.clear();
+  left_copies_.clear();
+  left_outputs_.clear();
+  return ok_status();
 }
 
 void Executor::drain_after_failure(const RunOptions& /*options*/) {

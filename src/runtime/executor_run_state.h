@@ -35,6 +35,8 @@ struct Executor::RunState {
   std::vector<memory::Allocation> allocations; // per value: pool-owned intermediates and outputs
   std::vector<ops::KernelLaunch> launches;     // per object
   std::vector<std::unique_ptr<hal::Buffer>> input_buffers;
+  // A run with a deadline reads its inputs from copies of its own (Note [Runs past their deadline]).
+  std::vector<std::vector<std::byte>> input_copies;
   // Split plans, per device index (kMainDevice's entry empty): inputs and initializers as that device's nodes read
   // them, per value.
   std::vector<std::vector<hal::BufferView>> host_views;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <random>
 #include <set>
 
@@ -286,6 +287,43 @@ TEST_F(ExecutorTest, ARunThatTimesOutReturnsDeadlineExceededAndReleasesNothingSt
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(first->at("y"), second->at("y"));
   EXPECT_EQ(session_->pool().stats().active_blocks.current, 0) << "every run, timed out or not, returned its blocks";
+}
+
+TEST_F(ExecutorTest, ARunPastItsDeadlineReturnsAtItEvenWhileItsStreamIsStalled) {
+  // Another command stalls the executor's stream: a host callback that holds it until the test lets go (30 s at
+  // most). Runs with deadlines must return DeadlineExceeded while the stall still holds (Note [Runs past their
+  // deadline]); once it ends, the stream is usable: the next run gives the answer of a run before the stall and
+  // every pool block it took comes back.
+  Result<std::unique_ptr<Executor>> executor = compile(mlp(Dim::symbol("batch")));
+  ASSERT_TRUE(executor.ok()) << executor.status().to_string();
+  const HostTensor x = HostTensor::random_f32({4, 8}, rng_);
+  Result<TensorMap> before = (*executor)->run({{"x", x}});
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+  const int64_t blocks = session_->pool().stats().active_blocks.current;
+
+  std::promise<void> let_go;
+  std::shared_future<void> released = let_go.get_future().share();
+  auto stall_over = std::make_shared<std::atomic<bool>>(false);
+  ASSERT_TRUE((*executor)->stream().host_callback([released, stall_over](const Status&) {
+    released.wait_for(std::chrono::seconds(30));
+    stall_over->store(true);
+  }).ok());
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second finds the stream still running the stall
+    HostTensor copy = x;  // the caller's input, gone once the run returns
+    Result<TensorMap> late = (*executor)->run({{"x", copy}}, RunOptions{.timeout = std::chrono::milliseconds(100)});
+    copy.bytes.clear();
+    copy.bytes.shrink_to_fit();
+    ASSERT_FALSE(late.ok());
+    EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded) << late.status().to_string();
+    EXPECT_FALSE(stall_over->load()) << "attempt " << attempt << " returned only when the stall ended";
+  }
+  let_go.set_value();
+  Result<TensorMap> after = (*executor)->run({{"x", x}});
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  EXPECT_TRUE(stall_over->load());
+  EXPECT_EQ(after->at("y"), before->at("y"));
+  EXPECT_EQ(session_->pool().stats().active_blocks.current, blocks);
+  EXPECT_TRUE((*executor)->stream().status().ok());
 }
 
 TEST_F(ExecutorTest, BadBindingsNameTheInputAndAxis) {

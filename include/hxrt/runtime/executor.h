@@ -199,10 +199,21 @@ class Executor {
   // Note [One deadline per run]: what is left of the running run's RunOptions::timeout (kInfinite without one).
   hal::Duration time_left() const;
   // After a failure, before the run's memory is released: when the run's deadline has passed, streams still busy
-  // are aborted; every failed or aborted stream is reset, which waits for the command it is running to end.
+  // are aborted; every failed or aborted stream is reset, which waits for the command it is running to end —
+  // except, past the deadline, a stream still running a command: it is left for settle() (Note [Runs past their
+  // deadline]).
   void quiesce();
+  // Before a run: waits (within the run's deadline) for the streams an earlier late run left running, resets them
+  // and frees what that run left; DeadlineExceeded naming the stream when one is still running.
+  Status settle();
 
   hal::Deadline run_deadline_ = hal::Deadline::never();
+  // Note [Runs past their deadline]: streams a late run left running a command (aborted, not reset), and what that
+  // command may still read or write: the run's input buffers and copies, its output tensors.
+  std::vector<hal::Stream*> unsettled_;
+  std::vector<std::unique_ptr<hal::Buffer>> left_buffers_;
+  std::vector<std::vector<std::byte>> left_copies_;
+  std::vector<TensorMap> left_outputs_;
   Session& session_;               // sessions_[kMainDevice]
   std::vector<Session*> sessions_;  // per device index of the plan (one entry unless the plan is split)
   std::shared_ptr<const ExecutionPlan> plan_;
