@@ -581,6 +581,7 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
       for (std::unique_ptr<hal::Buffer>& buffer : state.input_buffers) left_buffers_.push_back(std::move(buffer));
       for (std::vector<std::byte>& copy : state.input_copies) left_copies_.push_back(std::move(copy));
       left_outputs_.push_back(std::move(outputs));
+      left_launches_.push_back(std::move(state.launches));  // a CPU kernel reads its KernelLaunch while it runs
     }
     state.input_buffers.clear();
     state.input_copies.clear();

@@ -21,7 +21,8 @@ hal::Duration Executor::time_left() const { return run_deadline_.remaining(); }
 // are stream-ordered (a later allocation on the stream runs after it; Note [Stream-ordered reuse]), the executor's
 // own events, tilings and arena live with the executor, and the run's input buffers, its copies of the caller's
 // inputs (a run with a deadline never reads the caller's memory in place, which the caller may free once the run
-// returned) and its output tensors move to left_*. The next run first settles: it waits for those streams within its
+// returned), its output tensors and its KernelLaunch records (a CPU kernel reads its own through a host pointer
+// while it runs) move to left_*. The next run first settles: it waits for those streams within its
 // own deadline (DeadlineExceeded naming the stream while one still runs), resets them and frees the leftovers; the
 // destructor does the same without a bound. So a late run costs its caller nothing past the deadline, nothing is freed
 // under a command, and the stream is usable again once its command ends.
@@ -58,6 +59,7 @@ Status Executor::settle() {
   left_buffers_.clear();
   left_copies_.clear();
   left_outputs_.clear();
+  left_launches_.clear();
   return ok_status();
 }
 

@@ -48,8 +48,11 @@ std::optional<HttpError> refuse_unserved(const json& body) {
   if (present(body, "best_of") && (!body["best_of"].is_number_integer() || body["best_of"].get<int64_t>() != 1)) {
     return bad_field("best_of", "only best_of = 1 is supported");
   }
-  for (const char* key : {"functions", "function_call"}) {
+  for (const char* key : {"functions", "function_call", "audio", "web_search_options"}) {
     if (present(body, key)) return bad_field(key, fmt::format("'{}' is not supported", key));
+  }
+  if (present(body, "modalities") && body["modalities"] != json::array({"text"})) {
+    return bad_field("modalities", "only 'modalities': [\"text\"] is supported");
   }
   return std::nullopt;
 }

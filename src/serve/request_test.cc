@@ -192,7 +192,9 @@ TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
            {R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
                "response_format": {"type": "json_object"})", "tool_choice"},
            {R"("parallel_tool_calls": "yes")", "parallel_tool_calls"}, {R"("tools": {})", "tools"},
-           {R"("functions": [])", "functions"}, {R"("best_of": 2)", "best_of"}}) {
+           {R"("functions": [])", "functions"}, {R"("best_of": 2)", "best_of"},
+           {R"("modalities": ["text", "audio"])", "modalities"}, {R"("audio": {"voice": "alloy"})", "audio"},
+           {R"("web_search_options": {})", "web_search_options"}}) {
     const HttpError e = bad("{" + std::string(user) + ", " + field + "}", true);
     EXPECT_EQ(e.param, param) << field << ": " << e.message;
   }
@@ -202,7 +204,8 @@ TEST(RequestTest, UnservedFieldsThatChangeTheOutputAreRefusedByName) {
   EXPECT_EQ(bad(R"({"prompt": "x", "suffix": "end"})", false).param, "suffix");
   ok("{" + std::string(user) +
          R"(, "response_format": {"type": "text"}, "tool_choice": "auto", "user": "u",
-             "metadata": {"a": "b"}, "store": false, "parallel_tool_calls": true})",
+             "metadata": {"a": "b"}, "store": false, "parallel_tool_calls": true, "modalities": ["text"],
+             "prediction": {"type": "content", "content": "x"}, "reasoning_effort": "low"})",
      true);
   ok(R"({"prompt": "x", "echo": false, "suffix": "", "best_of": 1})", false);
 }

@@ -214,6 +214,7 @@ class Executor {
   std::vector<std::unique_ptr<hal::Buffer>> left_buffers_;
   std::vector<std::vector<std::byte>> left_copies_;
   std::vector<TensorMap> left_outputs_;
+  std::vector<std::vector<ops::KernelLaunch>> left_launches_;
   Session& session_;               // sessions_[kMainDevice]
   std::vector<Session*> sessions_;  // per device index of the plan (one entry unless the plan is split)
   std::shared_ptr<const ExecutionPlan> plan_;
