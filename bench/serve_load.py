@@ -91,9 +91,17 @@ def start(side: str, args) -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
-def one_request(client: httpx.Client, url: str, prompt: str, max_tokens: int) -> dict:
+# --feature: what each request asks for besides plain text (the same on both sides).
+FEATURES = {
+    "none": {},
+    "logprobs": {"logprobs": True, "top_logprobs": 2},
+    "json": {"response_format": {"type": "json_object"}},
+}
+
+
+def one_request(client: httpx.Client, url: str, prompt: str, max_tokens: int, feature: str = "none") -> dict:
     body = {"model": "m", "messages": [{"role": "user", "content": prompt}], "temperature": 0,
-            "max_tokens": max_tokens, "stream": True}
+            "max_tokens": max_tokens, "stream": True, **FEATURES[feature]}
     sent = time.perf_counter()
     stamps = []
     with client.stream("POST", url + "/v1/chat/completions", json=body, timeout=600) as response:
@@ -109,7 +117,7 @@ def one_request(client: httpx.Client, url: str, prompt: str, max_tokens: int) ->
             "tokens": len(stamps)}
 
 
-def load(url: str, clients: int, requests_per_client: int, max_tokens: int) -> dict:
+def load(url: str, clients: int, requests_per_client: int, max_tokens: int, feature: str = "none") -> dict:
     results: list[dict] = []
     lock = threading.Lock()
 
@@ -120,7 +128,7 @@ def load(url: str, clients: int, requests_per_client: int, max_tokens: int) -> d
             for r in range(requests_per_client):
                 prompt = PROMPTS[(index * requests_per_client + r) % len(PROMPTS)]
                 try:
-                    result = one_request(client, url, prompt, max_tokens)
+                    result = one_request(client, url, prompt, max_tokens, feature)
                 except httpx.HTTPError as e:  # counted: a failed request is not a finished one
                     with lock:
                         errors.append(repr(e))
@@ -159,6 +167,8 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--hxrt-parallel", type=int, default=0,
                         help="hxrt serve's --parallel (sequences decoded together); 0 = the server's default (4)")
+    parser.add_argument("--feature", choices=sorted(FEATURES), default="none",
+                        help="logprobs (top 2) or JSON mode on every request, on both sides")
     parser.add_argument("--json", help="write every measurement here")
     args = parser.parse_args()
 
@@ -169,7 +179,7 @@ def main() -> int:
                 proc, url = start(side, args)
                 try:
                     load(url, 1, 1, 8)  # warm-up: page in the weights, JIT nothing is left cold
-                    m = load(url, clients, args.requests_per_client, args.max_tokens)
+                    m = load(url, clients, args.requests_per_client, args.max_tokens, args.feature)
                 finally:
                     proc.terminate()
                     proc.wait(timeout=60)
@@ -186,7 +196,7 @@ def main() -> int:
         match = re.search(r"model name\s*:\s*(.+)", open("/proc/cpuinfo").read())
         cpu = match.group(1) if match else cpu
     print(f"\nCPU: {cpu}, {os.cpu_count()} cores; threads {args.threads}; {args.reps} reps; "
-          f"{args.requests_per_client} requests/client, max_tokens {args.max_tokens}\n")
+          f"{args.requests_per_client} requests/client, max_tokens {args.max_tokens}, feature {args.feature}\n")
     print("| clients | side | req/s | tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | failed |")
     print("|---|---|---|---|---|---|---|---|---|")
     table = []

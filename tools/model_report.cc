@@ -10,6 +10,7 @@
 #include "hxrt/llm/model_cache.h"
 #include "hxrt/llm/model_family.h"
 #include "hxrt/llm/tokenizer.h"
+#include "hxrt/llm/tool_calls.h"
 
 namespace hxrt::tools {
 namespace {
@@ -94,6 +95,10 @@ Result<nlohmann::ordered_json> gguf_model_json(const ModelReportOptions& options
   } else {
     chat["example_error"] = rendered.status().to_string();
   }
+  // How tools reach the model (llm/tool_calls.h): the template's own format, or hxrt's Hermes system turn.
+  const llm::ToolCallStyle tools = llm::tool_call_style(*tokenizer);
+  chat["tool_calls"] = {{"format", std::string(llm::tool_call_format_name(tools.format))},
+                        {"template_renders_tools", tools.template_renders_tools}};
   report["chat_template"] = chat;
   return report;
 }
@@ -123,6 +128,10 @@ std::string describe_gguf_model(const nlohmann::ordered_json& report) {
   out += fmt::format("generation stops at: {}\n", fmt::join(eog, ", "));
   const nlohmann::ordered_json& chat = report["chat_template"];
   out += fmt::format("chat template: {}\n", chat["origin"].get<std::string>());
+  out += fmt::format("tool calls: {} format, {}\n", chat["tool_calls"]["format"].get<std::string>(),
+                     chat["tool_calls"]["template_renders_tools"].get<bool>()
+                         ? "tools rendered by the template"
+                         : "the template ignores tools: hxrt lists them in a system turn");
   out += "---- template source ----\n" + chat["source"].get<std::string>();
   if (!out.ends_with('\n')) out += '\n';
   if (chat.contains("error")) {
