@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -791,6 +792,38 @@ TEST_F(EngineTest, DeadlinesBoundRequestsAndEveryBlockingCall) {
   done = e->take_finished();
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].tokens, solo);
+}
+
+// Note [Runs past their deadline] (runtime/executor_failures.cc) seen from the engine: a host callback holds the
+// engine's stream (another party's long command); generate with a 200 ms timeout returns DeadlineExceeded while the
+// stall still holds, and once it ends the engine generates the solo tokens again.
+TEST_F(EngineTest, AGenerateWithATimeoutReturnsAtItWhileTheStreamIsStalled) {
+  auto model = TinyLlama::create(TinyLlamaSpec{});
+  std::mt19937 rng(13);
+  const std::vector<int32_t> prompt = random_prompt(6, model->spec().vocab, rng);
+  auto e = engine(*model, EngineOptions{.kv_budget_tokens = 256});
+  ASSERT_NE(e, nullptr);
+  const std::vector<int32_t> solo = e->generate(greedy(prompt, 6)).value().tokens;
+
+  std::promise<void> let_go;
+  std::shared_future<void> released = let_go.get_future().share();
+  auto stall_over = std::make_shared<std::atomic<bool>>(false);
+  // The executor's stream 0 is the session's stream named after the graph (Executor's constructor).
+  Result<hal::Stream*> stream = session_->stream(fmt::format("{}.s0", e->plan().graph().name()));
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  ASSERT_TRUE((*stream)->host_callback([released, stall_over](const Status&) {
+    released.wait_for(std::chrono::seconds(30));
+    stall_over->store(true);
+  }).ok());
+  Result<RequestResult> late = e->generate(greedy(prompt, 6), std::chrono::milliseconds(200));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded) << late.status().to_string();
+  EXPECT_FALSE(stall_over->load()) << "generate returned only when the stall ended";
+  EXPECT_TRUE(e->idle());
+  let_go.set_value();
+  Result<RequestResult> after = e->generate(greedy(prompt, 6));
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  EXPECT_EQ(after->tokens, solo);
 }
 
 }  // namespace
