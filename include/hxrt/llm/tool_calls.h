@@ -66,6 +66,10 @@ ToolCallAnswer parse_tool_calls(ToolCallFormat format, std::string_view text);
 class ToolCallStream {
  public:
   explicit ToolCallStream(ToolCallFormat format) : format_(format) {}
+  ToolCallStream(const ToolCallStream&) = delete;
+  ToolCallStream& operator=(const ToolCallStream&) = delete;
+  ToolCallStream(ToolCallStream&&) = default;  // a server keeps one per choice in a vector
+  ToolCallStream& operator=(ToolCallStream&&) = default;
   std::string push(std::string_view text);
   ToolCallAnswer finish();
 
