@@ -222,7 +222,9 @@ Result<std::string> apply_chat_template_with_tools(const Tokenizer& tokenizer, c
         }
         const json& f = c["function"];
         std::string arguments = "{}";
-        if (f.contains("arguments")) arguments = f["arguments"].is_string() ? f["arguments"].get<std::string>() : f["arguments"].dump();
+        if (f.contains("arguments")) {
+          arguments = f["arguments"].is_string() ? f["arguments"].get<std::string>() : f["arguments"].dump();
+        }
         if (!copy.content.empty()) copy.content += "\n";
         copy.content += hermes_block(f["name"].get<std::string>(), arguments);
       }

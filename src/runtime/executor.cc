@@ -612,7 +612,9 @@ Result<TensorMap> Executor::run(const TensorMap& inputs, const RunOptions& optio
     if (tensor.bytes.empty()) continue;
     // Note [Runs past their deadline]: with a deadline, the run reads a copy that outlives a late return.
     const std::byte* source = tensor.bytes.data();
-    if (options.timeout != hal::kInfinite) source = state.input_copies.emplace_back(tensor.bytes.begin(), tensor.bytes.end()).data();
+    if (options.timeout != hal::kInfinite) {
+      source = state.input_copies.emplace_back(tensor.bytes.begin(), tensor.bytes.end()).data();
+    }
     std::unique_ptr<hal::Buffer> buffer;
     if (device.info().host_addressable) {
       Result<std::unique_ptr<hal::Buffer>> registered =

@@ -103,6 +103,19 @@ struct Server::Impl {
     return std::nullopt;
   }
 
+  // Compiles a request's grammar (GBNF text, or the error of making it) into the job's; a failure is a 400 naming
+  // the field it came in.
+  static std::optional<HttpError> compile_grammar(Result<std::string> gbnf, const std::string& param, Job* job) {
+    Result<std::shared_ptr<const llm::Grammar>> grammar =
+        gbnf.ok() ? llm::parse_gbnf(*gbnf) : Result<std::shared_ptr<const llm::Grammar>>(gbnf.status());
+    if (!grammar.ok()) {
+      return HttpError{.message = fmt::format("'{}' cannot constrain the output: {}", param, grammar.status().message()),
+                       .param = param};
+    }
+    job->grammar = std::move(grammar).value();
+    return std::nullopt;
+  }
+
   void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
     const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
     std::variant<CompletionRequest, HttpError> parsed =
@@ -156,32 +169,21 @@ struct Server::Impl {
       }
       if (request.tool_choice != ToolChoice::kNone) tool_format = tool_style.format;
       if (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kFunction) {
-        Result<std::string> gbnf = llm::tool_call_grammar(tool_style.format, request.tools_json,
-                                                          request.tool_choice_function, request.parallel_tool_calls);
-        Result<std::shared_ptr<const llm::Grammar>> grammar =
-            gbnf.ok() ? llm::parse_gbnf(*gbnf) : Result<std::shared_ptr<const llm::Grammar>>(gbnf.status());
-        if (!grammar.ok()) {
-          return reply_error(res, endpoint,
-                             HttpError{.message = std::string(grammar.status().message()),
-                                       .param = request.tool_choice == ToolChoice::kFunction ? "tool_choice" : "tools"});
+        const std::string param = request.tool_choice == ToolChoice::kFunction ? "tool_choice" : "tools";
+        if (auto e = compile_grammar(llm::tool_call_grammar(tool_style.format, request.tools_json,
+                                                            request.tool_choice_function, request.parallel_tool_calls),
+                                     param, job.get())) {
+          return reply_error(res, endpoint, *e);
         }
-        job->grammar = std::move(grammar).value();
       }
     }
     if (!request.grammar.empty() || !request.json_schema.empty()) {
       // A JSON schema becomes GBNF first (json_schema.h); either way a bad one is a 400 naming the field it came in.
       const bool schema = !request.json_schema.empty();
       const std::string param = schema ? request.json_schema_param : "grammar";
-      Result<std::string> gbnf = schema ? llm::json_schema_to_gbnf(request.json_schema) : Result<std::string>(request.grammar);
-      Result<std::shared_ptr<const llm::Grammar>> grammar =
-          gbnf.ok() ? llm::parse_gbnf(*gbnf) : Result<std::shared_ptr<const llm::Grammar>>(gbnf.status());
-      if (!grammar.ok()) {
-        return reply_error(res, endpoint,
-                           HttpError{.message = fmt::format("'{}' cannot constrain the output: {}", param,
-                                                            grammar.status().message()),
-                                     .param = param});
-      }
-      job->grammar = std::move(grammar).value();
+      Result<std::string> gbnf =
+          schema ? llm::json_schema_to_gbnf(request.json_schema) : Result<std::string>(request.grammar);
+      if (auto e = compile_grammar(std::move(gbnf), param, job.get())) return reply_error(res, endpoint, *e);
     }
     // Note [Forked choices] (llm/engine.cc): n choices, one job each, one engine request.
     std::vector<std::shared_ptr<Job>> choices = {job};
@@ -522,8 +524,8 @@ struct Server::Impl {
               json held = logprobs_json(job, chat, std::exchange(state->held_logprobs[c], {}), 0);
               const bool held_any = !held.is_null() && !held["content"].empty();
               if (!answer.content.empty() || (held_any && calls.empty())) {
-                if (!send(chunk(c, json{{"content", std::move(answer.content)}}, nullptr, std::move(held)))) return false;
-                held = nullptr;
+                json text = {{"content", std::move(answer.content)}};
+                if (!send(chunk(c, std::move(text), nullptr, std::exchange(held, nullptr)))) return false;
               }
               if (!calls.empty()) {
                 json delta = {{"tool_calls", tool_calls_json(calls, fmt::format("call_{}_{}", id, c), true)}};

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
-import subprocess
 import sys
 import threading
 import time
 
 import httpx
+
+from serve_process import default_model, start_server
 
 PROMPTS = [
     "The capital of France is", "Water boils at", "Write a haiku about rain.", "List three colors:",
@@ -29,12 +29,6 @@ PROMPTS = [
     "A recipe for pancakes:", "The history of Rome began", "Why do cats purr?", "Describe the ocean.",
     "My favourite book is",
 ]
-
-
-def default_model() -> str:
-    cache = os.environ.get("HXRT_MODEL_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hxrt", "models")
-    return os.environ.get("HXRT_TEST_MODEL") or os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def rss_kib(pid: int) -> tuple[float, float]:
@@ -102,14 +96,11 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
-    proc = subprocess.Popen([args.hxrt, "serve", "--model", args.model, "--port", "0", "--threads", str(args.threads),
-                             "--parallel", str(args.clients), "--kv-tokens", str(args.kv_tokens)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    match = re.search(r"listening on (http://[\d.]+:\d+)", proc.stdout.readline())
-    if not match:
+    proc, url = start_server(args.hxrt, args.model, "--threads", str(args.threads),
+                             "--parallel", str(args.clients), "--kv-tokens", str(args.kv_tokens))
+    if url is None:
         print("serve_soak: the server did not start", file=sys.stderr)
         return 1
-    url = match.group(1)
 
     # Solo references: every (kind, prompt, length) a client may ask for, run alone first.
     lengths = sorted({max(1, args.max_new // d) for d in (1, 2, 4, 8)})

@@ -24,12 +24,13 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
 import threading
 import time
 
 import httpx
+
+from serve_process import default_model, start_server
 
 PROMPTS = ["The capital of France is", "Write a haiku about rain.", "List three colors:", "Why do cats purr?",
            "Once upon a time,", "Explain gravity briefly.", "A recipe for pancakes:", "Describe the ocean."]
@@ -39,12 +40,6 @@ KINDS = {  # kind: weight
 }
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]}}}
-
-
-def default_model() -> str:
-    cache = os.environ.get("HXRT_MODEL_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hxrt", "models")
-    return os.environ.get("HXRT_TEST_MODEL") or os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def rss_anon_mib(pid: int) -> float:
@@ -253,14 +248,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
-    proc = subprocess.Popen([args.hxrt, "serve", "--model", args.model, "--port", "0", "--threads", str(args.threads),
-                             "--parallel", str(args.parallel), "--max-queue", str(args.clients)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    match = re.search(r"listening on (http://[\d.]+:\d+)", proc.stdout.readline())
-    if not match:
+    proc, url = start_server(args.hxrt, args.model, "--threads", str(args.threads),
+                             "--parallel", str(args.parallel), "--max-queue", str(args.clients))
+    if url is None:
         print("serve_waves: the server did not start", file=sys.stderr)
         return 1
-    url = match.group(1)
     failures: list[str] = []
     reports = []
     _, gauges = metrics(url)
