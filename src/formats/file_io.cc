@@ -21,7 +21,8 @@ Status io_error(std::string_view what, const std::string& path, int err) {
 
 MappedFile::~MappedFile() { ::munmap(address_, size_); }
 
-Result<std::shared_ptr<const MappedFile>> map_file(const std::string& path, std::string_view kind) {
+Result<std::shared_ptr<const MappedFile>> map_file(const std::string& path, std::string_view kind,
+                                                   bool prefetch) {
   HXRT_RETURN_IF_ERROR(fault::check(fault::Site::kFileOpen, [&] { return fmt::format("{} '{}'", kind, path); }));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error(fmt::format("cannot open {}", kind), path, errno);
@@ -45,7 +46,7 @@ Result<std::shared_ptr<const MappedFile>> map_file(const std::string& path, std:
     ::close(fd);
     return injected;
   }
-  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | (prefetch ? MAP_POPULATE : 0), fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping stays valid without the descriptor
   if (address == MAP_FAILED) return io_error(fmt::format("cannot map {}", kind), path, err);

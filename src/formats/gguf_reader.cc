@@ -408,8 +408,8 @@ Result<GgufFile> GgufFile::from_memory(std::span<const std::byte> bytes, std::sh
   return GgufParser(bytes).parse(std::move(keepalive));
 }
 
-Result<GgufFile> GgufFile::open(const std::string& path) {
-  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapping, map_file(path, "GGUF file"));
+Result<GgufFile> GgufFile::open(const std::string& path, bool prefetch) {
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapping, map_file(path, "GGUF file", prefetch));
   Result<GgufFile> file = from_memory(mapping->bytes(), mapping);
   if (!file.ok()) return std::move(file).take_status().with_context(fmt::format("reading GGUF file '{}'", path));
   return file;

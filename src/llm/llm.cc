@@ -18,7 +18,7 @@ Llm::~Llm() = default;
 Result<std::unique_ptr<Llm>> Llm::load(const LlmOptions& options) {
   std::unique_ptr<Llm> llm(new Llm());
   HXRT_ASSIGN_OR_RETURN(llm->path_, resolve_model(options.model, options.fetch_default_model));
-  HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(llm->path_));
+  HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(llm->path_, /*prefetch=*/true));
   llm->file_ = std::make_unique<formats::GgufFile>(std::move(file));
   HXRT_ASSIGN_OR_RETURN(TokenizerSpec spec, tokenizer_spec_from_gguf(*llm->file_));
   if (!options.chat_template.empty()) spec.chat_template = options.chat_template;

@@ -208,8 +208,9 @@ struct GgufTensor {
 
 class GgufFile {
  public:
-  // Maps `path` read-only and reads it. NotFound for a missing file; other errors as in the file comment.
-  static Result<GgufFile> open(const std::string& path);
+  // Maps `path` read-only and reads it. NotFound for a missing file; other errors as in the file comment. With
+  // `prefetch`, every page of the file is mapped at once (formats/file_io.h map_file): for a model about to run.
+  static Result<GgufFile> open(const std::string& path, bool prefetch = false);
   // Reads a GGUF file held in memory; tensor bytes point into `bytes`, which `keepalive` (may be null when the caller
   // guarantees the lifetime) keeps alive.
   static Result<GgufFile> from_memory(std::span<const std::byte> bytes, std::shared_ptr<const void> keepalive);

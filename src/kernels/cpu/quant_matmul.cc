@@ -530,6 +530,11 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
       }
       // Prefill tiles: the rows kernels' bits through decoded W rows (Note [AVX2 decoded rows] in
       // quant_matmul_kquant.cc).
+      if (panels && i1 - i0 > kMaxRows && isa == QuantIsa::kAvx512Vnni) {
+        kquant::panel_tile_vnni512(w_type, aq.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
+                                   w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
+        continue;
+      }
       if (panels && i1 - i0 > kMaxRows) {
         kquant::panel_tile_avx2(w_type, aq.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
                                 w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);

@@ -45,4 +45,11 @@ RowsFn rows_kernel(DType w_type, QuantIsa isa, int rows);
 void panel_tile_avx2(DType w_type, const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
                      int64_t cols, const float* bias, float* y, int64_t ldy);
 
+// AVX-512 VNNI (512-bit), for prefill tiles of more than kQuantTileRows rows of the super-block types (q2_K..q6_K,
+// iq4_xs): two W rows per zmm, each super-block decoded once per tile (Note [K-quant pairs] in
+// quant_matmul_kquant512.cc), bit-identical to the rows kernels; the arguments as panel_tile_avx2's, the activations
+// quantized with activation_group(w_type). Needs quant_isa_supported(QuantIsa::kAvx512Vnni).
+void panel_tile_vnni512(DType w_type, const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes,
+                        int64_t nb, int64_t cols, const float* bias, float* y, int64_t ldy);
+
 }  // namespace hxrt::kernels::cpu::kquant
