@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -180,53 +181,14 @@ __attribute__((target("avx2,fma,f16c"))) inline void accumulate_values(const flo
   for (int i = 0; i < kN; ++i) _mm256_storeu_ps(y + offset + 8 * i, acc[i]);
 }
 
+// The softmax of one query's scores (their maximum given) at f16 precision, then y = Σ_j p[j] · v_j: the generic
+// loop's operations (exp eight at a time with std::exp's bits, Note [Exact vector exp]; the sum left to right).
 template <int kVecs, typename Rows>
-__attribute__((target("avx2,fma,f16c"))) void attend_avx2(const float* q, const Rows& rows, int64_t n_visible,
-                                                          float scale, float softcap, float* scores, float* y) {
-  constexpr int64_t kDim = 8 * kVecs;
-  __m256 qv[kVecs];
-  for (int i = 0; i < kVecs; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i);
-  const auto key = [&](int64_t j) { return rows.key(j); };
-  float max_score = -INFINITY;
-  const __m128 scale4 = _mm_set1_ps(scale);
-  __m128 max4 = _mm_set1_ps(-INFINITY);
-  int64_t j = 0;
-  for (; j + 4 <= n_visible; j += 4) {
-    const auto* k0 = key(j);
-    const auto* k1 = key(j + 1);
-    const auto* k2 = key(j + 2);
-    const auto* k3 = key(j + 3);
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int i = 0; i < kVecs; ++i) {
-      a0 = _mm256_fmadd_ps(qv[i], load8(k0 + 8 * i), a0);
-      a1 = _mm256_fmadd_ps(qv[i], load8(k1 + 8 * i), a1);
-      a2 = _mm256_fmadd_ps(qv[i], load8(k2 + 8 * i), a2);
-      a3 = _mm256_fmadd_ps(qv[i], load8(k3 + 8 * i), a3);
-    }
-    const __m256 pairs = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    const __m128 dots = _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
-    __m128 scaled = _mm_mul_ps(dots, scale4);
-    if (softcap > 0.0f) {
-      alignas(16) float d[4];
-      _mm_store_ps(d, scaled);
-      for (float& x : d) x = capped(x, softcap);
-      scaled = _mm_load_ps(d);
-    }
-    _mm_storeu_ps(scores + j, scaled);
-    max4 = _mm_max_ps(max4, scaled);
-  }
-  // The maximum only offsets the exponents (a NaN score makes every output NaN whichever way it is taken), so the
-  // lanes' maxima give the generic loop's exps.
-  alignas(16) float lanes[4];
-  _mm_store_ps(lanes, max4);
-  for (float x : lanes) max_score = std::max(max_score, x);
-  for (; j < n_visible; ++j) {
-    scores[j] = capped(dot_avx2(q, key(j), kDim) * scale, softcap);
-    max_score = std::max(max_score, scores[j]);
-  }
-  // exp eight at a time, std::exp's bits (Note [Exact vector exp]); the sum left to right as the generic loop's.
+__attribute__((target("avx2,fma,f16c"))) void softmax_values_avx2(float* scores, float max_score, const Rows& rows,
+                                                                  int64_t n_visible, float* y) {
   const __m256 max8 = _mm256_set1_ps(max_score);
-  for (j = 0; j + 8 <= n_visible; j += 8) {
+  int64_t j = 0;
+  for (; j + 8 <= n_visible; j += 8) {
     _mm256_storeu_ps(scores + j, exp_exact_avx2(_mm256_sub_ps(_mm256_loadu_ps(scores + j), max8)));
   }
   for (; j < n_visible; ++j) scores[j] = std::exp(scores[j] - max_score);
@@ -243,6 +205,125 @@ __attribute__((target("avx2,fma,f16c"))) void attend_avx2(const float* q, const 
   // y += p·v, 64 values of y at a time in registers (every value still sums its terms in position order).
   for (int c = 0; c + 8 <= kVecs; c += 8) accumulate_values<8>(scores, rows, n_visible, 8 * c, y);
   if constexpr (kVecs % 8 != 0) accumulate_values<kVecs % 8>(scores, rows, n_visible, 8 * (kVecs / 8 * 8), y);
+}
+
+// Four dot products' eight-lane sums reduced together by two hadds, which pair the lanes exactly as dot_avx2's
+// reduction does: lane i of the result is accumulator i's dot product.
+__attribute__((target("avx2,fma,f16c"))) inline __m128 reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 pairs = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
+}
+
+// Scores scaled and capped (Note [Score softcap]), four at a time.
+__attribute__((target("avx2,fma,f16c"))) inline __m128 scaled_scores(__m128 dots, float scale, float softcap) {
+  __m128 scaled = _mm_mul_ps(dots, _mm_set1_ps(scale));
+  if (softcap > 0.0f) {
+    alignas(16) float d[4];
+    _mm_store_ps(d, scaled);
+    for (float& x : d) x = capped(x, softcap);
+    scaled = _mm_load_ps(d);
+  }
+  return scaled;
+}
+
+template <int kVecs, typename Rows>
+__attribute__((target("avx2,fma,f16c"))) void attend_avx2(const float* q, const Rows& rows, int64_t n_visible,
+                                                          float scale, float softcap, float* scores, float* y) {
+  constexpr int64_t kDim = 8 * kVecs;
+  __m256 qv[kVecs];
+  for (int i = 0; i < kVecs; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i);
+  const auto key = [&](int64_t j) { return rows.key(j); };
+  float max_score = -INFINITY;
+  __m128 max4 = _mm_set1_ps(-INFINITY);
+  int64_t j = 0;
+  for (; j + 4 <= n_visible; j += 4) {
+    const auto* k0 = key(j);
+    const auto* k1 = key(j + 1);
+    const auto* k2 = key(j + 2);
+    const auto* k3 = key(j + 3);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < kVecs; ++i) {
+      a0 = _mm256_fmadd_ps(qv[i], load8(k0 + 8 * i), a0);
+      a1 = _mm256_fmadd_ps(qv[i], load8(k1 + 8 * i), a1);
+      a2 = _mm256_fmadd_ps(qv[i], load8(k2 + 8 * i), a2);
+      a3 = _mm256_fmadd_ps(qv[i], load8(k3 + 8 * i), a3);
+    }
+    const __m128 scaled = scaled_scores(reduce4(a0, a1, a2, a3), scale, softcap);
+    _mm_storeu_ps(scores + j, scaled);
+    max4 = _mm_max_ps(max4, scaled);
+  }
+  // The maximum only offsets the exponents (a NaN score makes every output NaN whichever way it is taken), so the
+  // lanes' maxima give the generic loop's exps.
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, max4);
+  for (float x : lanes) max_score = std::max(max_score, x);
+  for (; j < n_visible; ++j) {
+    scores[j] = capped(dot_avx2(q, key(j), kDim) * scale, softcap);
+    max_score = std::max(max_score, scores[j]);
+  }
+  softmax_values_avx2<kVecs>(scores, max_score, rows, n_visible, y);
+}
+
+// Note [Grouped heads]: the query heads of one KV head read the same keys and values, so a task attends up to four
+// of them for the same token together: their scores come from one pass over the keys, kKeys keys at a time, each
+// key row loaded once for all the heads (kHeads × kKeys independent accumulators: eight chains of fused multiply-adds
+// where one head alone keeps four busy). Every (head, key) dot product is still one eight-lane chain over the
+// dimensions in order, reduced as dot_avx2 reduces it, and each head's softmax and values are attend_avx2's, so the
+// results are bit-identical to attending the heads one by one.
+template <int kVecs, int kHeads, typename Rows>
+__attribute__((target("avx2,fma,f16c"))) void attend_heads_avx2(const float* q, const Rows& rows, int64_t n_visible,
+                                                                float scale, float softcap, float* scores,
+                                                                float* const* y) {
+  constexpr int64_t kDim = 8 * kVecs;
+  constexpr int kKeys = kHeads == 2 ? 4 : 2;  // keys per pass: eight accumulators (six for three heads)
+  constexpr int kAcc = kHeads * kKeys;
+  static_assert(kAcc % 2 == 0 && kAcc <= 8);
+  float max_score[kHeads];
+  for (float& m : max_score) m = -INFINITY;
+  int64_t j = 0;
+  for (; j + kKeys <= n_visible; j += kKeys) {
+    decltype(rows.key(0)) k[kKeys];
+#pragma GCC unroll 4
+    for (int c = 0; c < kKeys; ++c) k[c] = rows.key(j + c);
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int a = 0; a < 8; ++a) acc[a] = _mm256_setzero_ps();
+    for (int i = 0; i < kVecs; ++i) {
+      __m256 kv[kKeys];
+#pragma GCC unroll 4
+      for (int c = 0; c < kKeys; ++c) kv[c] = load8(k[c] + 8 * i);
+#pragma GCC unroll 4
+      for (int h = 0; h < kHeads; ++h) {
+        const __m256 qv = _mm256_loadu_ps(q + h * kDim + 8 * i);
+#pragma GCC unroll 4
+        for (int c = 0; c < kKeys; ++c) acc[h * kKeys + c] = _mm256_fmadd_ps(qv, kv[c], acc[h * kKeys + c]);
+      }
+    }
+    // Accumulator h · kKeys + c is (head h, key j + c); four at a time through reduce4.
+    alignas(16) float dots[8];
+    _mm_store_ps(dots, scaled_scores(reduce4(acc[0], acc[1], acc[2], acc[3]), scale, softcap));
+    if constexpr (kAcc > 4) _mm_store_ps(dots + 4, scaled_scores(reduce4(acc[4], acc[5], acc[6], acc[7]), scale,
+                                                                   softcap));
+#pragma GCC unroll 4
+    for (int h = 0; h < kHeads; ++h) {
+#pragma GCC unroll 4
+      for (int c = 0; c < kKeys; ++c) {
+        const float x = dots[h * kKeys + c];
+        scores[h * n_visible + j + c] = x;
+        max_score[h] = std::max(max_score[h], x);
+      }
+    }
+  }
+  for (; j < n_visible; ++j) {
+    for (int h = 0; h < kHeads; ++h) {
+      const float x = capped(dot_avx2(q + h * kDim, rows.key(j), kDim) * scale, softcap);
+      scores[h * n_visible + j] = x;
+      max_score[h] = std::max(max_score[h], x);
+    }
+  }
+  for (int h = 0; h < kHeads; ++h) {
+    softmax_values_avx2<kVecs>(scores + h * n_visible, max_score[h], rows, n_visible, y[h]);
+  }
 }
 
 // HXRT_GENERIC_ATTENTION=1 turns the fast path off (read at every launch: tests compare the two bit for bit).
@@ -270,6 +351,36 @@ AttendFn<Rows> attend_fast(int64_t head_dim) {
   if (head_dim == 256) return &attend_avx2<32, Rows>;
   if (head_dim % 8 != 0 || head_dim < 8 || head_dim > 128) return nullptr;
   return kByVecs[head_dim / 8 - 1];
+}
+
+template <typename Rows>
+using AttendHeadsFn = void (*)(const float*, const Rows&, int64_t, float, float, float*, float* const*);
+
+// The grouped fast path (Note [Grouped heads]) for `heads` (2..4) query heads of this size, or null (the heads are
+// then attended one by one): the head sizes models use.
+template <typename Rows>
+AttendHeadsFn<Rows> attend_heads_fast(int64_t head_dim, int heads) {
+  if (attend_fast<Rows>(head_dim) == nullptr || heads < 2 || heads > 4) return nullptr;
+  using Table = std::array<AttendHeadsFn<Rows>, 3>;
+  static constexpr Table k64 = {&attend_heads_avx2<8, 2, Rows>, &attend_heads_avx2<8, 3, Rows>,
+                                &attend_heads_avx2<8, 4, Rows>};
+  static constexpr Table k80 = {&attend_heads_avx2<10, 2, Rows>, &attend_heads_avx2<10, 3, Rows>,
+                                &attend_heads_avx2<10, 4, Rows>};
+  static constexpr Table k96 = {&attend_heads_avx2<12, 2, Rows>, &attend_heads_avx2<12, 3, Rows>,
+                                &attend_heads_avx2<12, 4, Rows>};
+  static constexpr Table k128 = {&attend_heads_avx2<16, 2, Rows>, &attend_heads_avx2<16, 3, Rows>,
+                                 &attend_heads_avx2<16, 4, Rows>};
+  static constexpr Table k256 = {&attend_heads_avx2<32, 2, Rows>, &attend_heads_avx2<32, 3, Rows>,
+                                 &attend_heads_avx2<32, 4, Rows>};
+  const auto at = static_cast<size_t>(heads - 2);
+  switch (head_dim) {
+    case 64: return k64[at];
+    case 80: return k80[at];
+    case 96: return k96[at];
+    case 128: return k128[at];
+    case 256: return k256[at];
+    default: return nullptr;
+  }
 }
 
 // `rows` f16 rows (offsets[j]: row j's byte offset in `base`; dim a multiple of 8) widened into out[rows][dim].
@@ -415,7 +526,7 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
     }
   });
 
-  // 2. Attend, one task per (chunk of a sequence's tokens, query head).
+  // 2. Attend, one task per (chunk of a sequence's tokens, batch of query heads of one KV head).
   std::vector<std::vector<int64_t>> tokens_of(static_cast<size_t>(n_seqs));  // (n_seqs) token indices
   for (int64_t t = 0; t < n_tokens; ++t) tokens_of[static_cast<size_t>(seq_of[t])].push_back(t);
   struct Chunk {
@@ -433,7 +544,6 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
   const float scale = params.scale != 0.0f ? params.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float* pq = q.data<const float>();
   float* py = out.data<float>();
-  const auto n_tasks = static_cast<int64_t>(chunks.size()) * n_heads;
   const AttentionIsa& isa = attention_isa();
   // Note [Half-precision products]: with an f16 cache the products are those of a half-precision GEMM, as in
   // llama.cpp: the query enters q·k, and the probabilities enter p·v, rounded to f16; sums stay f32.
@@ -441,19 +551,28 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
   const bool fast_ok = half_products && !generic_attention_only();
   const AttendFn<HalfRows> fast_half = fast_ok ? attend_fast<HalfRows>(head_dim) : nullptr;
   const AttendFn<FloatRows> fast_float = fast_ok ? attend_fast<FloatRows>(head_dim) : nullptr;
+  // Heads per task (Note [Grouped heads]): up to four of a KV head's group, fewer when the tasks would not keep the
+  // pool's threads busy (a decode step of one sequence on a model with one KV head).
+  int64_t batch_heads = fast_float != nullptr ? std::min<int64_t>(group, 4) : 1;
+  const auto chunk_count = static_cast<int64_t>(chunks.size());
+  const auto tasks_for = [&](int64_t heads) { return chunk_count * n_kv * ((group + heads - 1) / heads); };
+  while (batch_heads > 1 && tasks_for(batch_heads) < 2 * ctx.pool().num_threads()) batch_heads /= 2;
+  const int64_t batches_per_group = (group + batch_heads - 1) / batch_heads;
+  const int64_t n_tasks = tasks_for(batch_heads);
   const auto first_visible = [&](int64_t t) {
     // The visible positions [first, pos]: all of them, or the last `window` (a sliding-window layer).
     return params.window > 0 ? std::max<int64_t>(0, pos_of[t] - params.window + 1) : int64_t{0};
   };
   ctx.pool().parallel_for(n_tasks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores, query;  // (ctx), (head_dim)
+    std::vector<float> scores, query;  // (heads × ctx), (heads × head_dim)
     std::vector<int64_t> rows;         // (hi - lo) byte offset of each position's (slot, kv head) row
     std::vector<float> wide_k, wide_v; // (hi - lo, head_dim) the rows widened (Note [Widened prefill rows])
     for (int64_t task = begin; task < end; ++task) {
-      const Chunk& chunk = chunks[static_cast<size_t>(task / n_heads)];
+      const Chunk& chunk = chunks[static_cast<size_t>(task / (n_kv * batches_per_group))];
       const int64_t s = chunk.s;
-      const int64_t h = task % n_heads;
-      const int64_t g = h / group;
+      const int64_t g = (task / batches_per_group) % n_kv;
+      const int64_t h0 = g * group + (task % batches_per_group) * batch_heads;
+      const int64_t h1 = std::min(h0 + batch_heads, (g + 1) * group);
       const std::vector<int64_t>& tokens = tokens_of[static_cast<size_t>(s)];
       // The positions [lo, hi) some query of the chunk sees.
       int64_t lo = INT64_MAX;
@@ -462,7 +581,7 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
         lo = std::min(lo, first_visible(tokens[i]));
         hi = std::max<int64_t>(hi, pos_of[tokens[i]] + 1);
       }
-      scores.resize(static_cast<size_t>(hi - lo));
+      scores.resize(static_cast<size_t>((h1 - h0) * (hi - lo)));
       rows.resize(static_cast<size_t>(hi - lo));
       for (int64_t j = lo; j < hi;) {  // block by block: one table read per block
         const int64_t block_end = std::min(hi, (j / block_size + 1) * block_size);
@@ -477,20 +596,36 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
         widen_rows(kc, rows.data(), hi - lo, head_dim, wide_k.data());
         widen_rows(vc, rows.data(), hi - lo, head_dim, wide_v.data());
       }
+      const int heads = static_cast<int>(h1 - h0);
+      const AttendHeadsFn<FloatRows> grouped_float = widened ? attend_heads_fast<FloatRows>(head_dim, heads) : nullptr;
+      const AttendHeadsFn<HalfRows> grouped_half =
+          fast_half != nullptr && !widened ? attend_heads_fast<HalfRows>(head_dim, heads) : nullptr;
       for (size_t i = chunk.begin; i < chunk.end; ++i) {
         const int64_t t = tokens[i];
         const int64_t first = first_visible(t);
         const int64_t n_visible = pos_of[t] + 1 - first;
         const int64_t* visible = rows.data() + (first - lo);
-        const float* qh = pq + (t * n_heads + h) * head_dim;
-        float* yh = py + (t * n_heads + h) * head_dim;
+        const FloatRows wide = widened ? FloatRows{wide_k.data() + (first - lo) * head_dim,
+                                                   wide_v.data() + (first - lo) * head_dim, head_dim}
+                                       : FloatRows{nullptr, nullptr, head_dim};
         if (half_products) {
-          query.resize(static_cast<size_t>(head_dim));
-          round_to_half(qh, head_dim, query.data());
-          qh = query.data();
+          query.resize(static_cast<size_t>(heads * head_dim));
+          round_to_half(pq + (t * n_heads + h0) * head_dim, heads * head_dim, query.data());
+        }
+        if (grouped_float != nullptr || grouped_half != nullptr) {
+          float* y[4] = {};
+          for (int j = 0; j < heads; ++j) y[j] = py + (t * n_heads + h0 + j) * head_dim;
+          if (grouped_float != nullptr) {
+            grouped_float(query.data(), wide, n_visible, scale, params.softcap, scores.data(), y);
+          } else {
+            grouped_half(query.data(), HalfRows{kc, vc, visible}, n_visible, scale, params.softcap, scores.data(), y);
+          }
+          continue;
+        }
+        for (int64_t h = h0; h < h1; ++h) {
+          const float* qh = half_products ? query.data() + (h - h0) * head_dim : pq + (t * n_heads + h) * head_dim;
+          float* yh = py + (t * n_heads + h) * head_dim;
           if (widened) {
-            const FloatRows wide{wide_k.data() + (first - lo) * head_dim, wide_v.data() + (first - lo) * head_dim,
-                                 head_dim};
             fast_float(qh, wide, n_visible, scale, params.softcap, scores.data(), yh);
             continue;
           }
@@ -498,30 +633,30 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
             fast_half(qh, HalfRows{kc, vc, visible}, n_visible, scale, params.softcap, scores.data(), yh);
             continue;
           }
-        }
-        float max_score = -INFINITY;
-        for (int64_t j = 0; j < n_visible; ++j) {
-          const std::byte* key = kc + visible[j];
-          const float score = half_products ? isa.dot_f16(qh, reinterpret_cast<const uint16_t*>(key), head_dim)
-                                            : isa.dot(qh, reinterpret_cast<const float*>(key), head_dim);
-          scores[static_cast<size_t>(j)] = capped(score * scale, params.softcap);
-          max_score = std::max(max_score, scores[static_cast<size_t>(j)]);
-        }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < n_visible; ++j) {
-          scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - max_score);
-          sum += scores[static_cast<size_t>(j)];
-        }
-        const float inv = 1.0f / sum;
-        std::fill(yh, yh + head_dim, 0.0f);
-        for (int64_t j = 0; j < n_visible; ++j) {
-          float p = scores[static_cast<size_t>(j)] * inv;
-          const std::byte* value = vc + visible[j];
-          if (half_products) {
-            p = f16_to_f32(f32_to_f16(p));
-            isa.axpy_f16(p, reinterpret_cast<const uint16_t*>(value), yh, head_dim);
-          } else {
-            isa.axpy(p, reinterpret_cast<const float*>(value), yh, head_dim);
+          float max_score = -INFINITY;
+          for (int64_t j = 0; j < n_visible; ++j) {
+            const std::byte* key = kc + visible[j];
+            const float score = half_products ? isa.dot_f16(qh, reinterpret_cast<const uint16_t*>(key), head_dim)
+                                              : isa.dot(qh, reinterpret_cast<const float*>(key), head_dim);
+            scores[static_cast<size_t>(j)] = capped(score * scale, params.softcap);
+            max_score = std::max(max_score, scores[static_cast<size_t>(j)]);
+          }
+          float sum = 0.0f;
+          for (int64_t j = 0; j < n_visible; ++j) {
+            scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - max_score);
+            sum += scores[static_cast<size_t>(j)];
+          }
+          const float inv = 1.0f / sum;
+          std::fill(yh, yh + head_dim, 0.0f);
+          for (int64_t j = 0; j < n_visible; ++j) {
+            float p = scores[static_cast<size_t>(j)] * inv;
+            const std::byte* value = vc + visible[j];
+            if (half_products) {
+              p = f16_to_f32(f32_to_f16(p));
+              isa.axpy_f16(p, reinterpret_cast<const uint16_t*>(value), yh, head_dim);
+            } else {
+              isa.axpy(p, reinterpret_cast<const float*>(value), yh, head_dim);
+            }
           }
         }
       }

@@ -260,10 +260,12 @@ TEST(PagedAttentionTest, ATokensResultDoesNotDependOnTheRestOfTheBatch) {
 }
 
 // Note [Attention fast path]: the f16 fast path computes exactly what the generic loops compute.
-// Note [Attention fast path]: GQA groups of 1, 3 and 10 query heads per kv head (10 runs as 8 + 2).
+// GQA groups of 1, 2, 3, 4, 7 (as 4 + 3) and 10 query heads per kv head: the head sizes of Note [Grouped heads]
+// attend their group's heads together, the others one by one.
 TEST(PagedAttentionTest, TheFastPathIsBitIdenticalToTheGenericLoops) {
   for (const auto& [head_dim, n_heads, n_kv] : std::vector<std::array<int64_t, 3>>{
-           {40, 6, 2}, {64, 6, 2}, {128, 6, 2}, {64, 2, 2}, {64, 9, 3}, {32, 20, 2}, {256, 4, 1}, {192, 2, 1}}) {
+           {40, 6, 2}, {64, 6, 2}, {128, 6, 2}, {64, 2, 2}, {64, 9, 3}, {32, 20, 2}, {256, 4, 1}, {192, 2, 1},
+           {64, 4, 2}, {96, 8, 4}, {80, 8, 2}, {128, 14, 2}}) {
     std::mt19937 rng(static_cast<unsigned>(head_dim * 100 + n_heads));
     Scenario sc = mixed_scenario(DType::kF16, rng, head_dim, n_heads, n_kv);
     sc.softcap = head_dim == 256 ? 0.7 : 0.0;
