@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -180,6 +181,55 @@ void RopeAngles::cos_sin(int64_t position, float* out) const {
     out[2 * i] = static_cast<float>(std::cos(angle) * magnitude);
     out[2 * i + 1] = static_cast<float>(std::sin(angle) * magnitude);
   }
+}
+
+std::vector<double> RopeAngles::key() const {
+  std::vector<double> key = {static_cast<double>(params_.freq_scale), static_cast<double>(params_.attn_factor),
+                             static_cast<double>(freq_.size()), freq_factors_ != nullptr ? 1.0 : 0.0};
+  key.insert(key.end(), freq_.begin(), freq_.end());
+  key.insert(key.end(), mix_.begin(), mix_.end());
+  if (freq_factors_ != nullptr) key.insert(key.end(), freq_factors_, freq_factors_ + freq_.size());
+  return key;
+}
+
+namespace {
+
+// Note [RoPE tables]: the published tables, most recently used last.
+struct RopeTable {
+  std::vector<double> key;
+  std::shared_ptr<const std::vector<float>> rows;
+  int64_t positions = 0;
+};
+constexpr size_t kRopeTables = 8;
+std::mutex rope_tables_mutex;
+std::vector<RopeTable>& rope_tables() {
+  static std::vector<RopeTable> tables;
+  return tables;
+}
+
+}  // namespace
+
+std::shared_ptr<const std::vector<float>> RopeAngles::table(int64_t end) const {
+  const auto width = static_cast<int64_t>(2 * freq_.size());
+  std::vector<double> k = key();
+  std::lock_guard lock(rope_tables_mutex);
+  std::vector<RopeTable>& tables = rope_tables();
+  auto it = std::find_if(tables.begin(), tables.end(), [&](const RopeTable& t) { return t.key == k; });
+  RopeTable entry;
+  if (it != tables.end()) {
+    entry = std::move(*it);
+    tables.erase(it);
+  }
+  if (entry.positions < end) {
+    const int64_t positions = std::min(kRopeTablePositions, std::max({end, 2 * entry.positions, int64_t{64}}));
+    auto rows = std::make_shared<std::vector<float>>(static_cast<size_t>(positions * width));
+    if (entry.rows != nullptr) std::copy(entry.rows->begin(), entry.rows->end(), rows->begin());
+    for (int64_t p = entry.positions; p < positions; ++p) cos_sin(p, rows->data() + p * width);
+    entry = {std::move(k), std::move(rows), positions};
+  }
+  tables.push_back(entry);
+  if (tables.size() > kRopeTables) tables.erase(tables.begin());
+  return entry.rows;
 }
 
 void rope_head(const float* x, float* y, int64_t head_dim, int64_t rotary_dims, const float* cos_sin, RopeMode mode) {
@@ -492,20 +542,34 @@ Status compute_rope(const ops::CpuComputeContext& ctx) {
     freq_factors = ctx.input(2).data<const float>();
   }
   const RopeAngles angles(params, g, freq_factors);
+  const auto position_of = [&](int64_t t) {
+    return pos_i64 ? static_cast<const int64_t*>(pos_data)[t]
+                   : static_cast<int64_t>(static_cast<const int32_t*>(pos_data)[t]);
+  };
+  // The rows of the launch's positions from the shared table when they all lie in it (Note [RoPE tables]).
+  int64_t lowest = std::numeric_limits<int64_t>::max();
+  int64_t highest = std::numeric_limits<int64_t>::min();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    lowest = std::min(lowest, position_of(t));
+    highest = std::max(highest, position_of(t));
+  }
+  const std::shared_ptr<const std::vector<float>> table =
+      n_tokens > 0 && lowest >= 0 && highest < kRopeTablePositions ? angles.table(highest + 1) : nullptr;
   ctx.pool().parallel_for(token_rows, rows_per_chunk(ctx.tiling(), row_elements), [&](int64_t begin, int64_t end) {
     std::vector<float> cos_sin(static_cast<size_t>(std::max<int64_t>(rotary_dims, 2)));  // (rotary_dims/2, 2)
     int64_t cached_position = std::numeric_limits<int64_t>::min();
+    const float* row = cos_sin.data();
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t t = r % n_tokens;
-      const int64_t pos = pos_i64 ? static_cast<const int64_t*>(pos_data)[t]
-                                  : static_cast<int64_t>(static_cast<const int32_t*>(pos_data)[t]);
-      if (pos != cached_position) {
+      const int64_t pos = position_of(r % n_tokens);
+      if (table != nullptr) {
+        row = table->data() + pos * rotary_dims;
+      } else if (pos != cached_position) {
         angles.cos_sin(pos, cos_sin.data());
         cached_position = pos;
       }
       for (int64_t h = 0; h < n_heads; ++h) {
         const int64_t offset = r * row_elements + h * head_dim;
-        rope_head(px + offset, py + offset, head_dim, rotary_dims, cos_sin.data(), params.mode);
+        rope_head(px + offset, py + offset, head_dim, rotary_dims, row, params.mode);
       }
     }
   });

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <string>
@@ -351,6 +352,50 @@ TEST(NormalizationTest, RopeFrequencyFactorsLinearAndYarnScalingMatchTheReferenc
       // The scaling really acts: plain RoPE is far from it at the far positions.
       EXPECT_GT(normalized_max_error(result->outputs[0].to_f32(), reference_scaled_rope(x, shape, pos, 500000.0, neox, {})),
                 1e-3);
+    }
+  }
+}
+
+// Note [RoPE tables]: a launch whose positions all lie in the shared table gives the bits of one that computes its
+// rows (a position past kRopeTablePositions sends the whole launch that way), for each parameter set — also two
+// that differ only in their frequency factors, which must not share a table — and the table grows as positions do.
+TEST(NormalizationTest, RopeTablesGiveTheBitsOfComputedRows) {
+  std::mt19937 rng(23);
+  const int64_t heads = 2, head_dim = 64;
+  std::vector<float> factors_a(32), factors_b(32);
+  std::uniform_real_distribution<float> f(1.0f, 8.0f);
+  for (float& v : factors_a) v = f(rng);
+  for (float& v : factors_b) v = f(rng);
+  const auto rope = [&](const std::vector<int64_t>& pos, const std::vector<float>& x, double freq_scale,
+                        const std::vector<float>* factors) {
+    OpCall call{.op_type = "RoPE", .domain = "hxrt"};
+    call.attrs.set("mode", "neox");
+    call.attrs.set("theta", 10000.0);
+    call.attrs.set("freq_scale", freq_scale);
+    const auto n = static_cast<int64_t>(pos.size());
+    call.inputs = {HostTensor::f32(Shape{n, heads, head_dim}, x), HostTensor::i64(Shape{n}, pos)};
+    if (factors != nullptr) call.inputs.push_back(HostTensor::f32(Shape{32}, *factors));
+    auto result = run_op(call);
+    EXPECT_TRUE(result.ok()) << result.status().to_string();
+    return result.ok() ? result->outputs[0].to_f32() : std::vector<float>{};
+  };
+  const int64_t row = heads * head_dim;
+  for (const std::vector<int64_t>& in_table :
+       {std::vector<int64_t>{0, 3, 17}, std::vector<int64_t>{5, 200, 4095}, std::vector<int64_t>{1, 2}}) {
+    std::vector<int64_t> with_far = in_table;
+    with_far.push_back(kRopeTablePositions + 7);
+    const auto x = random_values(static_cast<int64_t>(with_far.size()) * row, rng, 0.05f, 2.0f);
+    const std::vector<float> x_in(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(in_table.size()) * row);
+    const std::vector<float>* const factor_sets[] = {nullptr, &factors_a, &factors_b};
+    for (const std::vector<float>* factors : factor_sets) {
+      for (double freq_scale : {1.0, 0.25}) {
+        SCOPED_TRACE(fmt::format("positions {} factors {} freq_scale {}", fmt::join(in_table, ","),
+                                 factors == nullptr ? "none" : factors == &factors_a ? "a" : "b", freq_scale));
+        const std::vector<float> tabled = rope(in_table, x_in, freq_scale, factors);
+        const std::vector<float> computed = rope(with_far, x, freq_scale, factors);
+        ASSERT_EQ(tabled.size(), x_in.size());
+        EXPECT_EQ(0, std::memcmp(tabled.data(), computed.data(), tabled.size() * sizeof(float)));
+      }
     }
   }
 }
