@@ -265,6 +265,7 @@ void panel_tile_avx2(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64
     for (int p = 0; p < width; ++p) {
       decode_row<W>(w + static_cast<uint64_t>(j + p) * row_bytes, nb, panel.data() + p * nb);
     }
+    prefetch_rows(w, j + kPanelRows, std::min<int64_t>(cols, j + 2 * kPanelRows), row_bytes);
     for (int64_t i = 0; i < rows; i += kQuantTileRows) {
       const int ra = static_cast<int>(std::min<int64_t>(kQuantTileRows, rows - i));
       kKernels[static_cast<size_t>(ra - 1)][static_cast<size_t>(width - 1)](

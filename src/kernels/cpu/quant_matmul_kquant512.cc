@@ -13,8 +13,8 @@
 //     16-value sums against the row's sixteen integer mins (a run's min repeated for both halves where the type has
 //     one per run), one vpmaddwd for the pair, each row's eight int32 lanes added up exactly, then
 //     ext = ext − (dmin · d_a) · float(Σ) with one rounding, as the rows kernels' fma.
-// Each super-block of a pair is decoded once per tile into a SuperPair and serves every activation row of the tile;
-// every (row, column) runs the same operations whatever the tiling, so Note [Batch invariance] holds, and the
+// Each super-block of a pair is decoded once per tile into a SuperPair and serves every activation row of the tile
+// (the next pairs' W rows prefetched meanwhile, prefetch_rows in quant_simd.h); every (row, column) runs the same operations whatever the tiling, so Note [Batch invariance] holds, and the
 // results equal the 256-bit kernels' (Avx512VnniGivesTheAvx2Bits, RowsAreBatchInvariantBitForBit).
 #include <immintrin.h>
 
@@ -200,6 +200,7 @@ void panel_tile(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t ro
       const std::byte* row1 = c + 1 < cols ? row0 + row_bytes : row0;
       for (int64_t b = 0; b < nsb; ++b) decode_pair<W>(row0, row1, b, panel.data() + p * nsb + b);
     }
+    prefetch_rows(w, c0 + 2 * kPairs, std::min<int64_t>(cols, c0 + 4 * kPairs), row_bytes);
     for (int64_t i = 0; i < rows; i += kMaxRowsK) {
       const int ra = static_cast<int>(std::min<int64_t>(kMaxRowsK, rows - i));
       const HalfSums* hs = Traits<W>::kSigned ? nullptr : halves.data() + i * nsb;

@@ -6,9 +6,9 @@
 // mins — once per call, and a call covers at most four activation rows, so a prefill tile of 32 rows decodes every
 // W block eight times. For a tile of more rows, panel_tile decodes kPanelPairs pairs at a time into PairRun records
 // (a thread-local panel: 256 bytes a run, 12 KiB a pair of 1536-value rows) and runs every row of the tile against
-// them. A PairRun holds exactly the registers the pair kernel would have computed, and panel_kernel does the pair
-// kernel's arithmetic on them in the same order, so the results keep their bits (Avx512VnniGivesTheAvx2Bits runs
-// both paths). Decode-sized calls (four rows or fewer) keep the direct kernels, which need no store and reload.
+// them, while the next panel's W rows are prefetched (prefetch_rows in quant_simd.h). A PairRun holds exactly the
+// registers the pair kernel would have computed, and panel_kernel does the pair kernel's arithmetic on them in the
+// same order, so the results keep their bits (Avx512VnniGivesTheAvx2Bits runs both paths). Decode-sized calls (four rows or fewer) keep the direct kernels, which need no store and reload.
 //
 // Thread-safety: every function is reentrant (the panel is thread-local).
 #pragma once
@@ -106,6 +106,7 @@ void panel_tile(PairDecoder decode, const ActBlock* act, int64_t rows, const std
       const std::byte* row0 = w + static_cast<uint64_t>(c) * row_bytes;
       decode(row0, c + 1 < cols ? row0 + row_bytes : row0, nb, panel.data() + p * nb);
     }
+    prefetch_rows(w, j + 2 * kPanelPairs, std::min<int64_t>(cols, j + 4 * kPanelPairs), row_bytes);
     for (int64_t i = 0; i < rows; i += kMaxRows) {
       const int ra = static_cast<int>(std::min<int64_t>(kMaxRows, rows - i));
       kKernels[static_cast<size_t>(ra - 1)][static_cast<size_t>(pairs - 1)](

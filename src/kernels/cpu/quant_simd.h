@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace hxrt::kernels::cpu {
@@ -14,6 +15,22 @@ __attribute__((target("avx2"))) inline __m256i expand_nibbles(const uint8_t* qs)
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Prefetches W rows [begin, end) (rows row_bytes apart from w) into L1. The decoded panels (Note [Decoded panels])
+// fetch the next panel's rows while they compute on the current one: a W streamed from memory is otherwise first
+// touched by the decode, which then waits on every line (Gemma 3's 262,144 x 640 q8_0 logits for 16 sequences on a
+// Zen 5: 18.9 -> 14.1 ms on 2 threads, 37.3 -> 26.9 ms on 1).
+// (An empty asm statement keeps each prefetch: GCC 12 deleted the loop as dead code when it was a function of its
+// own, inlined.)
+inline void prefetch_rows(const std::byte* w, int64_t begin, int64_t end, uint64_t row_bytes) {
+  if (begin >= end) return;
+  const std::byte* first = w + static_cast<uint64_t>(begin) * row_bytes;
+  const uint64_t bytes = static_cast<uint64_t>(end - begin) * row_bytes;
+  for (uint64_t at = 0; at < bytes; at += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(first + at), _MM_HINT_T0);
+    asm volatile("" ::: "memory");
+  }
 }
 
 // ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7)): the lane order every MatMulQ kernel (and its JIT mirror) keeps.
