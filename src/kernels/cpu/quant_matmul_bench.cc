@@ -118,7 +118,8 @@ BENCHMARK(BM_MatMulQ<DType::kQ4_1>)
 
 // The output projection (tied q8_0 token embedding); and Gemma 3 270M's (262144 x 640) for a step of 16 sequences.
 BENCHMARK(BM_MatMulQ<DType::kQ8_0>)
-    ->Args({1, 576, 49152, 1})->Args({1, 576, 49152, 2})->Args({64, 576, 49152, 2})->Args({16, 640, 262144, 2})->Args({16, 640, 262144, 1})->Args({16, 640, 16384, 1})->Args({16, 640, 16384, 2})
+    ->Args({1, 576, 49152, 1})->Args({1, 576, 49152, 2})->Args({64, 576, 49152, 2})
+    ->Args({16, 640, 262144, 1})->Args({16, 640, 262144, 2})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Every MatMulQ weight type (in matmulq_weight_types() order: range 0 indexes it), W [n, k] random blocks, copies
