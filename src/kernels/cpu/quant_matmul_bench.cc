@@ -122,6 +122,16 @@ BENCHMARK(BM_MatMulQ<DType::kQ8_0>)
     ->Args({16, 640, 262144, 1})->Args({16, 640, 262144, 2})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// The ISA BM_MatMulQ_Type measures: the best one here, or HXRT_BENCH_ISA=avx2 / scalar (a slower path measured on
+// a CPU that has a faster one).
+QuantIsa bench_isa() {
+  const char* env = std::getenv("HXRT_BENCH_ISA");
+  const std::string name = env != nullptr ? env : "";
+  if (name == "avx2" && quant_isa_supported(QuantIsa::kAvx2)) return QuantIsa::kAvx2;
+  if (name == "scalar") return QuantIsa::kScalar;
+  return quant_best_isa();
+}
+
 // Every MatMulQ weight type (in matmulq_weight_types() order: range 0 indexes it), W [n, k] random blocks, copies
 // cycled through 192 MiB as in BM_MatMulQ_Streamed; (type index, m, k, n, threads).
 void BM_MatMulQ_Type(benchmark::State& state) {
@@ -157,10 +167,11 @@ void BM_MatMulQ_Type(benchmark::State& state) {
   std::vector<float> y(static_cast<size_t>(m * n));
   std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
   const QuantMatMulTiles tiles = quant_matmul_tiles(m, n, threads);
+  const QuantIsa isa = bench_isa();
   size_t c = 0;
   for (auto _ : state) {
     const Status status = quant_matmul(type, a.data(), m, k, w.data() + c * one.size(), n, nullptr, y.data(), tiles,
-                                       quant_best_isa(), pool.get());
+                                       isa, pool.get());
     if (!status.ok()) state.SkipWithError(status.to_string().c_str());
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
@@ -168,8 +179,7 @@ void BM_MatMulQ_Type(benchmark::State& state) {
   state.counters["weight_bytes"] =
       benchmark::Counter(static_cast<double>(one.size()) * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
-  state.SetLabel(fmt::format("{} {}", dtype_name(type),
-                             quant_isa_name(quant_best_isa())));
+  state.SetLabel(fmt::format("{} {}", dtype_name(type), quant_isa_name(isa)));
 }
 
 void matmulq_type_args(benchmark::internal::Benchmark* b) {

@@ -181,9 +181,21 @@ __attribute__((target("avx2,fma,f16c"))) void decode_row(const std::byte* row, i
   }
 }
 
-// RA activation rows × P decoded W rows (W row p's nb runs at panel + p · nb): rows_avx2's operations per pair.
+// Σ of the eight int32 lanes, exactly.
+__attribute__((target("avx2"))) inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// RA activation rows × P decoded W rows (W row p's nb runs at panel + p · nb): rows_avx2's operations per pair. For
+// the types with super-block mins, the mins' integer comes once per super-block from the activation rows' half sums
+// (hs, nsb apiece) against the W rows' mins (mins, nsb apiece), one vpmaddwd instead of a scalar product per run:
+// the same integer, so the same bits.
 template <DType W, int RA, int P>
-__attribute__((target("avx2,fma,f16c"))) void panel_kernel_avx2(const BlockQ8A* a, int64_t nb, const RowRun* panel,
+__attribute__((target("avx2,fma,f16c"))) void panel_kernel_avx2(const BlockQ8A* a, const HalfSums* hs, int64_t nb,
+                                                                const RowRun* panel, const HalfSums* mins,
                                                                 int64_t cols, const float* bias, float* y,
                                                                 int64_t ldy) {
   using T = Traits<W>;
@@ -195,14 +207,11 @@ __attribute__((target("avx2,fma,f16c"))) void panel_kernel_avx2(const BlockQ8A* 
       extra[r][p] = 0.0f;
     }
   }
-  for (int64_t b = 0; b < nb / T::kRuns; ++b) {
+  const int64_t nsb = nb / T::kRuns;
+  for (int64_t b = 0; b < nsb; ++b) {
     __m256i isum[RA][P];
-    int32_t imin[RA][P];
     for (int r = 0; r < RA; ++r) {
-      for (int p = 0; p < P; ++p) {
-        isum[r][p] = _mm256_setzero_si256();
-        imin[r][p] = 0;
-      }
+      for (int p = 0; p < P; ++p) isum[r][p] = _mm256_setzero_si256();
     }
     for (int j = 0; j < T::kRuns; ++j) {
       const int64_t g = b * T::kRuns + j;
@@ -222,9 +231,7 @@ __attribute__((target("avx2,fma,f16c"))) void panel_kernel_avx2(const BlockQ8A* 
           isum[r][p] = _mm256_add_epi32(isum[r][p], idot);
           if constexpr (offset_term(W)) {
             extra[r][p] = std::fma(run.info.mn[0], ab.s, extra[r][p]);
-          } else if constexpr (!T::kSigned && kSuper<W>) {
-            imin[r][p] += run_mins<T>(run.info, ab);
-          } else if constexpr (!T::kSigned) {
+          } else if constexpr (!T::kSigned && !kSuper<W>) {
             extra[r][p] = minus_min_term(extra[r][p], run.info, ab);
           }
         }
@@ -237,7 +244,12 @@ __attribute__((target("avx2,fma,f16c"))) void panel_kernel_avx2(const BlockQ8A* 
       for (int r = 0; r < RA; ++r) {
         const float da = a[r * nb + b * T::kRuns].d;
         acc[r][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][p]), _mm256_set1_ps(info.d * da), acc[r][p]);
-        if constexpr (!T::kSigned && kSuper<W>) extra[r][p] = minus_block_mins(extra[r][p], info.dmin, da, imin[r][p]);
+        if constexpr (kSuperMins<W>) {
+          const int32_t imin = hsum_epi32(_mm256_madd_epi16(
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(hs[r * nsb + b].s)),
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(mins[p * nsb + b].s))));
+          extra[r][p] = minus_block_mins(extra[r][p], info.dmin, da, imin);
+        }
       }
     }
   }
@@ -251,7 +263,8 @@ __attribute__((target("avx2,fma,f16c"))) void panel_kernel_avx2(const BlockQ8A* 
 template <DType W>
 void panel_tile_avx2(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
                      int64_t cols, const float* bias, float* y, int64_t ldy) {
-  using Kernel = void (*)(const BlockQ8A*, int64_t, const RowRun*, int64_t, const float*, float*, int64_t);
+  using Kernel = void (*)(const BlockQ8A*, const HalfSums*, int64_t, const RowRun*, const HalfSums*, int64_t,
+                          const float*, float*, int64_t);
   static constexpr std::array<std::array<Kernel, kPanelRows>, kQuantTileRows> kKernels = {{
       {&panel_kernel_avx2<W, 1, 1>, &panel_kernel_avx2<W, 1, 2>},
       {&panel_kernel_avx2<W, 2, 1>, &panel_kernel_avx2<W, 2, 2>},
@@ -259,17 +272,31 @@ void panel_tile_avx2(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64
       {&panel_kernel_avx2<W, 4, 1>, &panel_kernel_avx2<W, 4, 2>},
   }};
   thread_local std::vector<RowRun> panel;
+  thread_local std::vector<HalfSums> halves;  // kSuperMins: the activation rows' half sums
+  thread_local std::vector<HalfSums> mins;    // kSuperMins: the decoded W rows' mins
   panel.resize(static_cast<size_t>(kPanelRows * nb));
+  const int64_t nsb = nb / Traits<W>::kRuns;
+  if constexpr (kSuperMins<W>) {
+    halves.resize(static_cast<size_t>(rows * nsb));
+    half_sums(a, rows, nsb, halves.data());
+    mins.resize(static_cast<size_t>(kPanelRows * nsb));
+  }
   for (int64_t j = 0; j < cols; j += kPanelRows) {
     const int width = static_cast<int>(std::min<int64_t>(kPanelRows, cols - j));
     for (int p = 0; p < width; ++p) {
-      decode_row<W>(w + static_cast<uint64_t>(j + p) * row_bytes, nb, panel.data() + p * nb);
+      const std::byte* row = w + static_cast<uint64_t>(j + p) * row_bytes;
+      decode_row<W>(row, nb, panel.data() + p * nb);
+      if constexpr (kSuperMins<W>) {
+        const auto* blocks = reinterpret_cast<const typename Traits<W>::Block*>(row);
+        for (int64_t b = 0; b < nsb; ++b) mins[static_cast<size_t>(p * nsb + b)] = block_mins<W>(blocks[b]);
+      }
     }
     prefetch_rows(w, j + kPanelRows, std::min<int64_t>(cols, j + 2 * kPanelRows), row_bytes);
     for (int64_t i = 0; i < rows; i += kQuantTileRows) {
       const int ra = static_cast<int>(std::min<int64_t>(kQuantTileRows, rows - i));
       kKernels[static_cast<size_t>(ra - 1)][static_cast<size_t>(width - 1)](
-          a + i * nb, nb, panel.data(), width, bias != nullptr ? bias + j : nullptr, y + i * ldy + j, ldy);
+          a + i * nb, kSuperMins<W> ? halves.data() + i * nsb : nullptr, nb, panel.data(),
+          kSuperMins<W> ? mins.data() : nullptr, width, bias != nullptr ? bias + j : nullptr, y + i * ldy + j, ldy);
     }
   }
 }

@@ -49,11 +49,6 @@ struct alignas(64) SuperPair {
   int16_t mins[32];                 // types with mins: the 16-value halves' integer mins, row c's then row c + 1's
 };
 
-// The sixteen exact 16-value sums of one super-block of an activation row, as int16 words.
-struct alignas(32) HalfSums {
-  int16_t s[16];
-};
-
 // Decodes super-block b of W rows row0 and row1 (the same row for an odd last one).
 template <DType W>
 HXRT_K512_TARGET void decode_pair(const std::byte* row0, const std::byte* row1, int64_t b, SuperPair* out) {
@@ -181,15 +176,9 @@ void panel_tile(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t ro
   thread_local std::vector<SuperPair> panel;
   thread_local std::vector<HalfSums> halves;
   panel.resize(static_cast<size_t>(kPairs * nsb));
-  if constexpr (!Traits<W>::kSigned) {
+  if constexpr (kSuperMins<W>) {
     halves.resize(static_cast<size_t>(rows * nsb));
-    for (int64_t i = 0; i < rows * nsb; ++i) {
-      const BlockQ8A* blocks = a + i * kSuperBlockRuns;  // rows are nb = nsb · 8 blocks apart
-      for (int j = 0; j < kSuperBlockRuns; ++j) {
-        halves[static_cast<size_t>(i)].s[2 * j] = blocks[j].sum[0];
-        halves[static_cast<size_t>(i)].s[2 * j + 1] = blocks[j].sum[1];
-      }
-    }
+    half_sums(a, rows, nsb, halves.data());
   }
   for (int64_t c0 = 0; c0 < cols; c0 += 2 * kPairs) {
     const int64_t width = std::min<int64_t>(2 * kPairs, cols - c0);
