@@ -292,7 +292,7 @@ class Llm {
       busy_ = false;
       throw StatusError{std::move(valid)};
     }
-    if (grammar) {  // GBNF text (Note [Grammar-constrained sampling] in llm/engine.cc)
+    if (grammar) {  // GBNF text (Note [Grammar-constrained sampling] in llm/engine_outputs.cc)
       hxrt::Result<std::shared_ptr<const hxrt::llm::Grammar>> parsed = hxrt::llm::parse_gbnf(*grammar);
       if (!parsed.ok()) {
         busy_ = false;

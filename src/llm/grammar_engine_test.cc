@@ -1,4 +1,4 @@
-// Note [Grammar-constrained sampling] (engine.cc) on small random-weight Llama models with a synthetic byte
+// Note [Grammar-constrained sampling] (engine_outputs.cc) on small random-weight Llama models with a synthetic byte
 // vocabulary: every step's token is the masked argmax (greedy) or an allowed draw (sampled) — checked against a
 // brute-force mask built with GrammarMatcher::can_accept over the whole vocabulary — and finished outputs parse as
 // the grammar's language (nlohmann::json for the built-in JSON grammar).

@@ -48,7 +48,7 @@ struct CompletionRequest {
   int max_tokens = 16;
   llm::SamplingParams sampling;            // within SamplingParams::validate's ranges
   std::vector<std::string> stops;          // non-empty strings
-  int n = 1;                               // choices, 1..kMaxChoices (Note [Forked choices] in llm/engine.cc)
+  int n = 1;                               // choices, 1..kMaxChoices (Note [Forked choices] in llm/engine_outputs.cc)
   bool stream = false;
   bool include_usage = false;              // stream_options.include_usage
   bool ignore_eos = false;                 // llama-server's extension

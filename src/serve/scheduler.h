@@ -93,7 +93,7 @@ class Scheduler {
   // refuses (the job is then done with that status).
   Status submit(const std::shared_ptr<Job>& job) { return submit(std::vector<std::shared_ptr<Job>>{job}); }
   // The n choices of one request (OpenAI's n), one job each, set up alike (the first's prompt and parameters are
-  // used): one engine request with n choices (Note [Forked choices] in llm/engine.cc), so the prompt is prefilled
+  // used): one engine request with n choices (Note [Forked choices] in llm/engine_outputs.cc), so the prompt is prefilled
   // once; choice c samples with seed + c. Counts n toward the capacity.
   Status submit(std::vector<std::shared_ptr<Job>> choices);
   // Refuses new jobs; the ones in flight run to their end. Returns when none is left.

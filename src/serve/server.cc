@@ -185,7 +185,7 @@ struct Server::Impl {
           schema ? llm::json_schema_to_gbnf(request.json_schema) : Result<std::string>(request.grammar);
       if (auto e = compile_grammar(std::move(gbnf), param, job.get())) return reply_error(res, endpoint, *e);
     }
-    // Note [Forked choices] (llm/engine.cc): n choices, one job each, one engine request.
+    // Note [Forked choices] (llm/engine_outputs.cc): n choices, one job each, one engine request.
     std::vector<std::shared_ptr<Job>> choices = {job};
     for (int c = 1; c < request.n; ++c) {
       auto choice = std::make_shared<Job>();
