@@ -39,6 +39,43 @@ void im2col(const Conv2dGeometry& g, const float* xg, int64_t cg, int64_t p0, in
   }
 }
 
+int64_t ceil_div(int64_t a, int64_t b) {  // b > 0
+  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+
+// Note [Depthwise convolution]: with one input and one output channel per group (MobileNet-style blocks, most of
+// PP-OCR det's convolutions) im2col + sgemm is a 1-row GEMM per group, all unfolding and call overhead. Instead the
+// block of output positions [p0, p0 + cols) of one plane is computed directly: for each output row of the block
+// and each filter tap, the taps' row of X times the weight is added to the output row over the range of columns
+// whose input lies inside the image (padding contributes nothing), a loop the compiler vectorises at unit stride.
+// Each output sums its taps in (ki, kj) order.
+void depthwise_block(const Conv2dGeometry& g, const float* xg, const float* wg, int64_t p0, int64_t cols, float* yg) {
+  std::fill(yg, yg + cols, 0.0f);
+  for (int64_t p = p0; p < p0 + cols;) {
+    const int64_t oy = p / g.ow;
+    const int64_t ox0 = p % g.ow;
+    const int64_t ox1 = std::min(g.ow, ox0 + (p0 + cols - p));
+    float* yrow = yg + (p - p0);  // yrow[ox - ox0]
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      const int64_t iy = oy * g.stride_h - g.pad_top + ki * g.dilation_h;
+      if (iy < 0 || iy >= g.h) continue;
+      const float* xrow = xg + iy * g.w;
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const float wv = wg[ki * g.kw + kj];
+        const int64_t off = kj * g.dilation_w - g.pad_left;  // ix = ox · stride + off
+        const int64_t lo = std::max(ox0, ceil_div(-off, g.stride_w));
+        const int64_t hi = std::min(ox1, ceil_div(g.w - off, g.stride_w));
+        if (g.stride_w == 1) {
+          for (int64_t ox = lo; ox < hi; ++ox) yrow[ox - ox0] += wv * xrow[ox + off];
+        } else {
+          for (int64_t ox = lo; ox < hi; ++ox) yrow[ox - ox0] += wv * xrow[ox * g.stride_w + off];
+        }
+      }
+    }
+    p += ox1 - ox0;
+  }
+}
+
 void apply_epilogue(const ChannelEpilogue& e, int64_t channel, float* row, int64_t cols) {
   const float bias = e.bias != nullptr ? e.bias[channel] : 0.0f;
   const float scale = e.scale != nullptr ? e.scale[channel] : 1.0f;
@@ -64,8 +101,9 @@ void conv2d_nchw(const Conv2dGeometry& g, const float* x, const float* w, const 
   const int64_t col_blocks = (ohw + tile_cols - 1) / tile_cols;
   const bool direct = g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && g.oh == g.h && g.ow == g.w;
+  const bool depthwise = cg == 1 && mg == 1 && !direct;  // Note [Depthwise convolution]
   auto body = [&](int64_t begin, int64_t end) {
-    std::vector<float> col(direct ? 0 : static_cast<size_t>(ckk * tile_cols));  // (ckk, tile_cols)
+    std::vector<float> col(direct || depthwise ? 0 : static_cast<size_t>(ckk * tile_cols));  // (ckk, tile_cols)
     for (int64_t task = begin; task < end; ++task) {
       const int64_t image = task / (g.group * col_blocks);
       const int64_t gi = (task / col_blocks) % g.group;
@@ -74,7 +112,9 @@ void conv2d_nchw(const Conv2dGeometry& g, const float* x, const float* w, const 
       const float* xg = x + (image * g.c + gi * cg) * g.h * g.w;
       const float* wg = w + gi * mg * ckk;
       float* yg = y + (image * g.m + gi * mg) * ohw + p0;
-      if (direct) {
+      if (depthwise) {
+        depthwise_block(g, xg, wg, p0, cols, yg);
+      } else if (direct) {
         sgemm_blas(mg, cols, ckk, wg, ckk, xg + p0, g.h * g.w, yg, ohw);
       } else {
         im2col(g, xg, cg, p0, cols, col.data());

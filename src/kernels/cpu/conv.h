@@ -4,7 +4,8 @@
 // unfolds its block of input patches into a private buffer ((C/group)·kH·kW × cols) and multiplies the group's
 // filters by it, writing straight into Y. A per-channel epilogue (bias, a folded BatchNormalization, Relu) is applied
 // to the block while it is still in cache, which is how the fused ConvBnRelu runs in the same launch.
-// 1×1 convolutions with unit stride and no padding skip the unfolding and read X in place.
+// 1×1 convolutions with unit stride and no padding skip the unfolding and read X in place; depthwise convolutions
+// (one input and one output channel per group) are computed directly (Note [Depthwise convolution] in conv.cc).
 //
 // Thread-safety: every function is reentrant.
 #pragma once

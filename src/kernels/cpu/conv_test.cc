@@ -81,6 +81,14 @@ std::vector<ConvCase> conv_cases() {
                    .bias = false});
   cases.push_back({.name = "group 2", .x = Shape{2, 4, 6, 5}, .w = Shape{6, 2, 3, 2}, .pads = {1, 0, 1, 1}, .group = 2});
   cases.push_back({.name = "depthwise", .x = Shape{1, 3, 8, 8}, .w = Shape{3, 1, 3, 3}, .pads = {1, 1, 1, 1}, .group = 3});
+  // Note [Depthwise convolution]: strides, dilations, asymmetric and oversized pads (output rows and columns with
+  // no tap inside the image), a 5x5 filter, and a plane split into column blocks that start mid-row.
+  cases.push_back({.name = "depthwise strided dilated", .x = Shape{2, 4, 13, 11}, .w = Shape{4, 1, 3, 3},
+                   .strides = {2, 3}, .pads = {2, 0, 1, 3}, .dilations = {2, 1}, .group = 4});
+  cases.push_back({.name = "depthwise 5x5 pad 4", .x = Shape{1, 2, 6, 7}, .w = Shape{2, 1, 5, 5},
+                   .pads = {4, 4, 4, 4}, .group = 2});
+  cases.push_back({.name = "depthwise 67x45", .x = Shape{1, 3, 67, 45}, .w = Shape{3, 1, 3, 3}, .strides = {1, 2},
+                   .pads = {1, 1, 1, 1}, .group = 3});
   cases.push_back({.name = "1x1 direct", .x = Shape{2, 5, 6, 7}, .w = Shape{7, 5, 1, 1}});
   // SAME_UPPER on 7 with k=3, s=2: out 4, total pad 2 → 1 / 1; SAME_LOWER on 6 with k=4, s=1: total 3 → 2 / 1.
   cases.push_back({.name = "SAME_UPPER", .x = Shape{1, 2, 7, 7}, .w = Shape{3, 2, 3, 3}, .strides = {2, 2},
