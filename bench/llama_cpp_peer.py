@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import resource
 import statistics
 import subprocess
@@ -202,6 +203,7 @@ def run_llama_cpp(args) -> dict:
     batched, batched_all = median_of("llama.cpp batched", batched_once, args.reps)
     L.llama_batch_free(batch)
     L.llama_free(ctx)
+    model_bytes = int(L.llama_model_size(model))
     L.llama_model_free(model)
 
     fa_lines = sorted({ln.strip() for ln in "".join(logs).splitlines() if "lash" in ln})
@@ -216,6 +218,7 @@ def run_llama_cpp(args) -> dict:
             "flash_attn_requested": args.flash_attn,
             "flash_attn_log": fa_lines,
             "kv_cache": "f16",
+            "model_bytes": model_bytes,  # llama_model_size: every tensor's bytes
             "samples": {"prefill": prefill_all, "decode": dec_all, "batched": batched_all},
         },
     }
@@ -275,6 +278,37 @@ SIDES = {
 }
 
 
+def cpu_name() -> str:
+    """lscpu's model name, family and model (\"AMD EPYC (family 26, model 2)\")."""
+    try:
+        info = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return platform.processor()
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    get = lambda k: fields.get(k, "").strip()  # noqa: E731
+    return f"{get('Model name')} (family {get('CPU family')}, model {get('Model')})"
+
+
+def decode_roofline(args, results: dict) -> dict:
+    """Decode's memory roofline on this machine: build/bench/read_bandwidth on --threads threads, right after the
+    runs, against the bytes a decode step reads — every tensor once (llama_model_size, from the llama.cpp side: the
+    tied embedding is read whole as the output projection; an untied model's input embedding is counted though a
+    step reads one row of it). Empty when either is missing."""
+    bytes_per_token = results.get("llama.cpp", {}).get("details", {}).get("model_bytes")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tool = next((os.path.join(repo, b, "bench", "read_bandwidth") for b in ("build-release", "build")
+                 if os.path.exists(os.path.join(repo, b, "bench", "read_bandwidth"))), None)
+    if not bytes_per_token or tool is None:
+        return {}
+    p = subprocess.run([tool, "--threads", str(args.threads)], stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        return {}
+    gib_s = json.loads(p.stdout.strip().splitlines()[-1])["read_gib_s_median"]
+    tok_s = gib_s * 2**30 / bytes_per_token
+    shares = {side: r["decode_tok_s"] / tok_s for side, r in results.items() if "decode_tok_s" in r}
+    return {"read_gib_s": gib_s, "bytes_per_token": bytes_per_token, "decode_tok_s": tok_s, "shares": shares}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=default_model())
@@ -308,6 +342,7 @@ def main() -> int:
 
     out = {
         "model": os.path.basename(args.model),
+        "cpu": cpu_name(),
         "threads": args.threads,
         "reps": args.reps,
         "workloads": {
@@ -317,6 +352,12 @@ def main() -> int:
         },
         "results": results,
     }
+    roofline = decode_roofline(args, results)
+    if roofline:
+        out["roofline"] = roofline
+        print(f"roofline: {roofline['read_gib_s']:.1f} GiB/s read on {args.threads} thread(s), "
+              f"{roofline['bytes_per_token'] / 1e6:.1f} MB a token: {roofline['decode_tok_s']:.0f} tok/s; "
+              + ", ".join(f"{side} {share:.0%}" for side, share in roofline["shares"].items()), file=sys.stderr)
     cols = [("prefill_tok_s", "prefill tok/s"), ("decode_tok_s", "decode tok/s"),
             ("batched_tok_s", f"x{BATCH_SEQS} agg tok/s"), ("peak_rss_mib", "peak RSS MiB")]
     print(f"{'side':<12}" + "".join(f"{h:>16}" for _, h in cols))

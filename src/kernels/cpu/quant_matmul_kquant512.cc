@@ -45,7 +45,7 @@ struct alignas(64) SuperPair {
   int16_t sc[kSuperBlockRuns][32];  // per run: the scale of each int16 pair sum, row c's 16 words then row c + 1's
   uint64_t neg[kSuperBlockRuns];    // signed types: bit i set where q[j][i] was negative
   float d[16];                      // row c's d over lanes 0..7, row c + 1's over lanes 8..15
-  float dmin[16];                   // types with mins: row c's dmin in lane 0, row c + 1's in lane 8
+  float dmin[16];                   // types with mins: as d (lanes 0 and 8 are the ones used)
   int16_t mins[32];                 // types with mins: the 16-value halves' integer mins, row c's then row c + 1's
 };
 
@@ -76,7 +76,7 @@ HXRT_K512_TARGET void decode_pair(const std::byte* row0, const std::byte* row1, 
       }
       if (j == 0) {
         _mm256_store_ps(out->d + 8 * h, _mm256_set1_ps(run.d));
-        out->dmin[8 * h] = run.dmin;
+        _mm256_store_ps(out->dmin + 8 * h, _mm256_set1_ps(run.dmin));
       }
     }
   }
