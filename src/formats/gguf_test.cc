@@ -315,32 +315,36 @@ TEST(GgufRoundTrip, EveryValueTypeAndSeveralTensorTypes) {
   expect_error(file->tensor("nope"), StatusCode::kNotFound, "nope");
 }
 
+// Also with `prefetch` (the whole file mapped at open, MAP_POPULATE): the same reader over the same bytes.
 TEST(GgufRoundTrip, FileIsMappedAndWeightsOutliveIt) {
-  std::mt19937 rng(5);
-  const GgufWriter writer = make_rich_writer(rng);
-  const Bytes bytes = serialize(writer);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / fmt::format("hxrt_gguf_{}.gguf", getpid())).string();
-  ASSERT_TRUE(writer.write(path).ok());
-  WeightData weight;
-  {
-    Result<GgufFile> file = GgufFile::open(path);
-    ASSERT_TRUE(file.ok()) << file.status().to_string();
-    EXPECT_EQ(file->file_size(), bytes.size());
-    const GgufTensor& t = *file->find_tensor("t.q8_0");
-    Result<WeightData> w = file->weight(t);
-    ASSERT_TRUE(w.ok()) << w.status().to_string();
-    EXPECT_EQ(w->data, file->tensor_bytes(t).data()) << "zero copy: the weight points into the mapping";
-    EXPECT_EQ(*file->tensor_dtype(t), DType::kQ8_0);
-    EXPECT_NE(w->keepalive, nullptr);
-    weight = *w;
+  for (const bool prefetch : {false, true}) {
+    SCOPED_TRACE(prefetch ? "prefetch" : "no prefetch");
+    std::mt19937 rng(5);
+    const GgufWriter writer = make_rich_writer(rng);
+    const Bytes bytes = serialize(writer);
+    const std::string path =
+        (std::filesystem::temp_directory_path() / fmt::format("hxrt_gguf_{}.gguf", getpid())).string();
+    ASSERT_TRUE(writer.write(path).ok());
+    WeightData weight;
+    {
+      Result<GgufFile> file = GgufFile::open(path, prefetch);
+      ASSERT_TRUE(file.ok()) << file.status().to_string();
+      EXPECT_EQ(file->file_size(), bytes.size());
+      const GgufTensor& t = *file->find_tensor("t.q8_0");
+      Result<WeightData> w = file->weight(t);
+      ASSERT_TRUE(w.ok()) << w.status().to_string();
+      EXPECT_EQ(w->data, file->tensor_bytes(t).data()) << "zero copy: the weight points into the mapping";
+      EXPECT_EQ(*file->tensor_dtype(t), DType::kQ8_0);
+      EXPECT_NE(w->keepalive, nullptr);
+      weight = *w;
+    }
+    std::filesystem::remove(path);  // the mapping outlives both the GgufFile and the directory entry
+    Result<GgufFile> from_memory = read(bytes);
+    ASSERT_TRUE(from_memory.ok());
+    const std::span<const std::byte> expected = from_memory->tensor_bytes(*from_memory->find_tensor("t.q8_0"));
+    ASSERT_EQ(weight.size, expected.size());
+    EXPECT_EQ(std::memcmp(weight.data, expected.data(), weight.size), 0);
   }
-  std::filesystem::remove(path);  // the mapping outlives both the GgufFile and the directory entry
-  Result<GgufFile> from_memory = read(bytes);
-  ASSERT_TRUE(from_memory.ok());
-  const std::span<const std::byte> expected = from_memory->tensor_bytes(*from_memory->find_tensor("t.q8_0"));
-  ASSERT_EQ(weight.size, expected.size());
-  EXPECT_EQ(std::memcmp(weight.data, expected.data(), weight.size), 0);
 }
 
 TEST(GgufRoundTrip, AlignmentsOtherThan32) {
@@ -475,8 +479,8 @@ TEST(GgufTensors, UnsupportedTypesOpenListAndExplainThemselves) {
   expect_error(file->weight(*file->find_tensor("f64")), StatusCode::kUnimplemented, "f64");
   EXPECT_EQ(file->tensor_bytes(*file->find_tensor("fp4")).size(), 34u);
   const std::pair<std::string_view, DType> computable[] = {
-      {"q8", DType::kQ8_0}, {"i8", DType::kI8},   {"i32", DType::kI32},
-      {"i64", DType::kI64}, {"bf16", DType::kBF16}, {"q6k", DType::kQ6_K}, {"q4k", DType::kQ4_K}};
+      {"q8", DType::kQ8_0},   {"i8", DType::kI8},    {"i32", DType::kI32}, {"i64", DType::kI64},
+      {"bf16", DType::kBF16}, {"q6k", DType::kQ6_K}, {"q4k", DType::kQ4_K}};
   for (const auto& [name, dtype] : computable) {
     const GgufTensor& t = *file->find_tensor(name);
     EXPECT_EQ(*file->tensor_dtype(t), dtype) << name;
