@@ -15,6 +15,7 @@
 #include "hxrt/base/float16.h"
 #include "hxrt/base/quant_blocks.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_matmul_kquant.h"
 #include "kernels/cpu/quant_simd.h"
 
 namespace hxrt::kernels::cpu::kquant {
@@ -378,25 +379,7 @@ constexpr bool run_scale() {
 template <DType W>
 constexpr bool kSuperMins = kSuper<W> && !Traits<W>::kSigned;
 
-// The sixteen exact 16-value sums of one super-block of an activation row, as int16 words; and, in the same
-// layout, a W row's sixteen integer mins of one super-block (a run's min repeated for both halves where the type
-// has one per run). Σ_h mins[h] · sums[h] is the super-block's min integer of Note [Super-block sums].
-struct alignas(32) HalfSums {
-  int16_t s[16];
-};
-
-// The half sums of `rows` activation rows of nsb super-blocks apiece (rows nsb · 8 blocks apart): out[r · nsb + b].
-inline void half_sums(const BlockQ8A* a, int64_t rows, int64_t nsb, HalfSums* out) {
-  for (int64_t i = 0; i < rows * nsb; ++i) {
-    const BlockQ8A* blocks = a + i * kSuperBlockRuns;
-    for (int j = 0; j < kSuperBlockRuns; ++j) {
-      out[i].s[2 * j] = blocks[j].sum[0];
-      out[i].s[2 * j + 1] = blocks[j].sum[1];
-    }
-  }
-}
-
-// A super-block's mins in HalfSums layout.
+// A super-block's mins in HalfSums layout (quant_matmul_kquant.h).
 template <DType W>
 HalfSums block_mins(const typename Traits<W>::Block& block) {
   using T = Traits<W>;

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -392,12 +393,22 @@ FloatDotFn float_dot_kernel(QuantIsa isa) {
 void kquant_tile(DType w_type, QuantIsa isa, const BlockQ8A* aq, int64_t nb, const std::byte* w, uint64_t w_row_bytes,
                  int64_t n, const float* bias, float* y, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   float res[kMaxRows];
+  const bool mins = kquant::has_super_mins(w_type);
+  const int64_t nsb = nb / kSuperBlockRuns;
+  std::array<kquant::HalfSums, kMaxRows * 32> hs_local;  // the rows' half sums when they fit (K <= 8192)
+  std::vector<kquant::HalfSums> hs_heap;
   for (int64_t i = i0; i < i1; i += kMaxRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, i1 - i));
     const BlockQ8A* a = aq + i * nb;
+    kquant::HalfSums* hs = nullptr;
+    if (mins) {
+      if (rows * nsb > static_cast<int64_t>(hs_local.size())) hs_heap.resize(static_cast<size_t>(rows * nsb));
+      hs = rows * nsb > static_cast<int64_t>(hs_local.size()) ? hs_heap.data() : hs_local.data();
+      kquant::half_sums(a, rows, nsb, hs);
+    }
     const kquant::RowsFn fn = kquant::rows_kernel(w_type, isa, rows);
     for (int64_t j = j0; j < j1; ++j) {
-      fn(w + static_cast<uint64_t>(j) * w_row_bytes, a, nb, res);
+      fn(w + static_cast<uint64_t>(j) * w_row_bytes, a, hs, nb, res);
       const float b = bias != nullptr ? bias[j] : 0.0f;
       for (int r = 0; r < rows; ++r) y[(i + r) * n + j] = res[r] + b;
     }

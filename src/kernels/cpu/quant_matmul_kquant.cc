@@ -51,7 +51,7 @@ inline float minus_block_mins(float extra, float dmin, float da, int32_t imin) {
 }
 
 template <DType W, int R>
-void rows_scalar(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {
+void rows_scalar(const void* w_row, const BlockQ8A* a, const HalfSums*, int64_t nb, float* out) {
   using T = Traits<W>;
   const auto* w = static_cast<const typename T::Block*>(w_row);
   const int64_t blocks = nb / T::kRuns;
@@ -84,6 +84,30 @@ void rows_scalar(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {
   for (int r = 0; r < R; ++r) out[r] = sum[r] + extra[r];
 }
 
+// Σ of the eight int32 lanes, exactly.
+__attribute__((target("avx2"))) inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// A super-block's sixteen integer mins as int16 lanes (HalfSums layout), from the bytes that hold them: q4_K/q5_K's
+// eight 6-bit mins (already unpacked in their Scales) each repeated for both halves of its run, q2_K's sixteen
+// high nibbles. The rows kernels take the mins' integer once per super-block from these (one vpmaddwd against the
+// activation's half sums) instead of one scalar product per run: the same integer.
+template <DType W>
+__attribute__((target("avx2"))) inline __m256i mins_avx2(const typename Traits<W>::Block& b,
+                                                         const typename Traits<W>::Scales& s) {
+  if constexpr (W == DType::kQ2_K) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    return _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F)));
+  } else {
+    const __m128i mn = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.mn));
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn, mn));
+  }
+}
+
 // The eight int32 lanes of one run and one activation block, lane l = sc[l / 4] · Σ q·a over values 4l..4l+3:
 // AVX2 through vpmaddubsw and vpmaddwd against the scales; AVX-512 VNNI (256-bit) through one vpdpbusd, times the
 // scales where the type has them. The same integers either way, so both ISAs give the same bits.
@@ -102,7 +126,8 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
 // (one run for the 32-value types, eight for the super-block types), then one float step d · d_a.
 #define HXRT_KQUANT_ROWS(NAME, TARGET, LANES)                                                                    \
   template <DType W, int R>                                                                                     \
-  __attribute__((target(TARGET))) void NAME(const void* w_row, const BlockQ8A* a, int64_t nb, float* out) {     \
+  __attribute__((target(TARGET))) void NAME(const void* w_row, const BlockQ8A* a, const HalfSums* hs, int64_t nb, \
+                                             float* out) {                                                      \
     using T = Traits<W>;                                                                                        \
     const auto* w = static_cast<const typename T::Block*>(w_row);                                               \
     const int64_t blocks = nb / T::kRuns;                                                                       \
@@ -132,14 +157,20 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
           __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));                             \
           if constexpr (T::kSigned) av = _mm256_sign_epi8(av, q);                                               \
           isum[r] = _mm256_add_epi32(isum[r], LANES(u, av, scales16, scales32));                                \
-          if constexpr (!T::kSigned && kSuper<W>) imin[r] += run_mins<T>(run, ab);                                 \
           if constexpr (!T::kSigned && !kSuper<W>) extra[r] = minus_min_term(extra[r], run, ab);                \
+        }                                                                                                       \
+      }                                                                                                         \
+      if constexpr (kSuperMins<W>) {                                                                            \
+        const __m256i mins = mins_avx2<W>(w[b], s);                                                             \
+        for (int r = 0; r < R; ++r) {                                                                           \
+          imin[r] = hsum_epi32(_mm256_madd_epi16(                                                               \
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(hs[r * blocks + b].s)), mins));                \
         }                                                                                                       \
       }                                                                                                         \
       for (int r = 0; r < R; ++r) {                                                                             \
         const float da = a[r * nb + b * T::kRuns].d;                                                            \
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(run.d * da), acc[r]);              \
-        if constexpr (!T::kSigned && kSuper<W>) extra[r] = minus_block_mins(extra[r], run.dmin, da, imin[r]);   \
+        if constexpr (kSuperMins<W>) extra[r] = minus_block_mins(extra[r], run.dmin, da, imin[r]);              \
       }                                                                                                         \
     }                                                                                                           \
     for (int r = 0; r < R; ++r) out[r] = hsum256(acc[r]) + extra[r];                                            \
@@ -179,14 +210,6 @@ __attribute__((target("avx2,fma,f16c"))) void decode_row(const std::byte* row, i
       run.info = T::info(w[b], s, j);
     }
   }
-}
-
-// Σ of the eight int32 lanes, exactly.
-__attribute__((target("avx2"))) inline int32_t hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
 }
 
 // RA activation rows × P decoded W rows (W row p's nb runs at panel + p · nb): rows_avx2's operations per pair. For
@@ -319,6 +342,20 @@ RowsFn pick(QuantIsa isa, int rows) {
 }
 
 }  // namespace
+
+void half_sums(const BlockQ8A* a, int64_t rows, int64_t nsb, HalfSums* out) {
+  for (int64_t i = 0; i < rows * nsb; ++i) {
+    const BlockQ8A* blocks = a + i * kSuperBlockRuns;
+    for (int j = 0; j < kSuperBlockRuns; ++j) {
+      out[i].s[2 * j] = blocks[j].sum[0];
+      out[i].s[2 * j + 1] = blocks[j].sum[1];
+    }
+  }
+}
+
+bool has_super_mins(DType w_type) {
+  return w_type == DType::kQ2_K || w_type == DType::kQ4_K || w_type == DType::kQ5_K;
+}
 
 bool handles(DType w_type) {
   switch (w_type) {

@@ -32,8 +32,23 @@ namespace hxrt::kernels::cpu::kquant {
 // True for the types these kernels compute.
 bool handles(DType w_type);
 
-// out[r] = dot(W row, activation row r) for r < rows (1..kQuantTileRows); activation rows are nb blocks of 32 apart.
-using RowsFn = void (*)(const void* w_row, const BlockQ8A* a, int64_t nb, float* out);
+// The types whose super-blocks have integer mins: q2_K, q4_K, q5_K (their kernels take the activations' HalfSums).
+bool has_super_mins(DType w_type);
+
+// The sixteen exact 16-value sums of one super-block of an activation row, as int16 words; and, in the same
+// layout, a W row's sixteen integer mins of one super-block (a run's min repeated for both halves where the type
+// has one per run). Σ_h mins[h] · sums[h] is the super-block's min integer of Note [Super-block sums], which the
+// kernels take in one vpmaddwd per super-block.
+struct alignas(32) HalfSums {
+  int16_t s[16];
+};
+
+// The half sums of `rows` activation rows of nsb super-blocks apiece (rows nsb · 8 blocks apart): out[r · nsb + b].
+void half_sums(const BlockQ8A* a, int64_t rows, int64_t nsb, HalfSums* out);
+
+// out[r] = dot(W row, activation row r) for r < rows (1..kQuantTileRows); activation rows are nb blocks of 32 apart,
+// their half sums (has_super_mins types; otherwise unused, may be null) nb / 8 apart at hs.
+using RowsFn = void (*)(const void* w_row, const BlockQ8A* a, const HalfSums* hs, int64_t nb, float* out);
 
 // The kernel for `rows` rows on `isa` (AVX-512 VNNI: 256-bit vpdpbusd, bit-identical to AVX2); nullptr for a type it
 // does not handle. Activation rows are quantized with activation_group(w_type).
