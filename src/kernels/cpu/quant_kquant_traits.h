@@ -379,18 +379,21 @@ constexpr bool run_scale() {
 template <DType W>
 constexpr bool kSuperMins = kSuper<W> && !Traits<W>::kSigned;
 
-// A super-block's mins in HalfSums layout (quant_matmul_kquant.h).
+// A super-block's sixteen integer mins as int16 lanes (HalfSums layout, quant_matmul_kquant.h), from the bytes that
+// hold them: q4_K/q5_K's eight 6-bit mins (already unpacked in their Scales) each repeated for both halves of its
+// run, q2_K's sixteen high nibbles. Every kernel takes the mins' integer once per super-block from these, one
+// vpmaddwd against the activation's half sums, instead of one scalar product per run: the same integer.
 template <DType W>
-HalfSums block_mins(const typename Traits<W>::Block& block) {
-  using T = Traits<W>;
-  const typename T::Scales s = T::scales(block);
-  HalfSums mins{};
-  for (int j = 0; j < kSuperBlockRuns; ++j) {
-    const RunInfo run = T::info(block, s, j);
-    mins.s[2 * j] = run.m[0];
-    mins.s[2 * j + 1] = run.m[1];
+__attribute__((target("avx2"))) inline __m256i mins_avx2(const typename Traits<W>::Block& b,
+                                                         const typename Traits<W>::Scales& s) {
+  static_assert(kSuperMins<W>);
+  if constexpr (W == DType::kQ2_K) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    return _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F)));
+  } else {
+    const __m128i mn = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.mn));
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn, mn));
   }
-  return mins;
 }
 
 }  // namespace hxrt::kernels::cpu::kquant

@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -395,15 +394,14 @@ void kquant_tile(DType w_type, QuantIsa isa, const BlockQ8A* aq, int64_t nb, con
   float res[kMaxRows];
   const bool mins = kquant::has_super_mins(w_type);
   const int64_t nsb = nb / kSuperBlockRuns;
-  std::array<kquant::HalfSums, kMaxRows * 32> hs_local;  // the rows' half sums when they fit (K <= 8192)
-  std::vector<kquant::HalfSums> hs_heap;
+  thread_local std::vector<kquant::HalfSums> halves;  // the rows' half sums (has_super_mins types)
   for (int64_t i = i0; i < i1; i += kMaxRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, i1 - i));
     const BlockQ8A* a = aq + i * nb;
     kquant::HalfSums* hs = nullptr;
     if (mins) {
-      if (rows * nsb > static_cast<int64_t>(hs_local.size())) hs_heap.resize(static_cast<size_t>(rows * nsb));
-      hs = rows * nsb > static_cast<int64_t>(hs_local.size()) ? hs_heap.data() : hs_local.data();
+      halves.resize(static_cast<size_t>(rows * nsb));
+      hs = halves.data();
       kquant::half_sums(a, rows, nsb, hs);
     }
     const kquant::RowsFn fn = kquant::rows_kernel(w_type, isa, rows);

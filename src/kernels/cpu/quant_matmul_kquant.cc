@@ -92,22 +92,6 @@ __attribute__((target("avx2"))) inline int32_t hsum_epi32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// A super-block's sixteen integer mins as int16 lanes (HalfSums layout), from the bytes that hold them: q4_K/q5_K's
-// eight 6-bit mins (already unpacked in their Scales) each repeated for both halves of its run, q2_K's sixteen
-// high nibbles. The rows kernels take the mins' integer once per super-block from these (one vpmaddwd against the
-// activation's half sums) instead of one scalar product per run: the same integer.
-template <DType W>
-__attribute__((target("avx2"))) inline __m256i mins_avx2(const typename Traits<W>::Block& b,
-                                                         const typename Traits<W>::Scales& s) {
-  if constexpr (W == DType::kQ2_K) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-    return _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F)));
-  } else {
-    const __m128i mn = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.mn));
-    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn, mn));
-  }
-}
-
 // The eight int32 lanes of one run and one activation block, lane l = sc[l / 4] · Σ q·a over values 4l..4l+3:
 // AVX2 through vpmaddubsw and vpmaddwd against the scales; AVX-512 VNNI (256-bit) through one vpdpbusd, times the
 // scales where the type has them. The same integers either way, so both ISAs give the same bits.
@@ -197,12 +181,15 @@ struct alignas(64) RowRun {
 
 constexpr int kPanelRows = 2;  // W rows decoded and computed together
 
+// A W row's runs into out, and for the types with super-block mins its mins into mins (nb / 8 of them).
 template <DType W>
-__attribute__((target("avx2,fma,f16c"))) void decode_row(const std::byte* row, int64_t nb, RowRun* out) {
+__attribute__((target("avx2,fma,f16c"))) void decode_row(const std::byte* row, int64_t nb, RowRun* out,
+                                                         HalfSums* mins) {
   using T = Traits<W>;
   const auto* w = reinterpret_cast<const typename T::Block*>(row);
   for (int64_t b = 0; b < nb / T::kRuns; ++b) {
     const typename T::Scales s = T::scales(w[b]);
+    if constexpr (kSuperMins<W>) _mm256_store_si256(reinterpret_cast<__m256i*>(mins[b].s), mins_avx2<W>(w[b], s));
 #pragma GCC unroll 8
     for (int j = 0; j < T::kRuns; ++j) {
       RowRun& run = out[b * T::kRuns + j];
@@ -308,11 +295,7 @@ void panel_tile_avx2(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64
     const int width = static_cast<int>(std::min<int64_t>(kPanelRows, cols - j));
     for (int p = 0; p < width; ++p) {
       const std::byte* row = w + static_cast<uint64_t>(j + p) * row_bytes;
-      decode_row<W>(row, nb, panel.data() + p * nb);
-      if constexpr (kSuperMins<W>) {
-        const auto* blocks = reinterpret_cast<const typename Traits<W>::Block*>(row);
-        for (int64_t b = 0; b < nsb; ++b) mins[static_cast<size_t>(p * nsb + b)] = block_mins<W>(blocks[b]);
-      }
+      decode_row<W>(row, nb, panel.data() + p * nb, kSuperMins<W> ? mins.data() + p * nsb : nullptr);
     }
     prefetch_rows(w, j + kPanelRows, std::min<int64_t>(cols, j + 2 * kPanelRows), row_bytes);
     for (int64_t i = 0; i < rows; i += kQuantTileRows) {

@@ -58,6 +58,9 @@ HXRT_K512_TARGET void decode_pair(const std::byte* row0, const std::byte* row1, 
   for (int h = 0; h < 2; ++h) {
     const typename T::Block& blk = *blocks[h];
     const typename T::Scales s = T::scales(blk);
+    if constexpr (kSuperMins<W>) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out->mins + 16 * h), mins_avx2<W>(blk, s));
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < kSuperBlockRuns; ++j) {
       const RunInfo run = T::info(blk, s, j);
@@ -70,10 +73,6 @@ HXRT_K512_TARGET void decode_pair(const std::byte* row0, const std::byte* row1, 
       _mm256_store_si256(reinterpret_cast<__m256i*>(out->q[j] + 32 * h), q);
       _mm256_store_si256(reinterpret_cast<__m256i*>(out->sc[j] + 16 * h),
                          _mm256_set_m128i(_mm_set1_epi16(run.sc[1]), _mm_set1_epi16(run.sc[0])));
-      if constexpr (!T::kSigned) {
-        out->mins[16 * h + 2 * j] = run.m[0];
-        out->mins[16 * h + 2 * j + 1] = run.m[1];
-      }
       if (j == 0) {
         _mm256_store_ps(out->d + 8 * h, _mm256_set1_ps(run.d));
         _mm256_store_ps(out->dmin + 8 * h, _mm256_set1_ps(run.dmin));
