@@ -133,14 +133,16 @@ HXRT_K512_TARGET void pair_kernel(const BlockQ8A* a, const HalfSums* hs, int64_t
 #pragma GCC unroll 4
     for (int r = 0; r < RA; ++r) {
       const __m512 da = _mm512_set1_ps(a[r * nb + b * kSuperBlockRuns].d);
+      __m512i halves = _mm512_setzero_si512();  // the row's half sums, in both halves
+      if constexpr (kMins) {
+        halves = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(hs[r * nsb + b].s)));
+      }
 #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         const SuperPair& sp = panel[p * nsb + b];
         acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][p]), _mm512_mul_ps(_mm512_load_ps(sp.d), da),
                                     acc[r][p]);
         if constexpr (kMins) {
-          const __m512i halves =
-              _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(hs[r * nsb + b].s)));
           const __m512i imin = pair_totals(_mm512_madd_epi16(halves, _mm512_load_si512(sp.mins)));
           ext[r][p] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_load_ps(sp.dmin), da), _mm512_cvtepi32_ps(imin),
                                        ext[r][p]);
