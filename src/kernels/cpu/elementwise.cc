@@ -17,6 +17,7 @@
 #include "hxrt/base/float16.h"
 #include "hxrt/ops/params/elementwise.h"
 #include "kernels/cpu/registration.h"
+#include "kernels/cpu/vector_exp.h"
 
 namespace hxrt::kernels::cpu {
 
@@ -125,6 +126,46 @@ __attribute__((target("avx2,fma"))) void gelu_tanh_avx2(const float* x, float* y
     _mm256_storeu_ps(y + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
   }
   for (; i < n; ++i) y[i] = gelu_tanh(x[i]);
+}
+
+// Note [Vector SiLU]: SiLU, SwiGLU's silu(gate) · up and the sigmoid eight at a time, with glibc's expf through
+// exp_exact_avx2 (Note [Exact vector exp]) and then the scalar functions' own division and product, so every element
+// has the scalar function's bits (and the JIT kernels', whose hx_exp is glibc's): SiLU was SmolLM2's
+// SwiGLU at ~1 ns an element, 6% of a 512-token prefill. Without AVX2 and FMA the scalar loop runs.
+enum class SigmoidForm : uint8_t { kSigmoid, kSilu, kSiluMul };
+
+template <SigmoidForm F>
+__attribute__((target("avx2,fma"))) inline __m256 sigmoid_form8(__m256 v, __m256 up) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 denominator = _mm256_add_ps(one, exp_exact_avx2(_mm256_xor_ps(v, _mm256_set1_ps(-0.0f))));
+  if constexpr (F == SigmoidForm::kSigmoid) return _mm256_div_ps(one, denominator);
+  const __m256 s = _mm256_div_ps(v, denominator);
+  if constexpr (F == SigmoidForm::kSiluMul) return _mm256_mul_ps(s, up);
+  return s;
+}
+
+template <SigmoidForm F>
+__attribute__((target("avx2,fma"))) void sigmoid_form_avx2(const float* x, const float* up, float* y, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 u = F == SigmoidForm::kSiluMul ? _mm256_loadu_ps(up + i) : one;
+    _mm256_storeu_ps(y + i, sigmoid_form8<F>(_mm256_loadu_ps(x + i), u));
+  }
+  if (i < n) {
+    alignas(32) float tx[8] = {}, tu[8] = {};
+    for (int64_t j = i; j < n; ++j) {
+      tx[j - i] = x[j];
+      if constexpr (F == SigmoidForm::kSiluMul) tu[j - i] = up[j];
+    }
+    _mm256_store_ps(tx, sigmoid_form8<F>(_mm256_load_ps(tx), _mm256_load_ps(tu)));
+    for (int64_t j = i; j < n; ++j) y[j] = tx[j - i];
+  }
+}
+
+bool vector_sigmoid() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
 }
 
 bool vector_gelu() {
@@ -283,14 +324,34 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n) {
         map_blocked(x, y, n, gelu_tanh);
       }
       return;
-    case UnaryOp::kSigmoid: map_blocked(x, y, n, sigmoid); return;
+    case UnaryOp::kSigmoid:
+      if (vector_sigmoid()) {
+        sigmoid_form_avx2<SigmoidForm::kSigmoid>(x, nullptr, y, n);  // Note [Vector SiLU]
+      } else {
+        map_blocked(x, y, n, sigmoid);
+      }
+      return;
     case UnaryOp::kTanh: map_blocked(x, y, n, [](float v) { return std::tanh(v); }); return;
-    case UnaryOp::kSilu: map_blocked(x, y, n, static_cast<float (*)(float)>(silu)); return;
+    case UnaryOp::kSilu: silu_mul(x, nullptr, y, n); return;
   }
 }
 
 void silu(const float* x, float* y, int64_t n) {
-  unary(UnaryOp::kSilu, x, y, n);
+  silu_mul(x, nullptr, y, n);
+}
+
+void silu_mul(const float* x, const float* up, float* y, int64_t n) {
+  if (vector_sigmoid()) {
+    if (up != nullptr) {
+      sigmoid_form_avx2<SigmoidForm::kSiluMul>(x, up, y, n);  // Note [Vector SiLU]
+    } else {
+      sigmoid_form_avx2<SigmoidForm::kSilu>(x, nullptr, y, n);
+    }
+  } else if (up != nullptr) {
+    for (int64_t i = 0; i < n; ++i) y[i] = silu(x[i]) * up[i];
+  } else {
+    map_blocked(x, y, n, static_cast<float (*)(float)>(silu));
+  }
 }
 
 void gelu(const float* x, float* y, int64_t n, bool tanh_approximation) {

@@ -138,6 +138,9 @@ void broadcast_apply(const BroadcastPlan& plan, const A* a, const B* b, Y* y, in
 // y[i] = f(x[i]) for i < n.
 void unary(UnaryOp op, const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
+// y[i] = silu(x[i]) · up[i] (SwiGLU; up null: silu(x[i])) for i < n, each element with the bits of the scalar
+// expression (Note [Vector SiLU] in elementwise.cc). y may be x or up.
+void silu_mul(const float* x, const float* up, float* y, int64_t n);
 void gelu(const float* x, float* y, int64_t n, bool tanh_approximation);
 // y[i] = x[i] for x[i] >= 0, alpha · x[i] otherwise (LeakyRelu), for i < n.
 void leaky_relu(const float* x, float* y, int64_t n, float alpha);

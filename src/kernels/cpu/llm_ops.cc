@@ -264,13 +264,106 @@ __attribute__((target("avx2,fma,f16c"))) void attend_avx2(const float* q, const 
   softmax_values_avx2<kVecs>(scores, max_score, rows, n_visible, y);
 }
 
+// Note [Wide grouped values]: on a CPU with AVX-512 the grouped heads' softmax and values (Note [Grouped heads]) run
+// together instead of head by head: the heads' exponentials as before, their sums in one loop (independent chains,
+// each still left to right), and y_h += p_h[j] · v_j for all the heads in one pass over the value rows, sixteen
+// dimensions to a register (each row read once for the group, where the eight-wide loop read it once per head).
+// Every lane is the same chain of fused multiply-adds over j in order, so the bits are softmax_values_avx2's.
+#define HXRT_ATTENTION512_TARGET __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
+
+HXRT_ATTENTION512_TARGET inline __m512 load16(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+// (GCC 12's false -Wmaybe-uninitialized inside the conversion intrinsic is silenced as in quant_simd.h.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+HXRT_ATTENTION512_TARGET inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+#pragma GCC diagnostic pop
+
+// y_h[offset, offset + 16·kZ) = Σ_j p_h[j] · v_j[offset, offset + 16·kZ) for the kHeads heads, j = 0, 1, ... in order.
+template <int kZ, int kHeads, typename Rows>
+HXRT_ATTENTION512_TARGET inline void accumulate_values_heads(const float* p, int64_t stride, const Rows& rows,
+                                                             int64_t n_visible, int64_t offset, float* const* y) {
+  __m512 acc[kHeads][kZ];
+#pragma GCC unroll 4
+  for (int h = 0; h < kHeads; ++h) {
+#pragma GCC unroll 4
+    for (int z = 0; z < kZ; ++z) acc[h][z] = _mm512_setzero_ps();
+  }
+  for (int64_t j = 0; j < n_visible; ++j) {
+    const auto* v = rows.value(j) + offset;
+    __m512 vz[kZ];
+#pragma GCC unroll 4
+    for (int z = 0; z < kZ; ++z) vz[z] = load16(v + 16 * z);
+#pragma GCC unroll 4
+    for (int h = 0; h < kHeads; ++h) {
+      const __m512 pj = _mm512_set1_ps(p[h * stride + j]);
+#pragma GCC unroll 4
+      for (int z = 0; z < kZ; ++z) acc[h][z] = _mm512_fmadd_ps(pj, vz[z], acc[h][z]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < kHeads; ++h) {
+#pragma GCC unroll 4
+    for (int z = 0; z < kZ; ++z) _mm512_storeu_ps(y[h] + offset + 16 * z, acc[h][z]);
+  }
+}
+
+// softmax_values_avx2 for kHeads heads at once (their scores at scores + h · n_visible), Note [Wide grouped values].
+template <int kVecs, int kHeads, typename Rows>
+HXRT_ATTENTION512_TARGET __attribute__((noinline)) void softmax_values_heads512(float* scores,
+                                                                               const float* max_score,
+                                                                               const Rows& rows, int64_t n_visible,
+                                                                               float* const* y) {
+  static_assert(kVecs % 2 == 0, "head_dim a multiple of 16");
+  for (int h = 0; h < kHeads; ++h) {
+    float* s = scores + h * n_visible;
+    const __m256 max8 = _mm256_set1_ps(max_score[h]);
+    int64_t j = 0;
+    for (; j + 8 <= n_visible; j += 8) {
+      _mm256_storeu_ps(s + j, exp_exact_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), max8)));
+    }
+    for (; j < n_visible; ++j) s[j] = std::exp(s[j] - max_score[h]);
+  }
+  float sum[kHeads] = {};
+  for (int64_t j = 0; j < n_visible; ++j) {
+#pragma GCC unroll 4
+    for (int h = 0; h < kHeads; ++h) sum[h] += scores[h * n_visible + j];
+  }
+  for (int h = 0; h < kHeads; ++h) {
+    float* s = scores + h * n_visible;
+    const float inv = 1.0f / sum[h];
+    const __m256 inv8 = _mm256_set1_ps(inv);
+    int64_t j = 0;
+    for (; j + 8 <= n_visible; j += 8) {
+      const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(s + j), inv8);
+      _mm256_storeu_ps(s + j, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+    }
+    for (; j < n_visible; ++j) s[j] = f16_to_f32(f32_to_f16(s[j] * inv));
+  }
+  constexpr int kZmm = kVecs / 2;  // sixteen dimensions each
+  for (int z = 0; z + 4 <= kZmm; z += 4) accumulate_values_heads<4, kHeads>(scores, n_visible, rows, n_visible, 16 * z, y);
+  if constexpr (kZmm % 4 != 0) {
+    accumulate_values_heads<kZmm % 4, kHeads>(scores, n_visible, rows, n_visible, 16 * (kZmm / 4 * 4), y);
+  }
+}
+
+// HXRT_NARROW_ATTENTION=1 keeps the eight-wide values loop (read at every launch: tests compare the two bit for bit).
+bool wide_grouped_values() {
+  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  const char* env = std::getenv("HXRT_NARROW_ATTENTION");
+  return supported && !(env != nullptr && env[0] == '1');
+}
+
 // Note [Grouped heads]: the query heads of one KV head read the same keys and values, so a task attends up to four
 // of them for the same token together: their scores come from one pass over the keys, kKeys keys at a time, each
 // key row loaded once for all the heads (kHeads × kKeys independent accumulators: eight chains of fused multiply-adds
 // where one head alone keeps four busy). Every (head, key) dot product is still one eight-lane chain over the
 // dimensions in order, reduced as dot_avx2 reduces it, and each head's softmax and values are attend_avx2's, so the
 // results are bit-identical to attending the heads one by one.
-template <int kVecs, int kHeads, typename Rows>
+template <int kVecs, int kHeads, typename Rows, bool kWide>
 __attribute__((target("avx2,fma,f16c"))) void attend_heads_avx2(const float* q, const Rows& rows, int64_t n_visible,
                                                                 float scale, float softcap, float* scores,
                                                                 float* const* y) {
@@ -321,6 +414,10 @@ __attribute__((target("avx2,fma,f16c"))) void attend_heads_avx2(const float* q, 
       max_score[h] = std::max(max_score[h], x);
     }
   }
+  if constexpr (kWide) {
+    softmax_values_heads512<kVecs, kHeads>(scores, max_score, rows, n_visible, y);  // Note [Wide grouped values]
+    return;
+  }
   for (int h = 0; h < kHeads; ++h) {
     softmax_values_avx2<kVecs>(scores + h * n_visible, max_score[h], rows, n_visible, y[h]);
   }
@@ -358,20 +455,19 @@ using AttendHeadsFn = void (*)(const float*, const Rows&, int64_t, float, float,
 
 // The grouped fast path (Note [Grouped heads]) for `heads` (2..4) query heads of this size, or null (the heads are
 // then attended one by one): the head sizes models use.
-template <typename Rows>
-AttendHeadsFn<Rows> attend_heads_fast(int64_t head_dim, int heads) {
-  if (attend_fast<Rows>(head_dim) == nullptr || heads < 2 || heads > 4) return nullptr;
+template <typename Rows, bool kWide>
+AttendHeadsFn<Rows> attend_heads_table(int64_t head_dim, int heads) {
   using Table = std::array<AttendHeadsFn<Rows>, 3>;
-  static constexpr Table k64 = {&attend_heads_avx2<8, 2, Rows>, &attend_heads_avx2<8, 3, Rows>,
-                                &attend_heads_avx2<8, 4, Rows>};
-  static constexpr Table k80 = {&attend_heads_avx2<10, 2, Rows>, &attend_heads_avx2<10, 3, Rows>,
-                                &attend_heads_avx2<10, 4, Rows>};
-  static constexpr Table k96 = {&attend_heads_avx2<12, 2, Rows>, &attend_heads_avx2<12, 3, Rows>,
-                                &attend_heads_avx2<12, 4, Rows>};
-  static constexpr Table k128 = {&attend_heads_avx2<16, 2, Rows>, &attend_heads_avx2<16, 3, Rows>,
-                                 &attend_heads_avx2<16, 4, Rows>};
-  static constexpr Table k256 = {&attend_heads_avx2<32, 2, Rows>, &attend_heads_avx2<32, 3, Rows>,
-                                 &attend_heads_avx2<32, 4, Rows>};
+  static constexpr Table k64 = {&attend_heads_avx2<8, 2, Rows, kWide>, &attend_heads_avx2<8, 3, Rows, kWide>,
+                                &attend_heads_avx2<8, 4, Rows, kWide>};
+  static constexpr Table k80 = {&attend_heads_avx2<10, 2, Rows, kWide>, &attend_heads_avx2<10, 3, Rows, kWide>,
+                                &attend_heads_avx2<10, 4, Rows, kWide>};
+  static constexpr Table k96 = {&attend_heads_avx2<12, 2, Rows, kWide>, &attend_heads_avx2<12, 3, Rows, kWide>,
+                                &attend_heads_avx2<12, 4, Rows, kWide>};
+  static constexpr Table k128 = {&attend_heads_avx2<16, 2, Rows, kWide>, &attend_heads_avx2<16, 3, Rows, kWide>,
+                                 &attend_heads_avx2<16, 4, Rows, kWide>};
+  static constexpr Table k256 = {&attend_heads_avx2<32, 2, Rows, kWide>, &attend_heads_avx2<32, 3, Rows, kWide>,
+                                 &attend_heads_avx2<32, 4, Rows, kWide>};
   const auto at = static_cast<size_t>(heads - 2);
   switch (head_dim) {
     case 64: return k64[at];
@@ -381,6 +477,15 @@ AttendHeadsFn<Rows> attend_heads_fast(int64_t head_dim, int heads) {
     case 256: return k256[at];
     default: return nullptr;
   }
+}
+
+// The grouped fast path (Note [Grouped heads]) for `heads` (2..4) query heads of this size, or null (the heads are
+// then attended one by one): the head sizes models use; `wide`: with the AVX-512 values loop (Note [Wide grouped
+// values]; the caller checks wide_grouped_values()).
+template <typename Rows>
+AttendHeadsFn<Rows> attend_heads_fast(int64_t head_dim, int heads, bool wide) {
+  if (attend_fast<Rows>(head_dim) == nullptr || heads < 2 || heads > 4) return nullptr;
+  return wide ? attend_heads_table<Rows, true>(head_dim, heads) : attend_heads_table<Rows, false>(head_dim, heads);
 }
 
 // `rows` f16 rows (offsets[j]: row j's byte offset in `base`; dim a multiple of 8) widened into out[rows][dim].
@@ -551,6 +656,7 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
   const bool fast_ok = half_products && !generic_attention_only();
   const AttendFn<HalfRows> fast_half = fast_ok ? attend_fast<HalfRows>(head_dim) : nullptr;
   const AttendFn<FloatRows> fast_float = fast_ok ? attend_fast<FloatRows>(head_dim) : nullptr;
+  const bool wide_values = fast_ok && wide_grouped_values();
   // Heads per task (Note [Grouped heads]): up to four of a KV head's group, fewer when the tasks would not keep the
   // pool's threads busy (a decode step of one sequence on a model with one KV head).
   int64_t batch_heads = fast_float != nullptr ? std::min<int64_t>(group, 4) : 1;
@@ -597,9 +703,10 @@ Status compute_paged_attention(const ops::CpuComputeContext& ctx) {
         widen_rows(vc, rows.data(), hi - lo, head_dim, wide_v.data());
       }
       const int heads = static_cast<int>(h1 - h0);
-      const AttendHeadsFn<FloatRows> grouped_float = widened ? attend_heads_fast<FloatRows>(head_dim, heads) : nullptr;
+      const AttendHeadsFn<FloatRows> grouped_float =
+          widened ? attend_heads_fast<FloatRows>(head_dim, heads, wide_values) : nullptr;
       const AttendHeadsFn<HalfRows> grouped_half =
-          fast_half != nullptr && !widened ? attend_heads_fast<HalfRows>(head_dim, heads) : nullptr;
+          fast_half != nullptr && !widened ? attend_heads_fast<HalfRows>(head_dim, heads, wide_values) : nullptr;
       for (size_t i = chunk.begin; i < chunk.end; ++i) {
         const int64_t t = tokens[i];
         const int64_t first = first_visible(t);

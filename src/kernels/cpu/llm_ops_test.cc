@@ -189,18 +189,25 @@ Scenario mixed_scenario(DType cache_type, std::mt19937& rng, int64_t head_dim = 
   return sc;
 }
 
-// The fast path (Note [Attention fast path]) gives the generic loops' bits, and both are within `tolerance` of the
-// double reference.
+// The fast path (Note [Attention fast path]) gives the generic loops' bits, with the AVX-512 values loop where the
+// CPU has it and without (Note [Wide grouped values]), and all are within `tolerance` of the double reference.
 void expect_fast_path_bits(const Scenario& sc, double tolerance) {
   Result<testing::OpResult> fast = run_op(sc.call());
   ASSERT_TRUE(fast.ok()) << fast.status().to_string();
+  ::setenv("HXRT_NARROW_ATTENTION", "1", 1);
+  Result<testing::OpResult> narrow = run_op(sc.call());
+  ::unsetenv("HXRT_NARROW_ATTENTION");
+  ASSERT_TRUE(narrow.ok()) << narrow.status().to_string();
   ::setenv("HXRT_GENERIC_ATTENTION", "1", 1);
   Result<testing::OpResult> generic = run_op(sc.call());
   ::unsetenv("HXRT_GENERIC_ATTENTION");
   ASSERT_TRUE(generic.ok()) << generic.status().to_string();
-  const std::vector<float> a = fast->outputs[0].to_f32(), b = generic->outputs[0].to_f32();
+  const std::vector<float> a = fast->outputs[0].to_f32(), n = narrow->outputs[0].to_f32(),
+                           b = generic->outputs[0].to_f32();
   ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(n.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(n.data(), b.data(), n.size() * sizeof(float))) << "narrow values loop";
   EXPECT_LT(normalized_max_error(a, sc.reference()), tolerance);
 }
 

@@ -184,7 +184,7 @@ void BM_MatMulQ_Type(benchmark::State& state) {
 
 void matmulq_type_args(benchmark::internal::Benchmark* b) {
   for (int64_t t = 0; t < static_cast<int64_t>(matmulq_weight_types().size()); ++t) {
-    b->Args({t, 1, 1536, 576, 1})->Args({t, 1, 1536, 576, 2})->Args({t, 64, 1536, 576, 2});
+    b->Args({t, 1, 1536, 576, 1})->Args({t, 1, 1536, 576, 2})->Args({t, 64, 1536, 576, 1})->Args({t, 64, 1536, 576, 2});
   }
 }
 BENCHMARK(BM_MatMulQ_Type)->Apply(matmulq_type_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
