@@ -115,10 +115,10 @@ void conv2d_nchw(const Conv2dGeometry& g, const float* x, const float* w, const 
       if (depthwise) {
         depthwise_block(g, xg, wg, p0, cols, yg);
       } else if (direct) {
-        sgemm_blas(mg, cols, ckk, wg, ckk, xg + p0, g.h * g.w, yg, ohw);
+        sgemm(mg, cols, ckk, wg, ckk, xg + p0, g.h * g.w, yg, ohw);
       } else {
         im2col(g, xg, cg, p0, cols, col.data());
-        sgemm_blas(mg, cols, ckk, wg, ckk, col.data(), cols, yg, ohw);
+        sgemm(mg, cols, ckk, wg, ckk, col.data(), cols, yg, ohw);
       }
       for (int64_t oc = 0; oc < mg; ++oc) apply_epilogue(epilogue, gi * mg + oc, yg + oc * ohw, cols);
     }

@@ -14,9 +14,9 @@
 
 namespace hxrt::kernels::cpu {
 
-void bias_activation(float* c, int64_t rows, int64_t n, const float* bias, Activation activation) {
+void bias_activation(float* c, int64_t rows, int64_t n, int64_t ldc, const float* bias, Activation activation) {
   for (int64_t i = 0; i < rows; ++i) {
-    float* row = c + i * n;
+    float* row = c + i * ldc;
     for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
     switch (activation) {
       case Activation::kNone: break;
@@ -97,10 +97,11 @@ Status matmul_bias_compute(const ops::CpuComputeContext& ctx) {
   }
   const float* bias_data = bias.data<float>();
   const Activation activation = params.activation;
-  const RowBlockEpilogue epilogue = [bias_data, activation](float* c, int64_t rows, int64_t n) {
-    bias_activation(c, rows, n, bias_data, activation);
+  const RowBlockEpilogue epilogue = [bias_data, activation](float* c, int64_t rows, int64_t cols, int64_t ldc,
+                                                             int64_t col0) {
+    bias_activation(c, rows, cols, ldc, bias_data + col0, activation);
   };
-  return matmul_compute(ctx, MatMulImpl::kBlas, &epilogue);
+  return matmul_compute(ctx, MatMulImpl::kAuto, &epilogue);
 }
 
 Status rmsnorm_mul_compute(const ops::CpuComputeContext& ctx) {
@@ -159,7 +160,8 @@ Status register_fused(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(std::move(conv)));
 
   ops::KernelDef matmul_bias =
-      fused_def("MatMulBias", 3, "OpenBLAS sgemm per M-block, bias and activation applied to each block in cache");
+      fused_def("MatMulBias", 3, "MatMul's sgemm per M- and N-block, bias and activation applied to each block in "
+                                 "cache");
   matmul_bias.parse_attrs = [](const graph::Graph&, const graph::Node& node) {
     return ops::boxed(ops::parse_matmul_bias_params(node));
   };

@@ -17,8 +17,8 @@ namespace hxrt::kernels::cpu {
 // Activation and activation_from_name are MatMulBias's (hxrt/ops/params/linear.h).
 using ops::Activation;
 using ops::activation_from_name;
-// c[rows, n] = act(c + bias[n]) in place.
-void bias_activation(float* c, int64_t rows, int64_t n, const float* bias, Activation activation);
+// c[rows, n] = act(c + bias[n]) in place, rows ldc apart.
+void bias_activation(float* c, int64_t rows, int64_t n, int64_t ldc, const float* bias, Activation activation);
 
 // y[rows, d] = x / sqrt(mean(x², row) + epsilon) · weight[d].
 void rmsnorm_mul(const float* x, const float* weight, int64_t rows, int64_t d, float epsilon, float* y,

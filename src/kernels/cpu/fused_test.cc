@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/testing/kernel_harness.h"
@@ -123,6 +124,39 @@ TEST(MatMulBiasOpTest, BiasAndActivationsWithBatchBroadcast) {
       EXPECT_EQ(result->outputs[0].shape, (Shape{2, 5, n}));
       EXPECT_LE(testing::normalized_max_error(result->outputs[0].to_f32(), expected), kTolerance) << activation;
     }
+  }
+}
+
+// Note [Few-row MatMul]: a few rows (3 of them, a batch of one, as a short prompt gives) split N into column blocks
+// (200 columns: blocks of whole 32-column tiles and a partial last one); each block gets its own columns' bias and
+// activation.
+TEST(MatMulBiasOpTest, FewRowsSplitTheColumnsAndKeepTheirBias) {
+  std::mt19937 rng(23);
+  const int64_t m = 3, k = 48, n = 200;
+  const std::vector<float> a = random_floats(m * k, rng, -2.0f, 2.0f);
+  const std::vector<float> b = random_floats(k * n, rng);
+  const std::vector<float> bias = random_floats(n, rng);
+  std::vector<double> expected(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = bias[static_cast<size_t>(j)];
+      for (int64_t p = 0; p < k; ++p) {
+        sum += double{a[static_cast<size_t>(i * k + p)]} * b[static_cast<size_t>(p * n + j)];
+      }
+      expected[static_cast<size_t>(i * n + j)] = gelu_ref(sum);
+    }
+  }
+  OpCall call;
+  call.op_type = "MatMulBias";
+  call.domain = "hxrt.fused";
+  call.attrs.set("activation", "gelu");
+  call.inputs = {HostTensor::f32(Shape{1, m, k}, a), HostTensor::f32(Shape{k, n}, b), HostTensor::f32(Shape{n}, bias)};
+  auto result = run_op(call);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_LE(testing::normalized_max_error(result->outputs[0].to_f32(), expected), kTolerance);
+  // The harness's CPU device has at least one thread; with two or more the columns are split.
+  if (std::thread::hardware_concurrency() > 1) {
+    EXPECT_EQ(result->tiling.find("tile_n=200"), std::string::npos) << result->tiling;
   }
 }
 

@@ -63,44 +63,74 @@ void sgemm_blas(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
 // ---------------------------------------------------------------------------------------------------------------
 // Blocked kernel. Note [Blocked sgemm]: no packing; C is computed in (kMr rows × NR columns) register tiles that
 // stream a kKc-deep slice of A's rows (broadcast) and B's rows (vector loads). The K loop is cut into kKc slices so
-// the B panel (kKc × NR) stays in L1 while every row tile of the task reuses it; partial sums are carried in C.
+// the B panel (kKc × NR) stays in L1 while every row tile of the task reuses it; partial sums are carried in C. The
+// row loops are unrolled by pragma: without it GCC 12 kept the accumulators on the stack (a load, an FMA and a store
+// per row and vector), 2.5-3x slower, which is why OpenBLAS was the faster kernel until then.
 namespace {
 
 constexpr int64_t kKc = 256;  // depth of one K slice
-constexpr int kMr = 6;        // rows per register tile
+constexpr int kMr = 6;        // rows per register tile (AVX2: 12 of the 16 ymm accumulate)
+constexpr int kMr512 = 8;     // with AVX-512's 32 zmm: 16 accumulate (a 7-token prompt in one tile)
 
-template <int R>
-__attribute__((target("avx512f,fma"))) void tile_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
-                                                         int64_t ldb, float* c, int64_t ldc, int64_t cols,
-                                                         bool accumulate) {
-  // (R rows × 32 columns) in two zmm per row; `cols` <= 32 selects the valid columns.
-  const __mmask16 mask0 = cols >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << cols) - 1u);
-  const __mmask16 mask1 =
-      cols >= 32 ? __mmask16{0xFFFF} : (cols <= 16 ? __mmask16{0} : static_cast<__mmask16>((1u << (cols - 16)) - 1u));
+// B's two vectors of row p: plain loads for a whole 32-column tile; masked ones only for a partial last tile (on AMD
+// Zen 5 a masked load waits for its cache lines and holds up the loads behind it, which made every B row a full
+// memory latency: 70% of MiniLM's time at batch 1 went to this kernel before the split).
+template <bool kFull>
+__attribute__((target("avx512f,fma"))) inline __m512 load_b(const float* p, __mmask16 mask) {
+  if constexpr (kFull) return _mm512_loadu_ps(p);
+  return _mm512_maskz_loadu_ps(mask, p);
+}
+
+template <int R, bool kFull>
+__attribute__((target("avx512f,fma"))) void tile_avx512_loop(int64_t kc, const float* a, int64_t lda, const float* b,
+                                                              int64_t ldb, float* c, int64_t ldc, __mmask16 mask0,
+                                                              __mmask16 mask1, bool accumulate) {
   __m512 acc0[R];
   __m512 acc1[R];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     acc0[r] = _mm512_setzero_ps();
     acc1[r] = _mm512_setzero_ps();
   }
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b0 = _mm512_maskz_loadu_ps(mask0, b + p * ldb);
-    const __m512 b1 = _mm512_maskz_loadu_ps(mask1, b + p * ldb + 16);
+    const __m512 b0 = load_b<kFull>(b + p * ldb, mask0);
+    const __m512 b1 = load_b<kFull>(b + p * ldb + 16, mask1);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * lda + p]);
       acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
       acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
     if (accumulate) {
-      acc0[r] = _mm512_add_ps(acc0[r], _mm512_maskz_loadu_ps(mask0, row));
-      acc1[r] = _mm512_add_ps(acc1[r], _mm512_maskz_loadu_ps(mask1, row + 16));
+      acc0[r] = _mm512_add_ps(acc0[r], load_b<kFull>(row, mask0));
+      acc1[r] = _mm512_add_ps(acc1[r], load_b<kFull>(row + 16, mask1));
     }
-    _mm512_mask_storeu_ps(row, mask0, acc0[r]);
-    _mm512_mask_storeu_ps(row + 16, mask1, acc1[r]);
+    if constexpr (kFull) {
+      _mm512_storeu_ps(row, acc0[r]);
+      _mm512_storeu_ps(row + 16, acc1[r]);
+    } else {
+      _mm512_mask_storeu_ps(row, mask0, acc0[r]);
+      _mm512_mask_storeu_ps(row + 16, mask1, acc1[r]);
+    }
   }
+}
+
+template <int R>
+__attribute__((target("avx512f,fma"))) void tile_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
+                                                         int64_t ldb, float* c, int64_t ldc, int64_t cols,
+                                                         bool accumulate) {
+  // (R rows × 32 columns) in two zmm per row; `cols` <= 32 selects the valid columns.
+  if (cols >= 32) {
+    tile_avx512_loop<R, true>(kc, a, lda, b, ldb, c, ldc, __mmask16{0xFFFF}, __mmask16{0xFFFF}, accumulate);
+    return;
+  }
+  const __mmask16 mask0 = cols >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << cols) - 1u);
+  const __mmask16 mask1 = cols <= 16 ? __mmask16{0} : static_cast<__mmask16>((1u << (cols - 16)) - 1u);
+  tile_avx512_loop<R, false>(kc, a, lda, b, ldb, c, ldc, mask0, mask1, accumulate);
 }
 
 __attribute__((target("avx2"))) __m256i avx2_column_mask(int64_t cols) {
@@ -117,6 +147,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2(int64_t kc, const float* a, i
   const __m256i mask1 = avx2_column_mask(cols - 8);
   __m256 acc0[R];
   __m256 acc1[R];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     acc0[r] = _mm256_setzero_ps();
     acc1[r] = _mm256_setzero_ps();
@@ -124,12 +155,14 @@ __attribute__((target("avx2,fma"))) void tile_avx2(int64_t kc, const float* a, i
   for (int64_t p = 0; p < kc; ++p) {
     const __m256 b0 = _mm256_maskload_ps(b + p * ldb, mask0);
     const __m256 b1 = _mm256_maskload_ps(b + p * ldb + 8, mask1);
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + r * lda + p);
       acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
       acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
     if (accumulate) {
@@ -156,8 +189,9 @@ void tile_scalar(int rows, int64_t kc, const float* a, int64_t lda, const float*
 
 using TileFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, bool);
 
-constexpr TileFn kAvx512Tiles[kMr + 1] = {nullptr,         &tile_avx512<1>, &tile_avx512<2>, &tile_avx512<3>,
-                                          &tile_avx512<4>, &tile_avx512<5>, &tile_avx512<6>};
+constexpr TileFn kAvx512Tiles[kMr512 + 1] = {nullptr,         &tile_avx512<1>, &tile_avx512<2>, &tile_avx512<3>,
+                                             &tile_avx512<4>, &tile_avx512<5>, &tile_avx512<6>, &tile_avx512<7>,
+                                             &tile_avx512<8>};
 constexpr TileFn kAvx2Tiles[kMr + 1] = {nullptr,       &tile_avx2<1>, &tile_avx2<2>, &tile_avx2<3>,
                                         &tile_avx2<4>, &tile_avx2<5>, &tile_avx2<6>};
 
@@ -177,8 +211,9 @@ void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
     const bool accumulate = k0 > 0;
     for (int64_t j0 = 0; j0 < n; j0 += nr) {
       const int64_t cols = std::min(nr, n - j0);
-      for (int64_t i0 = 0; i0 < m; i0 += kMr) {
-        const int rows = static_cast<int>(std::min<int64_t>(kMr, m - i0));
+      const int64_t mr = isa == GemmIsa::kAvx512 ? kMr512 : kMr;
+      for (int64_t i0 = 0; i0 < m; i0 += mr) {
+        const int rows = static_cast<int>(std::min<int64_t>(mr, m - i0));
         const float* at = a + i0 * lda + k0;
         const float* bt = b + k0 * ldb + j0;
         float* ct = c + i0 * ldc + j0;
@@ -192,6 +227,31 @@ void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
   }
 }
 
+// Note [Few-row MatMul]: with fewer rows than threads' worth of M-blocks (a transformer layer at batch 1 × 7 tokens
+// is 7 rows) the M-blocks alone left one thread computing the whole product, so the tiling also splits N into
+// column blocks of a multiple of the kernels' 32-column tiles.
+constexpr int64_t kColumnBlockUnit = 32;
+constexpr int64_t kMinColumnBlock = 64;
+
+// Note [Blocked or OpenBLAS]: the blocked kernel (Note [Blocked sgemm]) keeps its register tile in registers and
+// reads B in place; OpenBLAS 0.3.21 packs B on every call and runs its Haswell (AVX2) kernel on AVX-512 CPUs it does
+// not know (Zen 4, Zen 5). BM_SgemmBlas vs BM_SgemmBlocked, 1 thread, Zen 5 (family 26 model 2): 512³ 127 vs 199
+// GFLOP/s, 128 × 576 × 576 125 vs 209, 32 × 1536 × 384 108 vs 171, 7 × 1536 × 384 41 vs 98. With AVX2 only
+// (BM_SgemmBlockedAvx2 on the same CPU) the blocked kernel is OpenBLAS's equal from 12 rows (103–110 vs 108–127)
+// and ahead below 8 (78 vs 41), where packing B costs more than the few rows gain from it. So: blocked with AVX-512
+// or under kBlasMinRows rows, OpenBLAS otherwise.
+constexpr int64_t kBlasMinRows = 8;
+
+void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+           int64_t ldc) {
+  const GemmIsa isa = gemm_best_isa();
+  if (isa == GemmIsa::kAvx512 || m < kBlasMinRows) {
+    sgemm_blocked(m, n, k, a, lda, b, ldb, c, ldc, isa);
+  } else {
+    sgemm_blas(m, n, k, a, lda, b, ldb, c, ldc);
+  }
+}
+
 Result<ops::Tiling> matmul_tiling(const ops::TilingQuery& query) {
   if (query.inputs.size() < 2) return invalid_argument("matmul tiling needs two inputs");
   HXRT_ASSIGN_OR_RETURN(const MatMulGeometry g, matmul_geometry(query.inputs[0].shape, query.inputs[1].shape));
@@ -200,10 +260,20 @@ Result<ops::Tiling> matmul_tiling(const ops::TilingQuery& query) {
   const int64_t tasks_per_batch = std::max<int64_t>(1, (4 * units + g.batch() - 1) / std::max<int64_t>(1, g.batch()));
   int64_t tile_m = std::max<int64_t>(16, (g.m + tasks_per_batch - 1) / tasks_per_batch);
   tile_m = std::clamp<int64_t>(tile_m, 1, std::max<int64_t>(1, g.m));
-  ops::Tiling tiling;
-  tiling.values = {{"tile_m", tile_m}, {"kc", kKc}};
   const int64_t m_blocks = (g.m + tile_m - 1) / tile_m;
-  tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, m_blocks)),
+  // Column blocks when the (batch × M-block) tasks would not give every thread two (Note [Few-row MatMul]).
+  int64_t tile_n = std::max<int64_t>(1, g.n);
+  const int64_t row_tasks = std::max<int64_t>(1, g.batch()) * m_blocks;
+  if (units > 1 && row_tasks < 2 * units) {
+    const int64_t splits = (2 * units + row_tasks - 1) / row_tasks;
+    const int64_t cols = (g.n + splits - 1) / splits;
+    tile_n = std::max(kMinColumnBlock, (cols + kColumnBlockUnit - 1) / kColumnBlockUnit * kColumnBlockUnit);
+    tile_n = std::min(tile_n, std::max<int64_t>(1, g.n));
+  }
+  const int64_t n_blocks = (std::max<int64_t>(1, g.n) + tile_n - 1) / tile_n;
+  ops::Tiling tiling;
+  tiling.values = {{"tile_m", tile_m}, {"tile_n", tile_n}, {"kc", kKc}};
+  tiling.launch.grid = {static_cast<uint32_t>(std::max<int64_t>(1, m_blocks * n_blocks)),
                         static_cast<uint32_t>(std::clamp<int64_t>(g.batch(), 1, UINT32_MAX)), 1};
   return tiling;
 }
@@ -230,25 +300,29 @@ Status matmul_compute(const ops::CpuComputeContext& ctx, MatMulImpl impl, const 
   if (!(g.out == y.shape)) return invalid_argument("MatMul output shape {} differs from expected {}", y.shape, g.out);
   if (y.num_elements() == 0) return ok_status();
   const int64_t tile_m = std::max<int64_t>(1, ctx.tiling().get("tile_m", 64));
+  const int64_t tile_n = std::max<int64_t>(1, ctx.tiling().get("tile_n", g.n));
   const int64_t m_blocks = (g.m + tile_m - 1) / tile_m;
+  const int64_t n_blocks = (g.n + tile_n - 1) / tile_n;
   const float* ap = a.data<float>();
   const float* bp = b.data<float>();
   float* yp = y.data<float>();
   const GemmIsa isa = gemm_best_isa();
-  ctx.pool().parallel_for(g.batch() * m_blocks, 1, [&](int64_t begin, int64_t end) {
+  ctx.pool().parallel_for(g.batch() * m_blocks * n_blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t batch = task / m_blocks;
-      const int64_t m0 = (task % m_blocks) * tile_m;
+      const int64_t batch = task / (m_blocks * n_blocks);
+      const int64_t m0 = (task / n_blocks % m_blocks) * tile_m;
+      const int64_t n0 = (task % n_blocks) * tile_n;
       const int64_t rows = std::min(tile_m, g.m - m0);
+      const int64_t cols = std::min(tile_n, g.n - n0);
       const float* at = ap + g.a_offsets[static_cast<size_t>(batch)] + m0 * g.k;
-      const float* bt = bp + g.b_offsets[static_cast<size_t>(batch)];
-      float* yt = yp + batch * g.m * g.n + m0 * g.n;
-      if (impl == MatMulImpl::kBlas) {
-        sgemm_blas(rows, g.n, g.k, at, g.k, bt, g.n, yt, g.n);
+      const float* bt = bp + g.b_offsets[static_cast<size_t>(batch)] + n0;
+      float* yt = yp + batch * g.m * g.n + m0 * g.n + n0;
+      if (impl == MatMulImpl::kAuto) {
+        sgemm(rows, cols, g.k, at, g.k, bt, g.n, yt, g.n);
       } else {
-        sgemm_blocked(rows, g.n, g.k, at, g.k, bt, g.n, yt, g.n, isa);
+        sgemm_blocked(rows, cols, g.k, at, g.k, bt, g.n, yt, g.n, isa);
       }
-      if (epilogue != nullptr) (*epilogue)(yt, rows, g.n);
+      if (epilogue != nullptr) (*epilogue)(yt, rows, cols, g.n, n0);
     }
   });
   return ok_status();
@@ -366,7 +440,10 @@ ops::KernelDef matmul_def(std::string name, int priority, MatMulImpl impl, std::
 
 Status register_linear(ops::KernelRegistry& registry) {
   HXRT_RETURN_IF_ERROR(registry.add(
-      matmul_def("MatMul", 10, MatMulImpl::kBlas, "OpenBLAS sgemm per batch matrix and M-block")));
+      matmul_def("MatMul", 10, MatMulImpl::kAuto,
+                 fmt::format("per batch matrix, M- and N-block: {} (Note [Blocked or OpenBLAS])",
+                             gemm_best_isa() == GemmIsa::kAvx512 ? "hxrt's blocked sgemm (avx512)"
+                                                                 : "OpenBLAS sgemm, hxrt's blocked one under 8 rows"))));
   HXRT_RETURN_IF_ERROR(registry.add(matmul_def(
       "BatchMatMulV3", 5, MatMulImpl::kBlocked,
       fmt::format("hxrt cache-blocked sgemm ({} on this CPU)", gemm_isa_name(gemm_best_isa())))));

@@ -1,7 +1,8 @@
 // Dense f32 matrix multiplication on the CPU: MatMul (two implementations for arbitration) and Gemm.
 //
-//   "MatMul"         (priority 10): OpenBLAS cblas_sgemm per batch matrix and M-block.
-//   "BatchMatMulV3"  (priority 5):  hxrt's own cache-blocked kernel (AVX-512 / AVX2+FMA, scalar fallback).
+//   "MatMul"         (priority 10): sgemm below per batch matrix, M-block and N-block: hxrt's blocked kernel on
+//                                   AVX-512 CPUs and for few rows, OpenBLAS cblas_sgemm otherwise.
+//   "BatchMatMulV3"  (priority 5):  hxrt's own cache-blocked kernel (AVX-512 / AVX2+FMA, scalar fallback) always.
 //   "Gemm"           (priority 10): cblas_sgemm with transA/transB, alpha, beta and a broadcast C.
 //
 // Both MatMul implementations split the work into (batch × M-block) tasks over the device's intra-op pool; OpenBLAS
@@ -45,12 +46,21 @@ void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
 using ops::matmul_geometry;
 using ops::MatMulGeometry;
 
-enum class MatMulImpl : uint8_t { kBlas, kBlocked };
+// C = A · B (as sgemm_blas) with whichever of the two kernels is the faster for this CPU and row count (Note
+// [Blocked or OpenBLAS] in matmul.cc): the blocked kernel on CPUs with AVX-512 and for fewer than 8 rows, OpenBLAS
+// otherwise.
+void sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+           int64_t ldc);
 
-// Runs numpy matmul of ctx.input(0) × ctx.input(1) into ctx.output(0) as (batch × M-block) pool tasks, using
-// the tiling value "tile_m". `epilogue`, when set, is applied to each finished block of rows (rows × n, row-major,
-// leading dimension n) by the task that computed it, while the block is still in cache (MatMulBias uses it).
-using RowBlockEpilogue = std::function<void(float* c, int64_t rows, int64_t n)>;
+// kAuto: sgemm (the "MatMul" kernel); kBlocked: always the blocked kernel ("BatchMatMulV3").
+enum class MatMulImpl : uint8_t { kAuto, kBlocked };
+
+// Runs numpy matmul of ctx.input(0) × ctx.input(1) into ctx.output(0) as (batch × M-block × N-block) pool tasks,
+// using the tiling values "tile_m" and "tile_n" (N is split only when the M-blocks alone would leave threads idle:
+// Note [Few-row MatMul] in matmul.cc). `epilogue`, when set, is applied to each finished block (rows × cols at c,
+// leading dimension ldc, its first column col0 of N) by the task that computed it, while the block is still in cache
+// (MatMulBias uses it).
+using RowBlockEpilogue = std::function<void(float* c, int64_t rows, int64_t cols, int64_t ldc, int64_t col0)>;
 Status matmul_compute(const ops::CpuComputeContext& ctx, MatMulImpl impl, const RowBlockEpilogue* epilogue);
 
 // Tiling shared by MatMul-like kernels: tile_m sized so that the pool gets a few tasks per thread.
