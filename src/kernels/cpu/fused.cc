@@ -20,12 +20,8 @@ void bias_activation(float* c, int64_t rows, int64_t n, int64_t ldc, const float
     for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
     switch (activation) {
       case Activation::kNone: break;
-      case Activation::kGelu:
-        for (int64_t j = 0; j < n; ++j) row[j] = gelu_erf(row[j]);
-        break;
-      case Activation::kGeluTanh:
-        for (int64_t j = 0; j < n; ++j) row[j] = gelu_tanh(row[j]);
-        break;
+      case Activation::kGelu: gelu(row, row, n, /*tanh_approximation=*/false); break;
+      case Activation::kGeluTanh: gelu(row, row, n, /*tanh_approximation=*/true); break;
     }
   }
 }

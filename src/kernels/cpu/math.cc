@@ -128,6 +128,13 @@ Status unary_math(const ops::UnaryMathParams& params, DType dtype, const void* x
                    [](uint8_t v) { return static_cast<uint8_t>(v != 0 ? 0 : 1); });
       done = true;
       break;
+    case UnaryMathOp::kErf:
+      if (dtype == DType::kF32) {
+        erf_array(static_cast<const float*>(x), static_cast<float*>(y), n);  // Note [Vector erf] in elementwise.cc
+        done = true;
+        break;
+      }
+      [[fallthrough]];
     default:
       switch (dtype) {
         case DType::kF32: done = map_typed<float>(params, x, y, n); break;
