@@ -298,6 +298,14 @@ TEST(ConvTransposeOpTest, MatchesDefinition) {
       {.x = {2, 4, 5, 3}, .w = {4, 3, 3, 2}, .strides = {2, 3}, .pads = {1, 0, 2, 1}, .group = 2, .bias = true},
       {.x = {1, 1, 3, 4, 5}, .w = {1, 2, 3, 3, 3}},
       {.x = {1, 2, 2, 3, 3}, .w = {2, 2, 2, 3, 2}, .strides = {2, 1, 2}, .pads = {0, 1, 0, 1, 0, 1}, .bias = true},
+      // Note [Unfolding ConvTranspose]: stride = kernel — PP-OCR's upsampling, groups, output padding, cropping
+      // end pads, 1-D, and enough rows for several row blocks.
+      {.x = {1, 16, 24, 32}, .w = {16, 16, 2, 2}, .strides = {2, 2}, .bias = true},
+      {.x = {2, 4, 5, 7}, .w = {4, 3, 3, 2}, .strides = {3, 2}, .group = 2, .bias = true},
+      {.x = {1, 2, 3, 3}, .w = {2, 2, 2, 2}, .strides = {2, 2}, .output_padding = {1, 1}, .bias = true},
+      {.x = {1, 2, 3, 4}, .w = {2, 1, 2, 2}, .strides = {2, 2}, .pads = {0, 0, 1, 1}},
+      {.x = {1, 3, 7}, .w = {3, 2, 2}, .strides = {2}},
+      {.x = {1, 2, 20, 64}, .w = {2, 64, 2, 2}, .strides = {2, 2}, .output_padding = {1, 0}, .bias = true},
   };
   std::mt19937 rng(21);
   for (const ConvTransposeCase& c : cases) {

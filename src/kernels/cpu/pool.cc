@@ -3,12 +3,15 @@
 
 #include "kernels/cpu/pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/ranges.h>
@@ -27,6 +30,106 @@ int64_t grain_for(int64_t work_per_item) {
   return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, work_per_item));
 }
 
+// Note [Row max pool]: a 2-D max pool without indices (what CNNs use) runs output row by output row: the rows of
+// the window that lie inside the input are known per output row, and the columns whose whole window lies inside it
+// (all but a few at the edges) take the window's taps without bounds checks — eight outputs at a time when the
+// stride is 1 and the CPU has AVX2. Each output still takes its taps in the generic order (kh, then kw), starting
+// from the first one and replacing the running maximum only by a greater value, so a NaN is kept or skipped exactly
+// as pool_nd's loop keeps or skips it; the edge columns run that loop's arithmetic. PP-OCRv6 det's 2x2 pool of a
+// 16x48x64 map took 550 us per output element by element.
+__attribute__((target("avx2"))) void max_row_avx2(const float* const* rows, int n_rows, int64_t kw, int64_t dilation,
+                                                  int64_t ow_begin, int64_t ow_end, int64_t first_col, float* y) {
+  int64_t ow = ow_begin;
+  for (; ow + 8 <= ow_end; ow += 8) {
+    const int64_t c = ow + first_col;
+    __m256 best = _mm256_loadu_ps(rows[0] + c);
+    for (int r = 0; r < n_rows; ++r) {
+      for (int64_t k = r == 0 ? 1 : 0; k < kw; ++k) {
+        const __m256 v = _mm256_loadu_ps(rows[r] + c + k * dilation);
+        best = _mm256_blendv_ps(best, v, _mm256_cmp_ps(v, best, _CMP_GT_OQ));
+      }
+    }
+    _mm256_storeu_ps(y + ow, best);
+  }
+  for (; ow < ow_end; ++ow) {
+    const int64_t c = ow + first_col;
+    float best = rows[0][c];
+    for (int r = 0; r < n_rows; ++r) {
+      for (int64_t k = r == 0 ? 1 : 0; k < kw; ++k) {
+        const float v = rows[r][c + k * dilation];
+        if (v > best) best = v;
+      }
+    }
+    y[ow] = best;
+  }
+}
+
+bool row_max_pool_applies(const ops::PoolGeometry& g) {
+  return g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1 && g.kernel[1] <= 64;
+}
+
+void max_pool_2d_rows(const ops::PoolGeometry& g, const float* x, float* y, ThreadPool* pool) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  const int64_t in_h = g.in[1], in_w = g.in[2], out_h = g.out[1], out_w = g.out[2];
+  const int64_t kh = g.kernel[1], kw = g.kernel[2];
+  const int64_t sh = g.stride[1], sw = g.stride[2], dh = g.dilation[1], dw = g.dilation[2];
+  const int64_t ph = g.pad_begin[1], pw = g.pad_begin[2];
+  // Output columns whose whole window is inside the input: ow·sw - pw >= 0 and ow·sw - pw + (kw - 1)·dw < in_w.
+  const int64_t lo = std::min(out_w, (pw + sw - 1) / sw);
+  const int64_t last = in_w - 1 - (kw - 1) * dw + pw;  // the largest ow·sw allowed
+  const int64_t hi = std::clamp<int64_t>(last < 0 ? 0 : last / sw + 1, lo, out_w);
+  const auto one_output = [&](const float* xp, int64_t oh, int64_t ow) {
+    float best = -std::numeric_limits<float>::infinity();
+    bool found = false;
+    for (int64_t a = 0; a < kh; ++a) {
+      const int64_t ih = oh * sh - ph + a * dh;
+      if (ih < 0 || ih >= in_h) continue;
+      for (int64_t b = 0; b < kw; ++b) {
+        const int64_t iw = ow * sw - pw + b * dw;
+        if (iw < 0 || iw >= in_w) continue;
+        const float v = xp[ih * in_w + iw];
+        if (v > best || !found) {
+          best = v;
+          found = true;
+        }
+      }
+    }
+    return best;
+  };
+  run_chunks(pool, g.planes * out_h, grain_for(out_w * kh * kw), [&](int64_t begin, int64_t end) {
+    const float* rows[64];
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t plane = task / out_h, oh = task % out_h;
+      const float* xp = x + plane * in_h * in_w;
+      float* yr = y + plane * out_h * out_w + oh * out_w;
+      int n_rows = 0;
+      for (int64_t a = 0; a < kh; ++a) {
+        const int64_t ih = oh * sh - ph + a * dh;
+        if (ih >= 0 && ih < in_h) rows[n_rows++] = xp + ih * in_w;
+      }
+      for (int64_t ow = 0; ow < lo; ++ow) yr[ow] = one_output(xp, oh, ow);
+      for (int64_t ow = hi; ow < out_w; ++ow) yr[ow] = one_output(xp, oh, ow);
+      if (n_rows == 0) {
+        std::fill(yr + lo, yr + hi, -std::numeric_limits<float>::infinity());
+      } else if (sw == 1 && avx2) {
+        max_row_avx2(rows, n_rows, kw, dw, lo, hi, -pw, yr);
+      } else {
+        for (int64_t ow = lo; ow < hi; ++ow) {
+          const int64_t c = ow * sw - pw;
+          float best = rows[0][c];
+          for (int r = 0; r < n_rows; ++r) {
+            for (int64_t b = r == 0 ? 1 : 0; b < kw; ++b) {
+              const float v = rows[r][c + b * dw];
+              if (v > best) best = v;
+            }
+          }
+          yr[ow] = best;
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 template <typename T>
@@ -37,6 +140,12 @@ void pool_nd(const ops::PoolGeometry& g, bool max, bool count_include_pad, int64
   const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
   const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
   const int64_t window = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  if constexpr (std::is_same_v<T, float>) {
+    if (max && indices == nullptr && row_max_pool_applies(g)) {
+      max_pool_2d_rows(g, x, y, pool);  // Note [Row max pool]
+      return;
+    }
+  }
   auto body = [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const T* xp = x + plane * in_plane;
@@ -205,6 +314,38 @@ void resize_nd(const Shape& in, const Shape& out, std::span<const ResizeAxis> ax
   const std::array<int64_t, Shape::kMaxRank> in_strides = in.strides();
   int64_t taps_per_output = 1;
   for (const ResizeAxis& a : axes) taps_per_output *= a.width;
+  // Note [Nearest resize]: when every axis takes one tap of weight 1 inside the input (mode nearest, the FPN
+  // upsampling of detection models) an output is a copy of one input value, so rows are gathered through the last
+  // axis' indices instead of the odometer over taps per output (a 2x upsampling of 64x12x16 took 390 us).
+  const bool nearest = rank > 0 && std::all_of(axes.begin(), axes.end(), [](const ResizeAxis& a) {
+    return a.width == 1 && std::all_of(a.weight.begin(), a.weight.end(), [](double w) { return w == 1.0; }) &&
+           std::none_of(a.outside.begin(), a.outside.end(), [](uint8_t o) { return o != 0; });
+  });
+  if (nearest) {
+    const int64_t cols = out.dim(rank - 1);
+    const int64_t rows = cols == 0 ? 0 : out.num_elements() / cols;
+    const int64_t* last = axes[ru - 1].index.data();
+    run_chunks(pool, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), [&](int64_t begin, int64_t end) {
+      std::array<int64_t, Shape::kMaxRank> pos{};
+      int64_t rest = begin;
+      for (int d = rank - 2; d >= 0; --d) {
+        pos[static_cast<size_t>(d)] = rest % out.dim(d);
+        rest /= out.dim(d);
+      }
+      for (int64_t r = begin; r < end; ++r) {
+        int64_t base = 0;
+        for (size_t d = 0; d + 1 < ru; ++d) base += axes[d].index[static_cast<size_t>(pos[d])] * in_strides[d];
+        const float* xr = x + base;
+        float* yr = y + r * cols;
+        for (int64_t j = 0; j < cols; ++j) yr[j] = xr[last[j] * in_strides[ru - 1]];
+        for (int d = rank - 2; d >= 0; --d) {
+          if (++pos[static_cast<size_t>(d)] < out.dim(d)) break;
+          pos[static_cast<size_t>(d)] = 0;
+        }
+      }
+    });
+    return;
+  }
   auto body = [&](int64_t begin, int64_t end) {
     std::array<int64_t, Shape::kMaxRank> pos{};
     int64_t rest = begin;

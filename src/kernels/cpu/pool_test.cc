@@ -256,6 +256,32 @@ TEST(PoolOpTest, BadAttributesFailNamingThem) {
   EXPECT_NE(big.status().message().find("larger"), std::string::npos) << big.status().to_string();
 }
 
+// Note [Row max pool]: MaxPool without its Indices output (the row path for 1-D and 2-D pools) gives the values of
+// the element-by-element loop that computes Indices, bit for bit: every pool case, rows wide enough for the
+// eight-wide interior, strides, dilations, pads at either side and NaNs among the inputs.
+TEST(PoolOpTest, MaxPoolRowPathGivesTheGenericLoopsBits) {
+  std::mt19937 rng(31);
+  std::vector<PoolCase> cases = pool_cases();
+  cases.push_back({.x = {1, 16, 48, 64}, .kernel = {2, 2}, .auto_pad = "SAME_UPPER"});  // PP-OCR's
+  cases.push_back({.x = {2, 3, 11, 37}, .kernel = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}});
+  cases.push_back({.x = {1, 2, 9, 40}, .kernel = {2, 3}, .pads = {0, 2, 1, 2}, .dilations = {2, 3}});
+  cases.push_back({.x = {1, 1, 5, 29}, .kernel = {5, 4}, .strides = {1, 3}, .pads = {2, 3, 2, 3}, .ceil_mode = true});
+  cases.push_back({.x = {2, 4, 45}, .kernel = {4}, .strides = {1}, .pads = {2, 1}});
+  for (const PoolCase& c : cases) {
+    std::vector<float> x = HostTensor::random_f32(c.x, rng).to_f32();
+    for (size_t i = 0; i < x.size(); i += 13) x[i] = std::numeric_limits<float>::quiet_NaN();
+    OpCall with_indices = pool_call(c, true, x);
+    OpCall values_only = with_indices;
+    values_only.num_outputs = 1;
+    auto generic = run_op(with_indices);
+    auto rows = run_op(values_only);
+    ASSERT_TRUE(generic.ok() && rows.ok()) << c.x.to_string();
+    const std::vector<float> a = generic->outputs[0].to_f32(), b = rows->outputs[0].to_f32();
+    ASSERT_EQ(a.size(), b.size()) << c.x.to_string();
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << c.x.to_string();
+  }
+}
+
 // ---- GlobalAveragePool / GlobalMaxPool ----
 
 TEST(PoolOpTest, GlobalPoolsAgainstReference) {
@@ -437,6 +463,14 @@ TEST(ResizeOpTest, AgainstOnnxReferenceAlgorithm) {
        .nearest_mode = "ceil",
        .sizes = {1, 1, 7, 3}},
       {.x = {2, 1, 3, 4}, .mode = "nearest", .nearest_mode = "round_prefer_ceil", .scales = {1, 1, 0.6f, 2.5f}},
+      // Note [Nearest resize]: rank 1, and a crop whose outside positions take the extrapolation value.
+      {.x = {5}, .mode = "nearest", .transform = "asymmetric", .nearest_mode = "floor", .sizes = {9}},
+      {.x = {1, 1, 4, 4},
+       .mode = "nearest",
+       .transform = "tf_crop_and_resize",
+       .sizes = {1, 1, 3, 3},
+       .roi = {0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f},
+       .extrapolation = 10.0},
       {.x = {1, 1, 4, 6}, .mode = "linear", .scales = {1, 1, 0.75f, 1.5f}},
       {.x = {1, 2, 3, 5}, .mode = "linear", .transform = "align_corners", .scales = {1, 1, 2, 0.6f}},
       {.x = {1, 1, 4, 4}, .mode = "linear", .transform = "pytorch_half_pixel", .sizes = {1, 1, 3, 1}},
