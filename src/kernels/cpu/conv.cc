@@ -1,5 +1,7 @@
 #include "kernels/cpu/conv.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -48,7 +50,26 @@ int64_t ceil_div(int64_t a, int64_t b) {  // b > 0
 // block of output positions [p0, p0 + cols) of one plane is computed directly: for each output row of the block
 // and each filter tap, the taps' row of X times the weight is added to the output row over the range of columns
 // whose input lies inside the image (padding contributes nothing), a loop the compiler vectorises at unit stride.
-// Each output sums its taps in (ki, kj) order.
+// Each output sums its taps in (ki, kj) order. At unit stride the row update is explicit AVX2 (eight fused
+// multiply-adds at a time; the build's baseline is SSE2, where GCC -O2 left the loop scalar behind its aliasing
+// check): PP-OCRv6 det's 5x5 depthwise convolution of 64x24x32 went from 250 to 130 us.
+__attribute__((target("avx2,fma"))) void axpy_row_avx2(float a, const float* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
+// y[i] += a · x[i] for i < n (one rounding per element where the CPU has FMA, else a product and a sum).
+void axpy_row(float a, const float* x, float* y, int64_t n) {
+  static const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (fma) {
+    axpy_row_avx2(a, x, y, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 void depthwise_block(const Conv2dGeometry& g, const float* xg, const float* wg, int64_t p0, int64_t cols, float* yg) {
   std::fill(yg, yg + cols, 0.0f);
   for (int64_t p = p0; p < p0 + cols;) {
@@ -66,7 +87,7 @@ void depthwise_block(const Conv2dGeometry& g, const float* xg, const float* wg, 
         const int64_t lo = std::max(ox0, ceil_div(-off, g.stride_w));
         const int64_t hi = std::min(ox1, ceil_div(g.w - off, g.stride_w));
         if (g.stride_w == 1) {
-          for (int64_t ox = lo; ox < hi; ++ox) yrow[ox - ox0] += wv * xrow[ox + off];
+          axpy_row(wv, xrow + off + lo, yrow + (lo - ox0), hi - lo);
         } else {
           for (int64_t ox = lo; ox < hi; ++ox) yrow[ox - ox0] += wv * xrow[ox * g.stride_w + off];
         }
@@ -165,6 +186,10 @@ Result<ops::Tiling> conv_tiling(const ops::ConvParams& params, const ops::Tiling
   const int64_t wanted_blocks = std::max<int64_t>(1, (4 * units + images - 1) / images);
   int64_t tile_cols = (ohw + wanted_blocks - 1) / wanted_blocks;
   tile_cols = std::min(tile_cols, std::max<int64_t>(16, (512 * 1024 / 4) / ckk));
+  // Whole 32-column tiles of the GEMM kernel, and at least 64 columns: the 1x1 convolutions of a 6x8 map were cut
+  // into 6-column tasks, each a masked partial tile, and ran at 2 GFLOP/s; one task of 48 columns does them at once.
+  tile_cols = std::max(tile_cols, std::min<int64_t>(ohw, 64));
+  tile_cols = (tile_cols + 31) / 32 * 32;
   tile_cols = std::clamp<int64_t>(tile_cols, 1, ohw);
   ops::Tiling tiling;
   tiling.values = {{"tile_cols", tile_cols}};
