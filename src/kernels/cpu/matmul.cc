@@ -229,8 +229,11 @@ void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
 
 // Note [Few-row MatMul]: with fewer rows than threads' worth of M-blocks (a transformer layer at batch 1 × 7 tokens
 // is 7 rows) the M-blocks alone left one thread computing the whole product, so the tiling also splits N into
-// column blocks of a multiple of the kernels' 32-column tiles.
+// column blocks of a multiple of the kernels' 32-column tiles. Up to kWholeRows rows are never split: B (the
+// weights) is the large operand then, and every M-block reads all of it, so two 16-row blocks of a 32-row product
+// read a 21 MB BERT's weights twice per run where two column blocks read each half once.
 constexpr int64_t kColumnBlockUnit = 32;
+constexpr int64_t kWholeRows = 64;
 constexpr int64_t kMinColumnBlock = 64;
 
 // Note [Blocked or OpenBLAS]: the blocked kernel (Note [Blocked sgemm]) keeps its register tile in registers and
@@ -256,9 +259,11 @@ Result<ops::Tiling> matmul_tiling(const ops::TilingQuery& query) {
   if (query.inputs.size() < 2) return invalid_argument("matmul tiling needs two inputs");
   HXRT_ASSIGN_OR_RETURN(const MatMulGeometry g, matmul_geometry(query.inputs[0].shape, query.inputs[1].shape));
   const int64_t units = query.device != nullptr && query.device->compute_units > 0 ? query.device->compute_units : 1;
-  // A few tasks per thread for balance, but at least 16 rows per task so B's panel is reused.
+  // A few tasks per thread for balance, but at least 16 rows per task so B's panel is reused; up to kWholeRows rows
+  // stay one block and N is split instead (Note [Few-row MatMul]).
   const int64_t tasks_per_batch = std::max<int64_t>(1, (4 * units + g.batch() - 1) / std::max<int64_t>(1, g.batch()));
   int64_t tile_m = std::max<int64_t>(16, (g.m + tasks_per_batch - 1) / tasks_per_batch);
+  if (g.m <= kWholeRows) tile_m = g.m;
   tile_m = std::clamp<int64_t>(tile_m, 1, std::max<int64_t>(1, g.m));
   const int64_t m_blocks = (g.m + tile_m - 1) / tile_m;
   // Column blocks when the (batch × M-block) tasks would not give every thread two (Note [Few-row MatMul]).
