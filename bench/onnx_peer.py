@@ -93,12 +93,16 @@ class HxrtRunner:
             self.proc.wait(timeout=30)
 
 
-def ort_session(path: str, threads: int):
+def ort_session(path: str, threads: int, spin: bool = True):
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if not spin:
+        # ONNX Runtime's intra-op threads spin after a run by default; on a 2-core machine they then hold both cores
+        # while hxrt's threads wake for the next alternating run (--ort-no-spin measures that interference).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
@@ -112,7 +116,7 @@ def bench_case(case: dict, model_path: str, exe: str, args) -> dict:
     feed = {name: np.load(path) for name, path in inputs.items()}
     result = {"model": case["file"], "case": case["case"],
               "inputs": {name: list(value.shape) for name, value in feed.items()}}
-    session = ort_session(model_path, args.threads)
+    session = ort_session(model_path, args.threads, spin=not args.ort_no_spin)
     ort_run = lambda: session.run(None, feed)  # noqa: E731
     hxrt = None
     try:
@@ -150,6 +154,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--ort-no-spin", action="store_true",
+                        help="ONNX Runtime's intra-op pool without spinning (session.intra_op.allow_spinning = 0)")
     parser.add_argument("--json", default=os.path.join(REPO, "bench", "results", "onnx_peer.json"))
     parser.add_argument("--note", default="", help="recorded as is: what the build had beyond hxrt_commit")
     args = parser.parse_args()
@@ -198,7 +204,8 @@ def main() -> int:
         "environment": {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HXRT_NUM_THREADS",
                                                    "OMP_NUM_THREADS") if k in os.environ},
         "settings": {"onnxruntime": f"CPUExecutionProvider, intra_op_num_threads {args.threads}, inter_op 1, "
-                                    "ORT_SEQUENTIAL, default graph optimizations (ORT_ENABLE_ALL)",
+                                    "ORT_SEQUENTIAL, default graph optimizations (ORT_ENABLE_ALL)"
+                                    + (", allow_spinning 0" if args.ort_no_spin else ""),
                      "hxrt": f"runtime::Model on cpu, CpuDriverOptions::num_threads {args.threads}, default plan"},
         "results": results,
     }
