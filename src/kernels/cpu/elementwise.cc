@@ -225,18 +225,6 @@ __attribute__((target("avx2,fma"))) inline __m256 gelu_erf8(__m256 x) {
   return _mm256_blendv_ps(y0, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-template <__m256 (*F)(__m256)>
-__attribute__((target("avx2,fma"))) void map8(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    alignas(32) float tail[8] = {};
-    for (int64_t j = i; j < n; ++j) tail[j - i] = x[j];
-    _mm256_store_ps(tail, F(_mm256_load_ps(tail)));
-    for (int64_t j = i; j < n; ++j) y[j] = tail[j - i];
-  }
-}
-
 bool vector_gelu() {
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                                 std::getenv("HXRT_SCALAR_GELU") == nullptr;
@@ -387,7 +375,7 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n) {
     case UnaryOp::kRelu: map_blocked(x, y, n, [](float v) { return v > 0.0f ? v : 0.0f; }); return;
     case UnaryOp::kGeluErf:
       if (vector_gelu()) {
-        map8<gelu_erf8>(x, y, n);  // Note [Vector erf]
+        map8_avx2<gelu_erf8>(x, y, n);  // Note [Vector erf]
       } else {
         map_blocked(x, y, n, gelu_erf);
       }
@@ -417,7 +405,7 @@ void silu(const float* x, float* y, int64_t n) {
 
 void erf_array(const float* x, float* y, int64_t n) {
   if (vector_gelu()) {
-    map8<erf8>(x, y, n);  // Note [Vector erf]
+    map8_avx2<erf8>(x, y, n);  // Note [Vector erf]
   } else {
     map_blocked(x, y, n, [](float v) { return std::erf(v); });
   }

@@ -37,6 +37,23 @@ int64_t grain_for(int64_t work_per_item) {
 // from the first one and replacing the running maximum only by a greater value, so a NaN is kept or skipped exactly
 // as pool_nd's loop keeps or skips it; the edge columns run that loop's arithmetic. PP-OCRv6 det's 2x2 pool of a
 // 16x48x64 map took 550 us per output element by element.
+// y[ow] for ow in [ow_begin, ow_end): the window's taps at columns ow·stride + first_col + k·dilation of each row.
+void max_row(const float* const* rows, int n_rows, int64_t kw, int64_t dilation, int64_t stride, int64_t ow_begin,
+             int64_t ow_end, int64_t first_col, float* y) {
+  for (int64_t ow = ow_begin; ow < ow_end; ++ow) {
+    const int64_t c = ow * stride + first_col;
+    float best = rows[0][c];
+    for (int r = 0; r < n_rows; ++r) {
+      for (int64_t k = r == 0 ? 1 : 0; k < kw; ++k) {
+        const float v = rows[r][c + k * dilation];
+        if (v > best) best = v;
+      }
+    }
+    y[ow] = best;
+  }
+}
+
+// max_row at stride 1, eight outputs at a time.
 __attribute__((target("avx2"))) void max_row_avx2(const float* const* rows, int n_rows, int64_t kw, int64_t dilation,
                                                   int64_t ow_begin, int64_t ow_end, int64_t first_col, float* y) {
   int64_t ow = ow_begin;
@@ -51,17 +68,7 @@ __attribute__((target("avx2"))) void max_row_avx2(const float* const* rows, int 
     }
     _mm256_storeu_ps(y + ow, best);
   }
-  for (; ow < ow_end; ++ow) {
-    const int64_t c = ow + first_col;
-    float best = rows[0][c];
-    for (int r = 0; r < n_rows; ++r) {
-      for (int64_t k = r == 0 ? 1 : 0; k < kw; ++k) {
-        const float v = rows[r][c + k * dilation];
-        if (v > best) best = v;
-      }
-    }
-    y[ow] = best;
-  }
+  max_row(rows, n_rows, kw, dilation, 1, ow, ow_end, first_col, y);
 }
 
 bool row_max_pool_applies(const ops::PoolGeometry& g) {
@@ -114,17 +121,7 @@ void max_pool_2d_rows(const ops::PoolGeometry& g, const float* x, float* y, Thre
       } else if (sw == 1 && avx2) {
         max_row_avx2(rows, n_rows, kw, dw, lo, hi, -pw, yr);
       } else {
-        for (int64_t ow = lo; ow < hi; ++ow) {
-          const int64_t c = ow * sw - pw;
-          float best = rows[0][c];
-          for (int r = 0; r < n_rows; ++r) {
-            for (int64_t b = r == 0 ? 1 : 0; b < kw; ++b) {
-              const float v = rows[r][c + b * dw];
-              if (v > best) best = v;
-            }
-          }
-          yr[ow] = best;
-        }
+        max_row(rows, n_rows, kw, dw, sw, lo, hi, -pw, yr);
       }
     }
   });

@@ -49,16 +49,23 @@ __attribute__((target("avx2,fma"))) inline __m256 exp_exact_avx2(__m256 x) {
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-// y[i] = std::exp(x[i]) for i < n, bit for bit (x and y may be the same array). Needs AVX2 and FMA.
-__attribute__((target("avx2,fma"))) inline void exp_exact_array(const float* x, float* y, int64_t n) {
+// y[i] = F(x[i]) for i < n, eight at a time, the tail through a zero-padded register (x and y may be the same
+// array). Needs AVX2.
+template <__m256 (*F)(__m256)>
+__attribute__((target("avx2,fma"))) inline void map8_avx2(const float* x, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_exact_avx2(_mm256_loadu_ps(x + i)));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(x + i)));
   if (i < n) {
     alignas(32) float tail[8] = {};
     for (int64_t j = i; j < n; ++j) tail[j - i] = x[j];
-    _mm256_store_ps(tail, exp_exact_avx2(_mm256_load_ps(tail)));
+    _mm256_store_ps(tail, F(_mm256_load_ps(tail)));
     for (int64_t j = i; j < n; ++j) y[j] = tail[j - i];
   }
+}
+
+// y[i] = std::exp(x[i]) for i < n, bit for bit (x and y may be the same array). Needs AVX2 and FMA.
+__attribute__((target("avx2,fma"))) inline void exp_exact_array(const float* x, float* y, int64_t n) {
+  map8_avx2<exp_exact_avx2>(x, y, n);
 }
 
 }  // namespace hxrt::kernels::cpu
