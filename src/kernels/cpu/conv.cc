@@ -97,6 +97,39 @@ void depthwise_block(const Conv2dGeometry& g, const float* xg, const float* wg, 
   }
 }
 
+// Note [Shifted convolution]: at stride 1 without dilation, output row oy's tap (ki, kj) reads input row
+// oy + ki - pad_top shifted by kj - pad_left columns: for every output channel at once that is a GEMM, W's (ki, kj)
+// slice (mg × cg) times the input rows (cg × the row's in-image columns, channels h·w apart), added into the
+// output row. So the block's outputs come from kh·kw small GEMMs per output row, straight from X, instead of
+// unfolding kh·kw·cg values per output column first (im2col), which for the few output channels of a detection
+// model's neck (16 of them) cost more than the GEMM itself. Applies for output rows of 16 columns or more (shorter
+// ones would make each GEMM a partial register tile). Each output sums its taps in (ki, kj) order, its channels
+// within a tap in the kernel's order.
+void shifted_block(const Conv2dGeometry& g, const float* xg, const float* taps_w, int64_t mg, int64_t cg, int64_t p0,
+                   int64_t cols, float* yg, int64_t ohw) {
+  for (int64_t oc = 0; oc < mg; ++oc) std::fill(yg + oc * ohw, yg + oc * ohw + cols, 0.0f);
+  const int64_t plane = g.h * g.w;
+  for (int64_t p = p0; p < p0 + cols;) {
+    const int64_t oy = p / g.ow;
+    const int64_t ox0 = p % g.ow;
+    const int64_t ox1 = std::min(g.ow, ox0 + (p0 + cols - p));
+    float* yrow = yg + (p - p0);  // column ox - ox0 of the row, channels ohw apart
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      const int64_t iy = oy - g.pad_top + ki;
+      if (iy < 0 || iy >= g.h) continue;
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const int64_t off = kj - g.pad_left;  // ix = ox + off
+        const int64_t lo = std::max(ox0, -off);
+        const int64_t hi = std::min(ox1, g.w - off);
+        if (lo >= hi) continue;
+        sgemm_accumulate(mg, hi - lo, cg, taps_w + (ki * g.kw + kj) * mg * cg, cg, xg + iy * g.w + lo + off, plane,
+                         yrow + (lo - ox0), ohw);
+      }
+    }
+    p += ox1 - ox0;
+  }
+}
+
 void apply_epilogue(const ChannelEpilogue& e, int64_t channel, float* row, int64_t cols) {
   const float bias = e.bias != nullptr ? e.bias[channel] : 0.0f;
   const float scale = e.scale != nullptr ? e.scale[channel] : 1.0f;
@@ -123,8 +156,23 @@ void conv2d_nchw(const Conv2dGeometry& g, const float* x, const float* w, const 
   const bool direct = g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
                       g.pad_left == 0 && g.oh == g.h && g.ow == g.w;
   const bool depthwise = cg == 1 && mg == 1 && !direct;  // Note [Depthwise convolution]
+  const bool shifted = !direct && !depthwise && g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 &&
+                       g.dilation_w == 1 && g.ow >= 16;  // Note [Shifted convolution]
+  const int64_t kk = g.kh * g.kw;
+  std::vector<float> taps_w;  // (group, kh·kw, mg, cg): W's slice of each tap, (oc, ci) row-major
+  if (shifted) {
+    taps_w.resize(static_cast<size_t>(g.group * kk * mg * cg));
+    for (int64_t m = 0; m < g.m; ++m) {
+      const int64_t gi = m / mg, oc = m % mg;
+      for (int64_t ci = 0; ci < cg; ++ci) {
+        for (int64_t t = 0; t < kk; ++t) {
+          taps_w[static_cast<size_t>(((gi * kk + t) * mg + oc) * cg + ci)] = w[(m * cg + ci) * kk + t];
+        }
+      }
+    }
+  }
   auto body = [&](int64_t begin, int64_t end) {
-    std::vector<float> col(direct || depthwise ? 0 : static_cast<size_t>(ckk * tile_cols));  // (ckk, tile_cols)
+    std::vector<float> col(direct || depthwise || shifted ? 0 : static_cast<size_t>(ckk * tile_cols));
     for (int64_t task = begin; task < end; ++task) {
       const int64_t image = task / (g.group * col_blocks);
       const int64_t gi = (task / col_blocks) % g.group;
@@ -137,6 +185,8 @@ void conv2d_nchw(const Conv2dGeometry& g, const float* x, const float* w, const 
         depthwise_block(g, xg, wg, p0, cols, yg);
       } else if (direct) {
         sgemm(mg, cols, ckk, wg, ckk, xg + p0, g.h * g.w, yg, ohw);
+      } else if (shifted) {
+        shifted_block(g, xg, taps_w.data() + gi * kk * mg * cg, mg, cg, p0, cols, yg, ohw);
       } else {
         im2col(g, xg, cg, p0, cols, col.data());
         sgemm(mg, cols, ckk, wg, ckk, col.data(), cols, yg, ohw);

@@ -99,6 +99,17 @@ std::vector<ConvCase> conv_cases() {
                    .auto_pad = "VALID"});
   // A larger image so that the output splits into several column blocks.
   cases.push_back({.name = "65x33", .x = Shape{1, 8, 65, 33}, .w = Shape{16, 8, 3, 3}, .pads = {1, 1, 1, 1}});
+  // Note [Shifted convolution] (stride 1, rows of 16+ columns): PP-OCR's 3x3 and SAME_UPPER 2x2, asymmetric and
+  // oversized pads, two images, groups with several channels each, 11 output channels (a partial register tile),
+  // and rows of 20 columns so that column blocks start mid-row.
+  cases.push_back({.name = "shifted 3x3", .x = Shape{2, 64, 12, 32}, .w = Shape{16, 64, 3, 3}, .pads = {1, 1, 1, 1}});
+  cases.push_back({.name = "shifted 2x2 SAME_UPPER", .x = Shape{1, 16, 24, 32}, .w = Shape{8, 16, 2, 2},
+                   .pads = {0, 0, 1, 1}, .auto_pad = "SAME_UPPER"});
+  cases.push_back({.name = "shifted pads 2/0/3/4", .x = Shape{1, 5, 9, 20}, .w = Shape{11, 5, 3, 5},
+                   .pads = {2, 0, 3, 4}});
+  cases.push_back({.name = "shifted groups", .x = Shape{2, 6, 7, 20}, .w = Shape{9, 2, 3, 3}, .pads = {1, 1, 1, 1},
+                   .group = 3});
+  cases.push_back({.name = "shifted 20 wide", .x = Shape{1, 3, 40, 20}, .w = Shape{4, 3, 3, 3}, .pads = {0, 1, 2, 1}});
   return cases;
 }
 

@@ -197,18 +197,23 @@ constexpr TileFn kAvx2Tiles[kMr + 1] = {nullptr,       &tile_avx2<1>, &tile_avx2
 
 }  // namespace
 
-void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                   float* c, int64_t ldc, GemmIsa isa) {
+namespace {
+
+// C = A · B (add_to_c: C += A · B) through the register tiles.
+void blocked_product(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                     float* c, int64_t ldc, GemmIsa isa, bool add_to_c) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.0f);
+    if (!add_to_c) {
+      for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.0f);
+    }
     return;
   }
   HXRT_CHECK(gemm_isa_supported(isa), "sgemm_blocked: ISA {} is not supported here", gemm_isa_name(isa));
   const int64_t nr = isa == GemmIsa::kAvx512 ? 32 : 16;
   for (int64_t k0 = 0; k0 < k; k0 += kKc) {
     const int64_t kc = std::min(kKc, k - k0);
-    const bool accumulate = k0 > 0;
+    const bool accumulate = add_to_c || k0 > 0;
     for (int64_t j0 = 0; j0 < n; j0 += nr) {
       const int64_t cols = std::min(nr, n - j0);
       const int64_t mr = isa == GemmIsa::kAvx512 ? kMr512 : kMr;
@@ -225,6 +230,18 @@ void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
       }
     }
   }
+}
+
+}  // namespace
+
+void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                   float* c, int64_t ldc, GemmIsa isa) {
+  blocked_product(m, n, k, a, lda, b, ldb, c, ldc, isa, /*add_to_c=*/false);
+}
+
+void sgemm_accumulate(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                      float* c, int64_t ldc) {
+  blocked_product(m, n, k, a, lda, b, ldb, c, ldc, gemm_best_isa(), /*add_to_c=*/true);
 }
 
 // Note [Few-row MatMul]: with fewer rows than threads' worth of M-blocks (a transformer layer at batch 1 × 7 tokens

@@ -41,6 +41,9 @@ void sgemm_blas(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
                 int64_t ldc);
 void sgemm_blocked(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                    float* c, int64_t ldc, GemmIsa isa = gemm_best_isa());
+// C[m, n] += A[m, k] · B[k, n] with the blocked kernel (the best ISA here).
+void sgemm_accumulate(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                      float* c, int64_t ldc);
 
 // MatMul's geometry and Gemm's params are the ops' (hxrt/ops/params/linear.h).
 using ops::matmul_geometry;
