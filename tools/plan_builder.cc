@@ -78,9 +78,11 @@ Status check_forced_targets(const std::vector<ForcedKernel>& forced,
 void add_plan_options(CLI::App& command, PlanFlags& flags, bool with_force_kernel) {
   command.add_option("graph", flags.graph_path, "hxrt graph file (.hxrt) or ONNX model (.onnx)")->required();
   command.add_option("--device", flags.device, "Device to plan for (cpu, opencl, opencl:1 ...)")->capture_default_str();
-  command.add_option("--streams", flags.streams, "Most streams to spread independent branches over")
+  command.add_option("--streams", flags.streams,
+                     "Most streams to spread independent branches over (0: the device's default, 1 on the CPU and "
+                     "4 on OpenCL/CUDA)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(0, 64));
   command.add_flag("--no-fusion", flags.no_fusion, "Do not apply fusion patterns");
   command.add_flag("--no-verify-weights", flags.no_verify_weights,
                    "Do not check the weights against their checksums at load (faster for large files)");

@@ -21,7 +21,7 @@ namespace hxrt::tools {
 struct PlanFlags {
   std::string graph_path;
   std::string device = "cpu";
-  int streams = 4;
+  int streams = 0;  // runtime::kAutoStreams
   bool no_fusion = false;
   std::vector<std::string> force_kernels;  // "OP_OR_NODE=KERNEL"
   bool tune = false;                       // measure candidate kernels while planning (KernelTuner)

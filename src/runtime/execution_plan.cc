@@ -22,7 +22,7 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::build(graph::Graph graph, 
   if (context.schemas == nullptr || context.kernels == nullptr) {
     return invalid_argument("ExecutionPlan::build needs op schemas and a kernel registry");
   }
-  if (options.max_streams < 1) return invalid_argument("max_streams must be at least 1");
+  if (options.max_streams < 0) return invalid_argument("max_streams must be at least 1, or 0 for each device's default");
   const std::string graph_name = graph.name();
   std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan(std::move(graph), device));
   graph::Graph& g = plan->graph_;
@@ -192,6 +192,17 @@ Status ExecutionPlan::select_kernels(const PlanContext& context, const PlanOptio
   return ok_status();
 }
 
+// Note [Streams per device]: the CPU driver's streams all hand their kernels to one intra-op pool that already
+// spans the cores, so a second stream adds cross-stream events and worker hand-offs but no parallelism: on a 2-core
+// Zen 5, runtime_bench's BM_TwoBranches (two independent chains of 512x512 MatMuls) ran 3.85 ms on one stream and
+// 4.03 on two, and `hxrt run --streams 1` against 4 took MiniLM-L3 (batch 1 x 7) from 1.28-1.41 to 0.81-0.94 ms
+// and PP-OCRv6 det (96x128) from 2.08-2.15 to 1.77-1.80 ms. So a plan left at kAutoStreams puts a CPU device's
+// nodes on one stream and a device with queues of its own (OpenCL, CUDA) on up to four; an explicit max_streams is
+// taken as given on every device.
+int default_streams(const hal::DeviceInfo& device) {
+  return device.kind == hal::DeviceKind::kCpu ? 1 : 4;
+}
+
 // Greedy stream assignment: a node continues the stream of a producer whose latest node is that producer (a
 // chain stays on one stream); a node that cannot continue one (a new root, or a branch off a shared producer)
 // opens a new stream while fewer than max_streams exist, else joins the least loaded. Each cross-stream input
@@ -218,9 +229,10 @@ void ExecutionPlan::assign_streams(int max_streams) {
       }
     }
     if (chosen < 0) {
-      // Streams belong to one device; max_streams applies per device.
+      // Streams belong to one device; max_streams applies per device (Note [Streams per device]).
       const int on_device = static_cast<int>(std::count(stream_devices_.begin(), stream_devices_.end(), object.device));
-      if (on_device < max_streams) {
+      const int limit = max_streams != kAutoStreams ? max_streams : default_streams(device_info(object.device));
+      if (on_device < limit) {
         chosen = static_cast<int>(tail.size());
         tail.push_back(-1);
         load.push_back(0);

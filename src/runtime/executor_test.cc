@@ -184,7 +184,9 @@ TEST_F(ExecutorTest, IndependentBranchesRunOnSeparateStreamsWithTheSameResult) {
   single.max_streams = 1;
   Result<std::unique_ptr<Executor>> one = compile(two_branches(), single);
   ASSERT_TRUE(one.ok()) << one.status().to_string();
-  Result<std::unique_ptr<Executor>> many = compile(two_branches());
+  PlanOptions several;
+  several.max_streams = 4;  // explicit: a CPU plan left at kAutoStreams takes one (Note [Streams per device])
+  Result<std::unique_ptr<Executor>> many = compile(two_branches(), several);
   ASSERT_TRUE(many.ok()) << many.status().to_string();
   EXPECT_EQ((*one)->plan().num_streams(), 1);
   EXPECT_EQ((*many)->plan().num_streams(), 2) << plan_text_;

@@ -44,8 +44,10 @@ class ProfilerTest : public testing::Test {
     add_node(g, "b2", "Sigmoid", {"b"}, "bs");
     add_node(g, "join", "Mul", {"ar", "bs"}, "y");
     EXPECT_TRUE(g.mark_output("y").ok());
+    // Two streams, so the records show both (a CPU plan left at kAutoStreams takes one).
     std::unique_ptr<ExecutionPlan> plan = std::move(ExecutionPlan::build(std::move(g), session_->device().info(),
-                                                                          PlanContext::of(*registries_)))
+                                                                          PlanContext::of(*registries_),
+                                                                          PlanOptions{.max_streams = 2}))
                                               .value();
     return std::move(Executor::create(*session_, std::shared_ptr<const ExecutionPlan>(std::move(plan)))).value();
   }

@@ -44,6 +44,11 @@ struct PlanContext {
   }
 };
 
+inline constexpr int kAutoStreams = 0;
+// The streams a plan spreads independent branches over on `device` when PlanOptions::max_streams is kAutoStreams:
+// 1 on the CPU, 4 elsewhere.
+int default_streams(const hal::DeviceInfo& device);
+
 struct PlanOptions {
   bool fuse = true;
   ops::FusionOptions fusion;
@@ -59,7 +64,9 @@ struct PlanOptions {
   // Op types placed on the fallback device even where the main device has a kernel (to rule a device kernel in or
   // out while debugging, or to keep an op the device runs badly on the host).
   std::vector<std::string> fallback_ops;
-  int max_streams = 4;              // 1 runs everything on one stream
+  // Most streams per device; 1 runs everything on one stream; 0 (kAutoStreams) takes each device's default,
+  // default_streams() (Note [Streams per device] in execution_plan.cc).
+  int max_streams = kAutoStreams;
   bool static_memory_plan = true;   // use the arena when all intermediate shapes are static
 };
 
