@@ -49,8 +49,8 @@ int64_t ceil_div(int64_t a, int64_t b) {  // b > 0
 // PP-OCR det's convolutions) im2col + sgemm is a 1-row GEMM per group, all unfolding and call overhead. Instead the
 // block of output positions [p0, p0 + cols) of one plane is computed directly: for each output row of the block
 // and each filter tap, the taps' row of X times the weight is added to the output row over the range of columns
-// whose input lies inside the image (padding contributes nothing), a loop the compiler vectorises at unit stride.
-// Each output sums its taps in (ki, kj) order. At unit stride the row update is explicit AVX2 (eight fused
+// whose input lies inside the image (padding contributes nothing). Each output sums its taps in (ki, kj) order.
+// At unit stride the row update is explicit AVX2 (eight fused
 // multiply-adds at a time; the build's baseline is SSE2, where GCC -O2 left the loop scalar behind its aliasing
 // check): PP-OCRv6 det's 5x5 depthwise convolution of 64x24x32 went from 250 to 130 us.
 __attribute__((target("avx2,fma"))) void axpy_row_avx2(float a, const float* x, float* y, int64_t n) {
@@ -104,7 +104,8 @@ void depthwise_block(const Conv2dGeometry& g, const float* xg, const float* wg, 
 // unfolding kh·kw·cg values per output column first (im2col), which for the few output channels of a detection
 // model's neck (16 of them) cost more than the GEMM itself. Applies for output rows of 16 columns or more (shorter
 // ones would make each GEMM a partial register tile). Each output sums its taps in (ki, kj) order, its channels
-// within a tap in the kernel's order.
+// within a tap in the kernel's order. W is regrouped by tap on every call (m·c·kh·kw floats; packing it once at
+// load is the plan's job, not done yet).
 void shifted_block(const Conv2dGeometry& g, const float* xg, const float* taps_w, int64_t mg, int64_t cg, int64_t p0,
                    int64_t cols, float* yg, int64_t ohw) {
   for (int64_t oc = 0; oc < mg; ++oc) std::fill(yg + oc * ohw, yg + oc * ohw + cols, 0.0f);
