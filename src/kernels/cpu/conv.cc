@@ -50,9 +50,9 @@ int64_t ceil_div(int64_t a, int64_t b) {  // b > 0
 // block of output positions [p0, p0 + cols) of one plane is computed directly: for each output row of the block
 // and each filter tap, the taps' row of X times the weight is added to the output row over the range of columns
 // whose input lies inside the image (padding contributes nothing). Each output sums its taps in (ki, kj) order.
-// At unit stride the row update is explicit AVX2 (eight fused
-// multiply-adds at a time; the build's baseline is SSE2, where GCC -O2 left the loop scalar behind its aliasing
-// check): PP-OCRv6 det's 5x5 depthwise convolution of 64x24x32 went from 250 to 130 us.
+// At unit stride the row update is explicit AVX2 (eight fused multiply-adds at a time; the build's baseline is
+// SSE2, where GCC -O2 left the loop scalar behind its aliasing check): PP-OCRv6 det's 5x5 depthwise convolution of
+// 64x24x32 went from 250 to 130 us.
 __attribute__((target("avx2,fma"))) void axpy_row_avx2(float a, const float* x, float* y, int64_t n) {
   const __m256 av = _mm256_set1_ps(a);
   int64_t i = 0;
