@@ -245,6 +245,9 @@ class Executor {
   };
   std::vector<LastTiling> last_tilings_;
   graph::SymbolBindings bindings_;
+  // The last bindings whose dim checks passed and the value shapes they resolve to (Note [Bound shapes]).
+  graph::SymbolBindings resolved_bindings_;
+  std::vector<Shape> resolved_shapes_;
   ExecutorStats stats_;
   // Events recorded before (2i) and after (2i+1) object i in profiled or locating runs; made on first use.
   std::vector<std::unique_ptr<hal::Event>> markers_;
