@@ -3,6 +3,7 @@
 #include "llm/jinja/builtins.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -574,7 +575,11 @@ Result<Value> attribute_path(const Value& item, const Value& path) {
   Value v = item;
   for (const std::string& part : split_on(path.as_string(), ".", -1)) {
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    HXRT_ASSIGN_OR_RETURN(v, get_item(v, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part)));
+    int64_t index = 0;
+    if (numeric && std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc()) {
+      return invalid_argument("attribute path index {} is out of range", part);
+    }
+    HXRT_ASSIGN_OR_RETURN(v, get_item(v, numeric ? Value(index) : Value(part)));
   }
   return v;
 }

@@ -131,6 +131,11 @@ TEST(JinjaTest, UndefinedBehavesAsJinja2s) {
 
 TEST(JinjaTest, ErrorsNameWhatAndWhere) {
   EXPECT_EQ(error_of("{% if x %}\n{{ x | nosuch }}{% endif %}"), "line 2, column 8: unknown filter 'nosuch'");
+  // An index past int64 after '.' or in an attribute path is an error, not an exception (the fuzz target found both
+  // through `x.888...8type`).
+  EXPECT_THAT(error_of("{{ x.99999999999999999999999 }}"), testing::HasSubstr("out of range"));
+  EXPECT_THAT(error_of("{{ [[1]] | map(attribute='0.99999999999999999999999') | list }}"),
+              testing::HasSubstr("out of range"));
   EXPECT_EQ(error_of("{{ x is nosuch }}"), "line 1, column 9: unknown test 'nosuch'");
   EXPECT_THAT(error_of("{% for x in y %}"), testing::HasSubstr("expected 'endfor'"));
   EXPECT_THAT(error_of("{{ 'abc }}"), testing::HasSubstr("line 1, column 4: string literal is not terminated"));

@@ -620,9 +620,12 @@ class Parser {
           e->children.push_back(std::move(node));
           node = std::move(e);
         } else if (t.kind == TokenKind::kInt) {
+          int64_t v = 0;
+          const auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
+          if (ec != std::errc()) return error(t, fmt::format("integer {} is out of range", t.text));
           auto e = make_expr(ExprKind::kSubscript, where);
           auto index = make_expr(ExprKind::kLiteral, t.where);
-          index->value = Value(static_cast<int64_t>(std::stoll(t.text)));
+          index->value = Value(v);
           e->children.push_back(std::move(node));
           e->children.push_back(std::move(index));
           node = std::move(e);
