@@ -180,6 +180,15 @@ Status Stream::host_callback(HostCallback callback) {
   return do_host_callback(std::move(callback));
 }
 
+Status Stream::host_task(HostTask task, HostCallback on_skip) {
+  if (!task) return invalid_argument("host_task: empty task");
+  return do_host_task(std::move(task), std::move(on_skip));
+}
+
+Status Stream::do_host_task(HostTask /*task*/, HostCallback /*on_skip*/) {
+  return unimplemented("stream '{}' runs no host tasks (Note [Host tasks])", name());
+}
+
 Status Stream::record(Event& event) {
   if (&event.device() != device_) {
     return invalid_argument("record: event belongs to device '{}', stream '{}' to '{}'", event.device().info().name,

@@ -213,6 +213,9 @@ void HostQueuedStream::skip(Command& command, const Status& error) {
           host_now_ns());
       break;
     case CommandKind::kCallback: command.callback(reason); break;
+    case CommandKind::kHostTask:
+      if (command.callback) command.callback(reason);
+      break;
     default: break;
   }
 }
@@ -223,6 +226,11 @@ Status HostQueuedStream::execute(Command& command) {
     case CommandKind::kCopy: return execute_copy(command);
     case CommandKind::kFill: return execute_fill(command);
     case CommandKind::kCallback: command.callback(ok_status()); return ok_status();
+    case CommandKind::kHostTask: {
+      Status status = command.task(HostTaskContext{&cancel_});
+      if (!status.ok()) return std::move(status).with_context(fmt::format("host task on stream '{}'", name()));
+      return ok_status();
+    }
     case CommandKind::kRecord: return record_now(command);
     case CommandKind::kWait: return execute_wait(command);
     case CommandKind::kReplay: return execute_replay(*command.replay);
@@ -232,15 +240,26 @@ Status HostQueuedStream::execute(Command& command) {
 
 Status HostQueuedStream::execute_replay(const CapturedList& list) {
   const size_t n = list.commands.size();
+  // The host tasks the failure skips hear of it, as those of a failed stream's queue do (Note [Host tasks]).
+  auto skip_rest = [&](size_t first, const Status& error) {
+    for (size_t j = first; j < n; ++j) {
+      const Command& command = list.commands[j];
+      if (command.kind == CommandKind::kHostTask && command.callback) command.callback(error);
+    }
+  };
   for (size_t k = 0; k < n; ++k) {
     if (cancel_.load(std::memory_order_relaxed)) {
-      return aborted("stream '{}' was aborted during a replay, before command {} of {}", name(), k + 1, n);
+      Status error = aborted("stream '{}' was aborted during a replay, before command {} of {}", name(), k + 1, n);
+      skip_rest(k, error);
+      return error;
     }
     // Replaying reads a command, never consumes it (launch arguments, views and payloads stay as captured).
     if (Status status = execute(const_cast<Command&>(list.commands[k])); !status.ok()) {
-      return std::move(status).with_context(
+      status = std::move(status).with_context(
           fmt::format("command {} of {}{} of a captured list replayed on stream '{}'", k + 1, n,
                       list.labels.empty() ? std::string() : fmt::format(" ({})", list.labels[k]), name()));
+      skip_rest(k + 1, status);
+      return status;
     }
   }
   return ok_status();
@@ -400,6 +419,13 @@ Status HostQueuedStream::do_fill(BufferView dst, uint32_t pattern, uint32_t patt
 Status HostQueuedStream::do_host_callback(HostCallback callback) {
   Command command(CommandKind::kCallback);
   command.callback = std::move(callback);
+  return enqueue(std::move(command));
+}
+
+Status HostQueuedStream::do_host_task(HostTask task, HostCallback on_skip) {
+  Command command(CommandKind::kHostTask);
+  command.task = std::move(task);
+  command.callback = std::move(on_skip);
   return enqueue(std::move(command));
 }
 

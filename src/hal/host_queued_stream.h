@@ -55,7 +55,7 @@ class HostQueuedStream : public Stream {
   Status launch_captured(std::shared_ptr<const CapturedCommands> commands) final;
 
  protected:
-  enum class CommandKind : uint8_t { kLaunch, kCopy, kFill, kCallback, kRecord, kWait, kReplay };
+  enum class CommandKind : uint8_t { kLaunch, kCopy, kFill, kCallback, kHostTask, kRecord, kWait, kReplay };
   struct CapturedList;
 
   // Driver data resolved when a command is enqueued (OpenCL: cl_mem handles of the arguments).
@@ -84,7 +84,8 @@ class HostQueuedStream : public Stream {
     uint64_t bytes = 0;                    // kCopy, kFill
     uint32_t pattern = 0;                  // kFill
     uint32_t pattern_bytes = 0;            // kFill
-    HostCallback callback;                 // kCallback
+    HostCallback callback;                 // kCallback; kHostTask: on_skip (may be empty)
+    HostTask task;                         // kHostTask
     std::shared_ptr<EventSignal> signal;   // kRecord, kWait
     Duration timeout = kInfinite;          // kWait
     std::unique_ptr<DriverPayload> payload;  // set by prepare()
@@ -125,6 +126,7 @@ class HostQueuedStream : public Stream {
   Status do_copy_to_host(void* dst, BufferView src) final;
   Status do_fill(BufferView dst, uint32_t pattern, uint32_t pattern_bytes) final;
   Status do_host_callback(HostCallback callback) final;
+  Status do_host_task(HostTask task, HostCallback on_skip) final;
   Status do_record(Event& event) final;
   Status do_wait(Event& event, Duration timeout) final;
 

@@ -57,6 +57,39 @@ TEST_P(CaptureConformance, RecordsWaitsAndCallbacksCannotBeCaptured) {
   EXPECT_TRUE(stream->synchronize().ok());
 }
 
+TEST_P(CaptureConformance, HostTasksAreCapturedAndReplayed) {
+  auto stream = make_stream("capture-tasks");
+  auto work = upload(*stream, std::vector<float>(16, 0.0f));
+  Status begun = stream->begin_capture();
+  if (begun.code() == StatusCode::kUnimplemented) GTEST_SKIP() << begun.to_string();
+  ASSERT_TRUE(begun.ok());
+  ASSERT_TRUE(increment(*stream, *work, 16).ok());
+  int runs = 0;
+  ASSERT_TRUE(stream->host_task([&](const HostTaskContext&) {
+                      ++runs;
+                      return runs == 3 ? aborted("third replay refused") : ok_status();
+                    })
+                  .ok());
+  Status skipped_with;
+  ASSERT_TRUE(stream->host_task([](const HostTaskContext&) { return ok_status(); },
+                                [&](const Status& error) { skipped_with = error; })
+                  .ok());
+  Result<std::shared_ptr<const CapturedCommands>> list = stream->end_capture();
+  ASSERT_TRUE(list.ok()) << list.status().to_string();
+  EXPECT_EQ(runs, 0) << "captured tasks do not run";
+  for (int replay = 1; replay <= 2; ++replay) {
+    ASSERT_TRUE(stream->launch_captured(*list).ok());
+    ASSERT_TRUE(stream->synchronize().ok());
+    EXPECT_EQ(runs, replay);
+  }
+  ASSERT_TRUE(stream->launch_captured(*list).ok());
+  Status failed = stream->synchronize();
+  EXPECT_EQ(failed.code(), StatusCode::kAborted) << failed.to_string();
+  EXPECT_NE(failed.to_string().find("command 2 of 3"), std::string::npos) << failed.to_string();
+  EXPECT_EQ(skipped_with.code(), StatusCode::kAborted) << "the task after the failure is told";
+  ASSERT_TRUE(stream->reset().ok());
+}
+
 TEST_P(CaptureConformance, AFailureInAReplayNamesTheCommandAndIsStickyUntilReset) {
   if (kernels_->fail() == nullptr) GTEST_SKIP() << "backend cannot fail a kernel on purpose";
   auto stream = make_stream("replaying");

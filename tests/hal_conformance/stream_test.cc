@@ -161,6 +161,64 @@ TEST_P(StreamConformance, AbortDiscardsQueuedWorkAndResetRecovers) {
   EXPECT_EQ(download(*stream, *buffer), std::vector<float>(8, 1.0f));
 }
 
+TEST_P(StreamConformance, HostTasksRunInOrderAndTheirFailureIsSticky) {
+  auto stream = make_stream("tasks");
+  auto buffer = upload(*stream, std::vector<float>(8, 0.0f));
+  ASSERT_TRUE(increment(*stream, *buffer, 8).ok());
+  // The task sees the increment done: it runs after the preceding commands completed.
+  std::vector<float> seen(8, -1.0f);
+  Status enqueued = stream->host_task([&](const HostTaskContext&) -> Status {
+    return stream->status();  // no deadlock: the task may ask its own stream's status
+  });
+  if (enqueued.code() == StatusCode::kUnimplemented) GTEST_SKIP() << enqueued.to_string();
+  ASSERT_TRUE(enqueued.ok()) << enqueued.to_string();
+  ASSERT_TRUE(stream->copy_to_host(seen.data(), *buffer).ok());
+  ASSERT_TRUE(stream->synchronize().ok());
+  EXPECT_EQ(seen, std::vector<float>(8, 1.0f));
+  EXPECT_EQ(stream->host_task(nullptr).code(), StatusCode::kInvalidArgument);
+
+  // A failing task fails the stream with its error; the task behind it is skipped and told why.
+  std::atomic<bool> second_ran{false};
+  Status skipped_with;
+  ASSERT_TRUE(stream->host_task([](const HostTaskContext&) { return data_loss("collective lost rank 2"); }).ok());
+  ASSERT_TRUE(stream->host_task(
+                        [&](const HostTaskContext&) {
+                          second_ran = true;
+                          return ok_status();
+                        },
+                        [&](const Status& error) { skipped_with = error; })
+                  .ok());
+  Status synced = stream->synchronize();
+  EXPECT_EQ(synced.code(), StatusCode::kDataLoss) << synced.to_string();
+  EXPECT_NE(synced.to_string().find("collective lost rank 2"), std::string::npos) << synced.to_string();
+  EXPECT_NE(synced.to_string().find("tasks"), std::string::npos) << "names the stream: " << synced.to_string();
+  EXPECT_FALSE(second_ran.load());
+  EXPECT_EQ(skipped_with.code(), StatusCode::kDataLoss);
+  ASSERT_TRUE(stream->reset().ok());
+}
+
+TEST_P(StreamConformance, AbortStopsARunningHostTaskThatPollsCancellation) {
+  auto stream = make_stream("cancel");
+  std::atomic<bool> started{false};
+  Status enqueued = stream->host_task([&](const HostTaskContext& context) -> Status {
+    started = true;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < end) {
+      if (context.cancelled()) return aborted("task saw the abort");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return ok_status();
+  });
+  if (enqueued.code() == StatusCode::kUnimplemented) GTEST_SKIP() << enqueued.to_string();
+  ASSERT_TRUE(enqueued.ok());
+  while (!started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto start = std::chrono::steady_clock::now();
+  stream->abort();
+  EXPECT_EQ(stream->synchronize(milliseconds(10000)).code(), StatusCode::kAborted);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_TRUE(stream->reset().ok());
+}
+
 TEST_P(StreamConformance, DestroyingAStreamWithWorkInFlightFinishesIt) {
   auto buffer = make_buffer(4 * sizeof(float));
   {

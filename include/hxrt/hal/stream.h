@@ -17,6 +17,7 @@
 // order.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,11 +50,24 @@ struct StreamState {
 // the same stream.
 using HostCallback = std::function<void(const Status&)>;
 
+// Note [Host tasks]
+// A host task is host work that is part of the stream's order and can fail: a collective over MPI, a host-side
+// reduction. It runs on the stream's thread after the preceding commands completed (as a host callback does), and
+// its non-OK return fails the stream as a failed launch would. It may take long, so it polls `cancelled()` (raised
+// by abort()) and returns Aborted when it is. A stream that failed or was aborted before the task's turn skips it and
+// calls its `on_skip` (if any) with the error instead: a collective tells its peers there that this rank will not
+// come. Unlike host callbacks, host tasks can be captured and replayed (they name no event).
+struct HostTaskContext {
+  const std::atomic<bool>* cancel = nullptr;
+  bool cancelled() const { return cancel != nullptr && cancel->load(std::memory_order_relaxed); }
+};
+using HostTask = std::function<Status(const HostTaskContext&)>;
+
 // Note [Captured command lists]
 // A stream can record work once and replay it many times, as CUDA graphs and ACL model-run task lists do: between
 // begin_capture() and end_capture() the stream's launches, copies, fills and host callbacks are checked as usual
-// (a bad one fails its enqueue) and recorded in order instead of running; records, waits and host callbacks
-// cannot be captured (Unimplemented: cross-stream order and host work belong to the replaying caller).
+// (a bad one fails its enqueue) and recorded in order instead of running, and so are host tasks (Note [Host tasks]);
+// records, waits and host callbacks cannot be captured (Unimplemented: cross-stream order and host work belong to the replaying caller).
 // launch_captured() enqueues the whole list as one command, which runs the recorded commands in order on the stream —
 // one queue operation instead of one per command, with no enqueue-side work per command. The first failing command
 // fails the stream as a launch would, its error saying which command of the list it was. What the commands name
@@ -84,6 +98,8 @@ class Stream {
   // Fills dst with a repeated 1, 2 or 4-byte pattern; dst.size must be a multiple of pattern_bytes.
   Status fill(BufferView dst, uint32_t pattern, uint32_t pattern_bytes);
   Status host_callback(HostCallback callback);
+  // Note [Host tasks]. `on_skip` is optional. Unimplemented on a stream whose driver has no host thread.
+  Status host_task(HostTask task, HostCallback on_skip = {});
   Status record(Event& event);
   // Later commands of this stream run only after `event`'s latest record (as of this call) completes. If that
   // record fails, this stream fails with its error. If it does not complete within `timeout` of the wait starting
@@ -117,6 +133,7 @@ class Stream {
   virtual Status do_copy_to_host(void* dst, BufferView src) = 0;
   virtual Status do_fill(BufferView dst, uint32_t pattern, uint32_t pattern_bytes) = 0;
   virtual Status do_host_callback(HostCallback callback) = 0;
+  virtual Status do_host_task(HostTask task, HostCallback on_skip);
   virtual Status do_record(Event& event) = 0;
   virtual Status do_wait(Event& event, Duration timeout) = 0;
 
