@@ -33,6 +33,8 @@ LAYER_DEPS = {
     "base": set(),
     "hal": {"base"},
     "memory": {"hal", "base"},
+    # Communicators and collectives on streams (MPI through a plugin loaded at run time).
+    "comm": {"hal", "base"},
     "graph": {"base"},
     "ops": {"graph", "hal", "base"},
     "kernels": {"ops", "graph", "hal", "base"},

@@ -9,6 +9,7 @@ PACKAGES=(
   libopenblas-dev libicu-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   libcpp-httplib-dev
+  openmpi-bin libopenmpi-dev nginx
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
   python3 python3-pip python3-venv python3-dev
 )
