@@ -37,20 +37,20 @@ LAYER_DEPS = {
     "comm": {"hal", "base"},
     "graph": {"base"},
     "ops": {"graph", "hal", "base"},
-    "kernels": {"ops", "graph", "hal", "base"},
+    "kernels": {"ops", "comm", "graph", "hal", "base"},
     # formats/onnx converts ONNX nodes to hxrt ops through the op schemas (shape inference while importing).
     "formats": {"ops", "graph", "hal", "base"},
     "kv": {"memory", "hal", "base"},
     "runtime": {"ops", "memory", "graph", "hal", "base"},
     # runtime::Model (src/runtime/model.cc, include/hxrt/runtime/model.h) is a CMake target of its own, hxrt_model,
     # above formats and kernels: it reads graph files and makes the built-in registries. See SUBLAYERS.
-    "model": {"formats", "runtime", "kernels", "ops", "memory", "graph", "hal", "base"},
-    "llm": {"formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
+    "model": {"formats", "runtime", "kernels", "comm", "ops", "memory", "graph", "hal", "base"},
+    "llm": {"formats", "runtime", "kv", "kernels", "comm", "ops", "memory", "graph", "hal", "base"},
     # The C API (src/capi, include/hxrt/hxrt.h): one shared library over the llm layer and runtime::Model.
-    "capi": {"llm", "model", "formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
+    "capi": {"llm", "model", "formats", "runtime", "kv", "kernels", "comm", "ops", "memory", "graph", "hal", "base"},
     # The OpenAI-compatible server (src/serve, include/hxrt/serve): HTTP over the llm layer; used by tools only.
-    "serve": {"llm", "formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
-    "tools": {"serve", "llm", "model", "formats", "runtime", "kv", "kernels", "ops", "memory", "graph", "hal", "base"},
+    "serve": {"llm", "formats", "runtime", "kv", "kernels", "comm", "ops", "memory", "graph", "hal", "base"},
+    "tools": {"serve", "llm", "model", "formats", "runtime", "kv", "kernels", "comm", "ops", "memory", "graph", "hal", "base"},
 }
 # Files that live in one layer's folder but form a target of their own above it (src/runtime/CMakeLists.txt).
 SUBLAYERS = {

@@ -21,6 +21,7 @@
 #include "hxrt/llm/llm.h"
 #include "hxrt/llm/model_cache.h"
 #include "profile_report.h"
+#include "tensor_parallel_flag.h"
 
 namespace hxrt::tools {
 namespace {
@@ -59,6 +60,7 @@ struct GenerateFlags {
   // HTML timeline when the path ends in .html
   std::string trace_steps;
   std::shared_ptr<runtime::Profiler> step_trace;
+  int tp = 1;  // --tp: tensor-parallel ranks (docs/scale-out.md)
 };
 
 Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
@@ -73,6 +75,7 @@ Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
   options.engine.window_cache = !flags.swa_full;
   options.engine.speculative = flags.speculative;
   options.engine.step_trace = flags.step_trace.get();
+  HXRT_RETURN_IF_ERROR(apply_tensor_parallel_flag(flags.tp, options.engine));
   return llm::Llm::load(options);
 }
 
@@ -181,6 +184,8 @@ Status run_generate(GenerateFlags& flags) {
     flags.step_trace->set_enabled(true);
   }
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> loaded, load(flags));
+  HXRT_ASSIGN_OR_RETURN(const bool followed, follow_if_follower(*loaded));
+  if (followed) return ok_status();
   std::string prompt = flags.prompt;
   if (flags.chat) {
     std::vector<llm::ChatMessage> messages;
@@ -231,6 +236,8 @@ Status run_generate(GenerateFlags& flags) {
 // earlier turns free (their full blocks are cached).
 Status run_chat(const GenerateFlags& flags) {
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> loaded, load(flags));
+  HXRT_ASSIGN_OR_RETURN(const bool followed, follow_if_follower(*loaded));
+  if (followed) return ok_status();
   std::vector<llm::ChatMessage> messages;
   if (!flags.system.empty()) messages.push_back({"system", flags.system});
   fmt::print(stderr, "hxrt chat: type a message, an empty line or EOF ends the session\n");
@@ -270,6 +277,7 @@ void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
       ->check(CLI::Range(-2.0, 2.0));
   cmd->add_option("--seed", flags->seed, "sampling seed");
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  add_tensor_parallel_flag(cmd, &flags->tp);
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   cmd->add_option("--kv-tokens", flags->kv_tokens, "KV cache budget in tokens")->check(CLI::PositiveNumber);
   cmd->add_flag("--swa-full", flags->swa_full,

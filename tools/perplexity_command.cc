@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "hxrt/llm/llm.h"
 #include "hxrt/llm/model_cache.h"
+#include "tensor_parallel_flag.h"
 
 namespace hxrt::tools {
 namespace {
@@ -25,6 +26,7 @@ struct PerplexityFlags {
   int chunks = 0;
   int batch = 512;
   bool json = false;
+  int tp = 1;  // --tp: tensor-parallel ranks (docs/scale-out.md)
 };
 
 Status run_perplexity(const PerplexityFlags& flags) {
@@ -38,7 +40,10 @@ Status run_perplexity(const PerplexityFlags& flags) {
   // One chunk at a time, every row's logits: the budget holds a chunk, the batch bounds the logits held at once.
   options.engine.kv_budget_tokens = std::max(flags.context, 512);
   options.engine.max_batch_tokens = flags.batch;
+  HXRT_RETURN_IF_ERROR(apply_tensor_parallel_flag(flags.tp, options.engine));
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> loaded, llm::Llm::load(options));
+  HXRT_ASSIGN_OR_RETURN(const bool followed, follow_if_follower(*loaded));
+  if (followed) return ok_status();
   llm::PerplexityOptions ppl_options;
   ppl_options.context = flags.context;
   ppl_options.max_chunks = flags.chunks;
@@ -73,6 +78,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--model,-m", flags->model, "GGUF model file, or a model cache name fetched on first use: " + llm::named_model_list());
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  add_tensor_parallel_flag(cmd, &flags->tp);
   cmd->add_option("-c,--ctx-size", flags->context, "tokens per chunk; the second half of each is scored")
       ->check(CLI::Range(4, 1 << 20));
   cmd->add_option("--chunks", flags->chunks, "chunks to evaluate at most (0 = all)")->check(CLI::NonNegativeNumber);

@@ -56,6 +56,60 @@ class Builder {
     return out;
   }
 
+  // Rows [begin, begin + count) of tensor `name` (a 1-D tensor: elements) as an initializer `name`[`label`]: a view
+  // of the file's bytes.
+  Result<std::string> row_range(const std::string& name, int64_t begin, int64_t count, const std::string& label) {
+    const std::string id = fmt::format("{}[{}]", name, label);
+    if (graph_.find_value(id).ok()) return id;
+    HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* tensor, file_.tensor(name));
+    HXRT_ASSIGN_OR_RETURN(const DType dtype, file_.tensor_dtype(*tensor));
+    HXRT_ASSIGN_OR_RETURN(const graph::WeightData data, file_.weight(*tensor));
+    const Shape shape = tensor->shape();
+    if (shape.rank() < 1 || shape.rank() > 2 || begin < 0 || count <= 0 || begin + count > shape.dim(0) ||
+        data.size % static_cast<uint64_t>(shape.dim(0)) != 0) {
+      return invalid_argument("tensor '{}' of shape {} has no rows [{}, {})", name, shape, begin, begin + count);
+    }
+    const uint64_t row_bytes = data.size / static_cast<uint64_t>(shape.dim(0));
+    std::vector<graph::Dim> dims = {graph::Dim(count)};
+    if (shape.rank() == 2) dims.emplace_back(shape.dim(1));
+    graph::WeightData part{data.data + static_cast<uint64_t>(begin) * row_bytes,
+                           static_cast<uint64_t>(count) * row_bytes, data.keepalive};
+    HXRT_RETURN_IF_ERROR(graph_.add_initializer(id, {dtype, graph::SymShape(std::move(dims))}, std::move(part)).status());
+    return id;
+  }
+
+  // Columns [begin, begin + count) of the 2-D tensor `name`, copied row by row into an initializer
+  // `name`[`label`]; both must be whole blocks of the tensor's type.
+  Result<std::string> column_range(const std::string& name, int64_t begin, int64_t count, const std::string& label) {
+    const std::string id = fmt::format("{}[{}]", name, label);
+    if (graph_.find_value(id).ok()) return id;
+    HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* tensor, file_.tensor(name));
+    HXRT_ASSIGN_OR_RETURN(const DType dtype, file_.tensor_dtype(*tensor));
+    HXRT_ASSIGN_OR_RETURN(const graph::WeightData data, file_.weight(*tensor));
+    const Shape shape = tensor->shape();
+    const DTypeInfo& info = dtype_info(dtype);
+    const int64_t block = info.block_elements;
+    if (shape.rank() != 2 || begin < 0 || count <= 0 || begin + count > shape.dim(1)) {
+      return invalid_argument("tensor '{}' of shape {} has no columns [{}, {})", name, shape, begin, begin + count);
+    }
+    if (begin % block != 0 || count % block != 0) {
+      return invalid_argument(
+          "tensor '{}' ({}) splits into column ranges of whole {}-value blocks only; columns [{}, {}) are not "
+          "(tensor parallelism needs each rank's share of the heads and the FFN width to be whole blocks)",
+          name, dtype_name(dtype), block, begin, begin + count);
+    }
+    const uint64_t rows = static_cast<uint64_t>(shape.dim(0));
+    const uint64_t row_bytes = data.size / rows;
+    const uint64_t offset = static_cast<uint64_t>(begin / block) * info.block_bytes;
+    const uint64_t bytes = static_cast<uint64_t>(count / block) * info.block_bytes;
+    std::vector<std::byte> copy(rows * bytes);
+    for (uint64_t r = 0; r < rows; ++r) std::memcpy(copy.data() + r * bytes, data.data + r * row_bytes + offset, bytes);
+    HXRT_RETURN_IF_ERROR(
+        graph_.add_initializer(id, {dtype, graph::SymShape{shape.dim(0), count}}, graph::WeightData::copy_of(copy))
+            .status());
+    return id;
+  }
+
   // weight(prefix + part + suffix) for each part.
   Result<std::vector<std::string>> weights(const std::string& prefix, const std::vector<std::string>& parts,
                                            const std::string& suffix) {
@@ -141,6 +195,40 @@ class Builder {
 
 }  // namespace
 
+Result<TensorParallelShard> tensor_parallel_shard(const ModelConfig& c, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size) return invalid_argument("rank {} of {} ranks", rank, size);
+  TensorParallelShard s{.rank = rank, .size = size};
+  if (size > 1 && c.n_experts > 0) {
+    return unimplemented("tensor parallelism of mixture-of-experts models is not built; pipeline parallelism serves them");
+  }
+  if (c.n_heads % size != 0) {
+    return invalid_argument("{}'s {} query heads do not divide among {} ranks (pipeline parallelism serves any head count)",
+                            c.architecture, c.n_heads, size);
+  }
+  s.n_heads = c.n_heads / size;
+  s.q_head_begin = rank * s.n_heads;
+  const int group = c.n_heads / c.n_kv_heads;
+  if (c.n_kv_heads % size == 0) {
+    s.n_kv_heads = c.n_kv_heads / size;
+    s.kv_head_begin = rank * s.n_kv_heads;
+  } else if (size % c.n_kv_heads == 0 && group % s.n_heads == 0) {
+    s.n_kv_heads = 1;  // replicated: every query head of this rank reads the same KV head
+    s.kv_head_begin = s.q_head_begin / group;
+  } else {
+    return invalid_argument("{}'s {} KV heads (groups of {} query heads) neither divide among {} ranks nor replicate "
+                            "across them",
+                            c.architecture, c.n_kv_heads, group, size);
+  }
+  if (c.n_ff % size != 0) {
+    return invalid_argument("{}'s FFN width {} does not divide among {} ranks", c.architecture, c.n_ff, size);
+  }
+  s.n_ff = c.n_ff / size;
+  s.ff_begin = rank * s.n_ff;
+  const bool split_vocab = c.vocab_size % size == 0;
+  s.n_vocab = split_vocab ? c.vocab_size / size : c.vocab_size;
+  s.vocab_begin = split_vocab ? rank * s.n_vocab : 0;
+  return s;
+}
 
 bool has_mixed_windows(const ModelConfig& config) {
   bool window = false, full = false;
@@ -158,6 +246,10 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
   }
   if (options.block_size <= 0) return invalid_argument("block_size {} must be positive", options.block_size);
   const ModelFamily& f = *c.family;
+  const bool tp = options.tp_size > 1;
+  HXRT_ASSIGN_OR_RETURN(const TensorParallelShard shard, tensor_parallel_shard(c, options.tp_rank, options.tp_size));
+  const std::string tp_label = fmt::format("tp{}of{}", options.tp_rank, options.tp_size);
+  const int64_t head_dim = c.head_dim;
   graph::Graph g(c.name.empty() ? c.architecture : c.name);
   const graph::Dim n_tokens = graph::Dim::symbol("n_tokens");
   HXRT_RETURN_IF_ERROR(g.add_input(decoder::kTokens, {DType::kI32, {n_tokens}}).status());
@@ -183,7 +275,7 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
   }
   const auto cache_of = [&](int64_t layers, const char* blocks) {
     return graph::SymShape{layers, graph::Dim::symbol(blocks), static_cast<int64_t>(options.block_size),
-                           static_cast<int64_t>(c.n_kv_heads), static_cast<int64_t>(c.head_dim)};
+                           static_cast<int64_t>(shard.n_kv_heads), static_cast<int64_t>(c.head_dim)};
   };
   HXRT_RETURN_IF_ERROR(g.add_input(decoder::kKCache, {options.kv_dtype, cache_of(n_full_layers, "n_blocks")}).status());
   HXRT_RETURN_IF_ERROR(g.add_input(decoder::kVCache, {options.kv_dtype, cache_of(n_full_layers, "n_blocks")}).status());
@@ -205,9 +297,16 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
     HXRT_ASSIGN_OR_RETURN(std::string scale, b.scalar("embed.scale", std::sqrt(static_cast<float>(c.n_embd))));
     HXRT_ASSIGN_OR_RETURN(x, b.node("embed.scaled", "Mul", {x, scale}, {}, "", 14));
   }
-  HXRT_ASSIGN_OR_RETURN(std::string q_shape, b.constant("shape.q", {-1, c.n_heads, c.head_dim}));
-  HXRT_ASSIGN_OR_RETURN(std::string kv_shape, b.constant("shape.kv", {-1, c.n_kv_heads, c.head_dim}));
-  HXRT_ASSIGN_OR_RETURN(std::string flat_shape, b.constant("shape.flat", {-1, c.q_dim()}));
+  HXRT_ASSIGN_OR_RETURN(std::string q_shape, b.constant("shape.q", {-1, shard.n_heads, c.head_dim}));
+  HXRT_ASSIGN_OR_RETURN(std::string kv_shape, b.constant("shape.kv", {-1, shard.n_kv_heads, c.head_dim}));
+  HXRT_ASSIGN_OR_RETURN(std::string flat_shape, b.constant("shape.flat", {-1, shard.n_heads * head_dim}));
+  // The sum over the tensor-parallel group of this rank's `partial` (Note [Tensor-parallel decoder]).
+  const auto all_reduce = [&](const std::string& name, const std::string& partial) -> Result<std::string> {
+    graph::AttributeMap attrs;
+    attrs.set("group", graph::Attribute(options.tp_group));
+    attrs.set("reduction", graph::Attribute("sum"));
+    return b.hxrt(name, "AllReduce", {partial}, std::move(attrs));
+  };
   graph::AttributeMap gelu;
   gelu.set("approximate", graph::Attribute("tanh"));
   std::string rope_factors;  // the frequency factors every layer's RoPE reads, if the file has them
@@ -223,9 +322,26 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
       HXRT_ASSIGN_OR_RETURN(std::string h, b.rms_norm(n + "attn_norm", x, w + "attn_norm.weight", c.rms_epsilon));
       const std::vector<int64_t> qkv_rows = {c.q_dim(), c.kv_dim(), c.kv_dim()};
       // The Q, K and V tensors with `suffix` (".weight", ".bias"): three of them, or row ranges of attn_qkv.
-      const auto qkv_tensors = [&](const std::string& suffix) {
-        return c.fused_qkv ? b.row_slices(w + "attn_qkv" + suffix, qkv_rows, {"q", "k", "v"})
-                           : b.weights(w, {"attn_q", "attn_k", "attn_v"}, suffix);
+      const auto qkv_tensors = [&](const std::string& suffix) -> Result<std::vector<std::string>> {
+        if (!tp) {
+          return c.fused_qkv ? b.row_slices(w + "attn_qkv" + suffix, qkv_rows, {"q", "k", "v"})
+                             : b.weights(w, {"attn_q", "attn_k", "attn_v"}, suffix);
+        }
+        // This rank's heads: row ranges of Q, K and V (of attn_qkv's three parts when fused).
+        const int64_t q_begin = shard.q_head_begin * head_dim, q_rows = shard.n_heads * head_dim;
+        const int64_t kv_begin = shard.kv_head_begin * head_dim, kv_rows = shard.n_kv_heads * head_dim;
+        const std::string fused = w + "attn_qkv" + suffix;
+        std::vector<std::string> out;
+        HXRT_ASSIGN_OR_RETURN(out.emplace_back(),
+                              c.fused_qkv ? b.row_range(fused, q_begin, q_rows, "q." + tp_label)
+                                          : b.row_range(w + "attn_q" + suffix, q_begin, q_rows, tp_label));
+        HXRT_ASSIGN_OR_RETURN(out.emplace_back(),
+                              c.fused_qkv ? b.row_range(fused, c.q_dim() + kv_begin, kv_rows, "k." + tp_label)
+                                          : b.row_range(w + "attn_k" + suffix, kv_begin, kv_rows, tp_label));
+        HXRT_ASSIGN_OR_RETURN(out.emplace_back(),
+                              c.fused_qkv ? b.row_range(fused, c.q_dim() + c.kv_dim() + kv_begin, kv_rows, "v." + tp_label)
+                                          : b.row_range(w + "attn_v" + suffix, kv_begin, kv_rows, tp_label));
+        return out;
       };
       HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> wqkv, qkv_tensors(".weight"));
       HXRT_ASSIGN_OR_RETURN(std::vector<std::string> qkv, b.projections(n + "qkv", {n + "q", n + "k", n + "v"}, h, wqkv,
@@ -279,8 +395,13 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
                                     decoder::kPositions},
                                    std::move(attention)));
       HXRT_ASSIGN_OR_RETURN(std::string a2, b.node(n + "attention.flat", "Reshape", {a, flat_shape}, {}, "", 14));
-      HXRT_ASSIGN_OR_RETURN(std::string wo, b.weight(w + "attn_output.weight"));
+      HXRT_ASSIGN_OR_RETURN(std::string wo, tp ? b.column_range(w + "attn_output.weight", shard.q_head_begin * head_dim,
+                                                                 shard.n_heads * head_dim, tp_label)
+                                               : b.weight(w + "attn_output.weight"));
       HXRT_ASSIGN_OR_RETURN(std::string o, b.hxrt(n + "o", "MatMulQ", {a2, wo}));
+      if (tp) {
+        HXRT_ASSIGN_OR_RETURN(o, all_reduce(n + "o.all_reduce", o));
+      }
       if (f.post_norms) {
         HXRT_ASSIGN_OR_RETURN(o, b.rms_norm(n + "post_attention_norm", o, w + "post_attention_norm.weight", c.rms_epsilon));
       }
@@ -310,10 +431,21 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
         }
         return b.node(n + "ffn.residual", "Add", {x1, down}, {}, "", 14);
       }
-      HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> wgu,
-                            f.fused_gate_up ? b.row_slices(w + "ffn_up.weight", {c.n_ff, c.n_ff}, {"gate", "up"})
-                                            : b.weights(w, {"ffn_gate", "ffn_up"}, ".weight"));
-      HXRT_ASSIGN_OR_RETURN(std::string wd, b.weight(w + "ffn_down.weight"));
+      std::vector<std::string> wgu;
+      std::string wd;
+      if (!tp) {
+        HXRT_ASSIGN_OR_RETURN(wgu, f.fused_gate_up ? b.row_slices(w + "ffn_up.weight", {c.n_ff, c.n_ff}, {"gate", "up"})
+                                                   : b.weights(w, {"ffn_gate", "ffn_up"}, ".weight"));
+        HXRT_ASSIGN_OR_RETURN(wd, b.weight(w + "ffn_down.weight"));
+      } else {
+        // This rank's slice of the FFN width: rows of gate and up (of ffn_up's two halves when fused), columns of down.
+        const std::string gate = f.fused_gate_up ? w + "ffn_up.weight" : w + "ffn_gate.weight";
+        const int64_t up_offset = f.fused_gate_up ? c.n_ff : 0;
+        HXRT_ASSIGN_OR_RETURN(wgu.emplace_back(), b.row_range(gate, shard.ff_begin, shard.n_ff, "gate." + tp_label));
+        HXRT_ASSIGN_OR_RETURN(wgu.emplace_back(),
+                              b.row_range(w + "ffn_up.weight", up_offset + shard.ff_begin, shard.n_ff, "up." + tp_label));
+        HXRT_ASSIGN_OR_RETURN(wd, b.column_range(w + "ffn_down.weight", shard.ff_begin, shard.n_ff, tp_label));
+      }
       HXRT_ASSIGN_OR_RETURN(const std::vector<std::string> gate_up,
                             b.projections(n + "gate_up", {n + "gate", n + "up"}, h2, wgu, options.group_projections));
       std::string act;
@@ -324,6 +456,9 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
       }
       HXRT_ASSIGN_OR_RETURN(std::string gated, b.node(n + "ffn.gated", "Mul", {act, gate_up[1]}, {}, "", 14));
       HXRT_ASSIGN_OR_RETURN(std::string down, b.hxrt(n + "down", "MatMulQ", {gated, wd}));
+      if (tp) {
+        HXRT_ASSIGN_OR_RETURN(down, all_reduce(n + "down.all_reduce", down));
+      }
       if (f.post_norms) {
         HXRT_ASSIGN_OR_RETURN(down, b.rms_norm(n + "post_ffw_norm", down, w + "post_ffw_norm.weight", c.rms_epsilon));
       }
@@ -338,6 +473,13 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
   if (!c.tied_embeddings) {
     HXRT_ASSIGN_OR_RETURN(head, b.weight("output.weight"));
   }
+  // Tensor parallel: this rank's vocabulary rows of the head; the ranks' logits are gathered below.
+  const bool split_vocab = tp && shard.n_vocab < c.vocab_size;
+  if (split_vocab) {
+    HXRT_ASSIGN_OR_RETURN(head, b.row_range(c.tied_embeddings ? "token_embd.weight" : "output.weight",
+                                            shard.vocab_begin, shard.n_vocab, tp_label));
+  }
+  const std::string logits = split_vocab ? std::string("logits.part") : std::string(decoder::kLogits);
   if (c.final_softcap > 0) {
     // logits = c · tanh(raw / c)
     HXRT_ASSIGN_OR_RETURN(std::string raw, b.hxrt("logits.raw", "MatMulQ", {normed, head}));
@@ -345,9 +487,23 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
     HXRT_ASSIGN_OR_RETURN(std::string cap, b.scalar("logits.softcap", c.final_softcap));
     HXRT_ASSIGN_OR_RETURN(std::string scaled, b.node("logits.scaled", "Mul", {raw, inv}, {}, "", 14));
     HXRT_ASSIGN_OR_RETURN(std::string tanh, b.node("logits.tanh", "Tanh", {scaled}, {}, "", 13));
-    HXRT_RETURN_IF_ERROR(b.node(decoder::kLogits, "Mul", {tanh, cap}, {}, "", 14).status());
+    HXRT_RETURN_IF_ERROR(b.node(logits, "Mul", {tanh, cap}, {}, "", 14).status());
   } else {
-    HXRT_RETURN_IF_ERROR(b.hxrt(decoder::kLogits, "MatMulQ", {normed, head}).status());
+    HXRT_RETURN_IF_ERROR(b.hxrt(logits, "MatMulQ", {normed, head}).status());
+  }
+  if (split_vocab) {
+    // [ranks·n_outputs, n_vocab/ranks] rank-major → [n_outputs, ranks, n_vocab/ranks] → [n_outputs, n_vocab].
+    graph::AttributeMap gather;
+    gather.set("group", graph::Attribute(options.tp_group));
+    gather.set("rank_size", graph::Attribute(static_cast<int64_t>(options.tp_size)));
+    HXRT_ASSIGN_OR_RETURN(std::string gathered, b.hxrt("logits.all_gather", "AllGather", {logits}, std::move(gather)));
+    HXRT_ASSIGN_OR_RETURN(std::string by_rank, b.constant("shape.logits.ranks", {options.tp_size, -1, shard.n_vocab}));
+    HXRT_ASSIGN_OR_RETURN(std::string whole, b.constant("shape.logits", {-1, c.vocab_size}));
+    HXRT_ASSIGN_OR_RETURN(std::string ranked, b.node("logits.ranks", "Reshape", {gathered, by_rank}, {}, "", 14));
+    graph::AttributeMap perm;
+    perm.set("perm", graph::Attribute(std::vector<int64_t>{1, 0, 2}));
+    HXRT_ASSIGN_OR_RETURN(std::string rows_first, b.node("logits.rows", "Transpose", {ranked}, std::move(perm), "", 13));
+    HXRT_RETURN_IF_ERROR(b.node(decoder::kLogits, "Reshape", {rows_first, whole}, {}, "", 14).status());
   }
   HXRT_RETURN_IF_ERROR(g.mark_output(decoder::kLogits));
   if (options.embeddings) {

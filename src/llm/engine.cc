@@ -19,6 +19,7 @@
 
 #include "hxrt/kernels/builtin_registries.h"
 #include "llm/engine_internal.h"
+#include "llm/tensor_parallel.h"
 
 namespace hxrt::llm {
 
@@ -62,7 +63,34 @@ Result<std::unique_ptr<Engine>> Engine::create(runtime::Session& session, const 
 Engine::Engine(runtime::Session& session, const formats::GgufFile& file, EngineOptions options)
     : session_(session), file_(file), options_(std::move(options)), step_costs_(options_.max_batch_tokens) {}
 
-Engine::~Engine() { session_.default_stream().synchronize().ignore(); }
+Engine::~Engine() {
+  session_.default_stream().synchronize().ignore();
+  if (tp_ != nullptr) {
+    // The followers leave their loop (Note [Tensor-parallel engine]), told to stop, or told why not.
+    if (leader() && tp_control_ != nullptr) {
+      if (Status failed = tp_->status(); !failed.ok()) {
+        tp_control_->abort(failed);
+      } else {
+        tp::send_stop(*tp_control_).ignore();
+      }
+    }
+    comm::unregister_group(tp_group_);
+  }
+}
+
+Status Engine::follow() {
+  if (leader()) return failed_precondition("follow(): this engine is the tensor-parallel leader (rank 0), not a follower");
+  for (;;) {
+    HXRT_ASSIGN_OR_RETURN(std::optional<tp::Step> step, tp::receive_step(*tp_control_));
+    if (!step.has_value()) return ok_status();
+    Result<runtime::TensorMap> outputs = forward(step->inputs, step->decode_only, hal::kInfinite);
+    if (!outputs.ok()) {
+      return std::move(outputs).take_status().with_context(
+          fmt::format("tensor-parallel follower rank {} running the leader's step", tp_->rank()));
+    }
+    ++stats_.steps;
+  }
+}
 
 Status Engine::init() {
   HXRT_ASSIGN_OR_RETURN(config_, ModelConfig::from_gguf(file_));
@@ -90,6 +118,22 @@ Status Engine::init() {
   graph_options.group_projections = graph_options.group_projections && options_.fuse;
   graph_options.window_cache = options_.window_cache && has_mixed_windows(config_);
   graph_options.embeddings = options_.embeddings;
+  kv_heads_ = config_.n_kv_heads;
+  if (options_.tensor_parallel != nullptr && options_.tensor_parallel->size() > 1) {
+    // Note [Tensor-parallel engine]: this rank's share of the graph, its collectives on a group of its own.
+    tp_ = options_.tensor_parallel;
+    HXRT_ASSIGN_OR_RETURN(const TensorParallelShard shard, tensor_parallel_shard(config_, tp_->rank(), tp_->size()));
+    kv_heads_ = shard.n_kv_heads;
+    tp_group_ = fmt::format("engine.tp.{}", static_cast<const void*>(this));
+    HXRT_RETURN_IF_ERROR(comm::register_group(tp_group_, tp_));
+    // The step messages go on a communicator of their own without a deadline: a follower waits as long as the
+    // leader has no work (a server between requests).
+    HXRT_ASSIGN_OR_RETURN(tp_control_, tp_->split(0, tp_->rank(), tp_group_ + ".steps"));
+    tp_control_->set_timeout(hal::kInfinite);
+    graph_options.tp_rank = tp_->rank();
+    graph_options.tp_size = tp_->size();
+    graph_options.tp_group = tp_group_;
+  }
   HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_decoder_graph(file_, config_, graph_options));
   runtime::PlanOptions plan_options;
   plan_options.max_streams = options_.max_streams;
@@ -116,7 +160,7 @@ Status Engine::init() {
   // window cache gave blocks back); a sequence is admitted, preempted and finished in both at once. Prefix hits
   // need both: the window cache keeps released full blocks reclaimable, and the shorter hit of the two is used.
   kv::KvCacheConfig cache_config;
-  cache_config.n_kv_heads = config_.n_kv_heads;
+  cache_config.n_kv_heads = kv_heads_;
   cache_config.head_dim = config_.head_dim;
   cache_config.block_size = options_.block_size;
   cache_config.dtype = options_.kv_dtype;
@@ -148,8 +192,7 @@ Status Engine::init() {
   }
   HXRT_ASSIGN_OR_RETURN(cache_, kv::KvCache::create(session_.device(), cache_config));
   const auto bind = [&](const kv::KvCache& cache, const char* k, const char* v) {
-    const Shape shape{cache.config().n_layers, cache.num_blocks(), options_.block_size, config_.n_kv_heads,
-                      config_.head_dim};
+    const Shape shape{cache.config().n_layers, cache.num_blocks(), options_.block_size, kv_heads_, config_.head_dim};
     HXRT_RETURN_IF_ERROR(executor_->bind_state(k, options_.kv_dtype, shape, hal::BufferView(cache.k_buffer())));
     return executor_->bind_state(v, options_.kv_dtype, shape, hal::BufferView(cache.v_buffer()));
   };
@@ -682,6 +725,8 @@ Status Engine::step(hal::Duration timeout) {
 // At most max_captured_steps buckets are kept (then the smallest bucket is dropped). Prefill steps, steps with a
 // timeout (a replay is not aborted at a deadline), profiled sessions and plans that cannot be captured run normally.
 Result<runtime::TensorMap> Engine::forward(const runtime::TensorMap& inputs, bool decode_only, hal::Duration timeout) {
+  // Note [Tensor-parallel engine]: the followers run the same forward.
+  if (tp_ != nullptr && leader()) HXRT_RETURN_IF_ERROR(tp::send_step(*tp_control_, inputs, decode_only));
   const bool capturable =
       decode_only && options_.max_captured_steps > 0 && timeout == hal::kInfinite && !session_.profiler().enabled();
   const std::string lane = executor_->stream().name();

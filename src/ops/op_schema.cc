@@ -229,6 +229,7 @@ Status register_builtin_schemas(OpSchemaRegistry& registry) {
   HXRT_RETURN_IF_ERROR(schemas::register_indexing(registry));
   HXRT_RETURN_IF_ERROR(schemas::register_pool(registry));
   HXRT_RETURN_IF_ERROR(schemas::register_sequence(registry));
+  HXRT_RETURN_IF_ERROR(schemas::register_collective(registry));
   return ok_status();
 }
 

@@ -27,6 +27,8 @@
 // Thread-safety: plain functions and immutable data.
 #pragma once
 
+#include <string>
+
 #include "hxrt/base/dtype.h"
 #include "hxrt/base/status.h"
 #include "hxrt/formats/gguf.h"
@@ -70,7 +72,37 @@ struct DecoderGraphOptions {
   bool window_cache = false;
   // An input kEmbedRows and an output kEmbeddings: the final hidden states of those rows (embeddings).
   bool embeddings = false;
+  // Tensor parallelism (Note [Tensor-parallel decoder]): this rank's share of the graph when tp_size > 1; the
+  // collectives run on the communicator group registered as `tp_group` (comm::register_group).
+  int tp_rank = 0;
+  int tp_size = 1;
+  std::string tp_group = "tp";
 };
+
+// Note [Tensor-parallel decoder]
+// One rank's share of a tensor-parallel decoder (Megatron's split): the Q, K, V and gate/up projections split by
+// output rows (each rank computes its heads and its slice of the FFN), the attention output and down projections by
+// input columns, each followed by an AllReduce (sum) over the group, and the output head by vocabulary, its logits
+// put together by an AllGather. KV heads divide among the ranks, or, where there are fewer KV heads than ranks,
+// each rank keeps the one its query heads read (replicated). Row shares are views of the GGUF file's bytes;
+// column shares (attention output, down) are copies of the rank's columns, a 1/N slice of those tensors, made
+// when the graph is built (the matmul kernels read contiguous rows). The embedding table stays whole (a gather
+// touches only the rows it reads). Every rank's graph has the same collectives in the same order.
+struct TensorParallelShard {
+  int rank = 0;
+  int size = 1;
+  int q_head_begin = 0;
+  int n_heads = 0;  // query heads of this rank
+  int kv_head_begin = 0;
+  int n_kv_heads = 0;  // KV heads this rank keeps (and its KV cache holds)
+  int ff_begin = 0;
+  int n_ff = 0;
+  int vocab_begin = 0;
+  int n_vocab = 0;  // the whole vocabulary (replicated head) when it does not divide among the ranks
+};
+// Rank `rank` of `size`'s share; InvalidArgument when the heads or the FFN width do not divide (pipeline
+// parallelism serves those models), Unimplemented for mixture-of-experts models.
+Result<TensorParallelShard> tensor_parallel_shard(const ModelConfig& config, int rank, int size);
 
 // Whether the model has both sliding-window and full-attention layers (what window_cache splits).
 bool has_mixed_windows(const ModelConfig& config);

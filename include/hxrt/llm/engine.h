@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "hxrt/base/status.h"
+#include "hxrt/comm/communicator.h"
 #include "hxrt/formats/gguf.h"
 #include "hxrt/kv/kv_cache.h"
 #include "hxrt/llm/decoder.h"
@@ -102,6 +103,11 @@ struct EngineOptions {
   // The decoder also gives the final hidden states of the rows asked for (DecoderGraphOptions::embeddings), so
   // that requests can ask for pooled embeddings (Request::pooling). Off: requests with pooling are refused.
   bool embeddings = false;
+  // Tensor parallelism (Note [Tensor-parallel decoder] in decoder.h, Note [Tensor-parallel engine] in
+  // llm/tensor_parallel.cc; docs/scale-out.md): every rank of this communicator makes an Engine over the same file
+  // with the same options and its own session; rank 0 (the leader) takes requests, schedules, samples and answers,
+  // broadcasting each forward's inputs, and the other ranks call follow(). Null or one rank: none.
+  std::shared_ptr<comm::Communicator> tensor_parallel;
 };
 
 // How a request's prompt becomes one embedding (Request::pooling): the mean of every prompt token's final hidden
@@ -240,6 +246,12 @@ class Engine {
   const kv::KvCache* window_cache() const { return window_cache_.get(); }
   const runtime::ExecutionPlan& plan() const { return executor_->plan(); }
 
+  // Tensor parallelism: whether this engine schedules (no group, or rank 0 of it).
+  bool leader() const { return tp_ == nullptr || tp_->rank() == 0; }
+  // A follower's loop (ranks > 0): runs the forwards the leader broadcasts until the leader's engine is destroyed
+  // (OK), or the group fails (its error, naming the rank that failed). FailedPrecondition on the leader.
+  Status follow();
+
  private:
   struct Sequence;
   struct BatchEntry;
@@ -299,6 +311,10 @@ class Engine {
   runtime::RunProfile step_spans_;  // Note [Step traces]: this step's spans, added to the profiler at its end
   StepCostModel step_costs_;         // Note [Speculative decoding]: forward seconds by token count
   std::shared_ptr<const TokenTrie> vocabulary_;  // Note [Grammar-constrained sampling]; null: none set
+  std::shared_ptr<comm::Communicator> tp_;        // the tensor-parallel group (more than one rank), or null
+  std::string tp_group_;                          // its registered group name (comm::register_group)
+  std::shared_ptr<comm::Communicator> tp_control_;  // the step messages: split from tp_, no timeout (idle waits)
+  int kv_heads_ = 0;                              // KV heads this rank's caches hold
 };
 
 }  // namespace hxrt::llm

@@ -43,5 +43,6 @@ Status register_shape_ops(OpSchemaRegistry& registry);  // shape and layout ops
 Status register_indexing(OpSchemaRegistry& registry);  // indexing and data-dependent ops
 Status register_pool(OpSchemaRegistry& registry);  // pooling, transposed convolution and resampling
 Status register_sequence(OpSchemaRegistry& registry);  // recurrent, spectral and remaining ops
+Status register_collective(OpSchemaRegistry& registry);  // AllReduce AllGather ReduceScatter Broadcast
 
 }  // namespace hxrt::ops::schemas
