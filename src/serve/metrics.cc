@@ -34,9 +34,10 @@ void Metrics::request(const std::string& endpoint, int http_status) {
   ++requests_[{endpoint, http_status}];
 }
 
-void Metrics::tokens(int prompt_tokens, int completion_tokens) {
+void Metrics::tokens(int prompt_tokens, int completion_tokens, int cached_prompt_tokens) {
   std::lock_guard<std::mutex> lock(mutex_);
   prompt_tokens_ += static_cast<uint64_t>(prompt_tokens);
+  cached_prompt_tokens_ += static_cast<uint64_t>(cached_prompt_tokens);
   completion_tokens_ += static_cast<uint64_t>(completion_tokens);
 }
 
@@ -66,6 +67,9 @@ std::string Metrics::render() const {
   out +=
       "# HELP hxrt_prompt_tokens_total Prompt tokens of finished requests.\n# TYPE hxrt_prompt_tokens_total counter\n";
   out += fmt::format("hxrt_prompt_tokens_total {}\n", prompt_tokens_);
+  out += "# HELP hxrt_prompt_tokens_cached_total Prompt tokens of finished requests taken from the prefix cache.\n";
+  out += "# TYPE hxrt_prompt_tokens_cached_total counter\n";
+  out += fmt::format("hxrt_prompt_tokens_cached_total {}\n", cached_prompt_tokens_);
   out += "# HELP hxrt_generation_tokens_total Generated tokens of finished requests.\n";
   out += "# TYPE hxrt_generation_tokens_total counter\n";
   out += fmt::format("hxrt_generation_tokens_total {}\n", completion_tokens_);

@@ -44,7 +44,8 @@ class Metrics {
   Metrics& operator=(const Metrics&) = delete;
 
   void request(const std::string& endpoint, int http_status);
-  void tokens(int prompt_tokens, int completion_tokens);
+  // `cached_prompt_tokens` of the prompt tokens came from the prefix cache (not recomputed).
+  void tokens(int prompt_tokens, int completion_tokens, int cached_prompt_tokens = 0);
   void time_to_first_token(double seconds);
   void inter_token_latency(double seconds);
   void set_gauges(const Gauges& gauges);
@@ -55,6 +56,7 @@ class Metrics {
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (endpoint, status) → count
   uint64_t prompt_tokens_ = 0;
+  uint64_t cached_prompt_tokens_ = 0;
   uint64_t completion_tokens_ = 0;
   Histogram ttft_;
   Histogram itl_;

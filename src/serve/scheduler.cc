@@ -62,7 +62,7 @@ void Scheduler::finish(const std::shared_ptr<Job>& job, JobEnd end, Status statu
     job->completion_tokens = completion_tokens;
     job->cv.notify_all();
   }
-  metrics_.tokens(job->prompt_tokens, completion_tokens);
+  metrics_.tokens(job->prompt_tokens, completion_tokens, job->cached_prompt_tokens);
   std::lock_guard<std::mutex> lock(mutex_);
   if (--in_flight_ == 0) idle_cv_.notify_all();
 }
@@ -179,6 +179,7 @@ void Scheduler::loop() {
       }
       job->embedding = std::move(result.embedding);  // read by the handler once the job is done
       job->prompt_logprobs = std::move(result.prompt_top_logprobs);
+      job->cached_prompt_tokens = result.cached_prompt_tokens;
       finish(job, end, result.status, static_cast<int>(result.tokens.size()));
     }
     const kv::KvCacheStats kv = engine.cache().stats();

@@ -62,6 +62,7 @@ struct Job {
   JobEnd end = JobEnd::kStop;
   Status status;  // kError only
   int prompt_tokens = 0;
+  int cached_prompt_tokens = 0;  // of them, from the prefix cache (set when the engine finishes it)
   int completion_tokens = 0;
   std::vector<float> embedding;  // set before done, for an embedding job
   std::vector<llm::TokenLogprobs> prompt_logprobs;  // set before done, for an echo job with logprobs: prompt[1..]

@@ -180,6 +180,8 @@ TEST_P(StreamConformance, HostTasksRunInOrderAndTheirFailureIsSticky) {
   // A failing task fails the stream with its error; the task behind it is skipped and told why.
   std::atomic<bool> second_ran{false};
   Status skipped_with;
+  // Both tasks are queued behind a busy kernel, so the second is enqueued before the first has failed the stream.
+  ASSERT_TRUE(spin(*stream, microseconds(50000)).ok());
   ASSERT_TRUE(stream->host_task([](const HostTaskContext&) { return data_loss("collective lost rank 2"); }).ok());
   ASSERT_TRUE(stream->host_task(
                         [&](const HostTaskContext&) {
