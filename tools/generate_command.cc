@@ -75,7 +75,7 @@ Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
   options.engine.window_cache = !flags.swa_full;
   options.engine.speculative = flags.speculative;
   options.engine.step_trace = flags.step_trace.get();
-  HXRT_RETURN_IF_ERROR(apply_tensor_parallel_flag(flags.tp, options.engine));
+  options.tensor_parallel = flags.tp;
   return llm::Llm::load(options);
 }
 

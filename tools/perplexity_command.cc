@@ -40,7 +40,7 @@ Status run_perplexity(const PerplexityFlags& flags) {
   // One chunk at a time, every row's logits: the budget holds a chunk, the batch bounds the logits held at once.
   options.engine.kv_budget_tokens = std::max(flags.context, 512);
   options.engine.max_batch_tokens = flags.batch;
-  HXRT_RETURN_IF_ERROR(apply_tensor_parallel_flag(flags.tp, options.engine));
+  options.tensor_parallel = flags.tp;
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> loaded, llm::Llm::load(options));
   HXRT_ASSIGN_OR_RETURN(const bool followed, follow_if_follower(*loaded));
   if (followed) return ok_status();

@@ -54,7 +54,7 @@ Status run_serve(const ServeFlags& flags) {
   options.engine.max_sequences = flags.parallel;
   options.engine.speculative.draft_max = flags.draft_max;
   options.engine.embeddings = flags.embeddings;
-  HXRT_RETURN_IF_ERROR(apply_tensor_parallel_flag(flags.tp, options.engine));
+  options.tensor_parallel = flags.tp;
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> llm, llm::Llm::load(options));
   // The other ranks follow rank 0's steps; only rank 0 listens.
   HXRT_ASSIGN_OR_RETURN(const bool followed, follow_if_follower(*llm));

@@ -10,8 +10,6 @@
 namespace hxrt::tools {
 
 void add_tensor_parallel_flag(CLI::App* cmd, int* tp);
-// tp > 1: joins the MPI world, which must have exactly tp ranks, and makes it the engine's tensor-parallel group.
-Status apply_tensor_parallel_flag(int tp, llm::EngineOptions& options);
 // On a follower rank (> 0) runs the leader's steps until it stops and returns true: the command is then done (it
 // prints nothing). False on the leader and without --tp.
 Result<bool> follow_if_follower(llm::Llm& loaded);

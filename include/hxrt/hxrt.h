@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* Incremented when a function's signature or a struct's layout changes; additions keep it. */
-#define HXRT_ABI_VERSION 3
+#define HXRT_ABI_VERSION 4
 #define HXRT_INFINITE INT64_MAX
 #define HXRT_MAX_RANK 8
 
@@ -199,6 +199,10 @@ typedef struct hxrt_llm_options {
   /* Speculative decoding by prompt lookup: up to this many tokens drafted a step from the context and verified in
    * one forward; the output is the same as without. 0 (hxrt_llm_options_init): off; at most 64. (ABI 3.) */
   int32_t draft_max;
+  /* Tensor parallelism (ABI 4; docs/scale-out.md): > 1 runs the model across that many processes, which mpirun
+   * starts (`mpirun -np N program`), each loading it with the same options. Rank 0 generates (hxrt_llm_is_leader);
+   * the others call hxrt_llm_follow. 0 or 1 (hxrt_llm_options_init: 1): one process. */
+  int32_t tensor_parallel;
 } hxrt_llm_options;
 
 typedef enum hxrt_finish_reason {
@@ -263,6 +267,11 @@ HXRT_API void hxrt_llm_cancel(hxrt_llm* llm);
  * `capacity` are written to `tokens` (may be NULL with capacity 0 to ask for the count). */
 HXRT_API hxrt_status hxrt_llm_tokenize(hxrt_llm* llm, const char* text, int32_t* tokens, size_t capacity,
                                        size_t* count);
+/* Tensor parallelism (hxrt_llm_options.tensor_parallel, ABI 4): 1 on the rank that generates (and without
+ * parallelism), 0 on the others; those call hxrt_llm_follow, which runs the leader's forwards and returns when the
+ * leader destroys its hxrt_llm (HXRT_OK), or with the error of the rank that failed. */
+HXRT_API int hxrt_llm_is_leader(const hxrt_llm* llm);
+HXRT_API hxrt_status hxrt_llm_follow(hxrt_llm* llm);
 /* Writes the profiled forwards as a Chrome trace; hxrt_llm_set_profiling(llm, 1) starts recording them. */
 HXRT_API hxrt_status hxrt_llm_set_profiling(hxrt_llm* llm, int enabled);
 HXRT_API hxrt_status hxrt_llm_write_trace(const hxrt_llm* llm, const char* path);

@@ -162,12 +162,24 @@ class LLM:
     chat_template (Jinja source, or a built-in name: "chatml", "llama3", "qwen", "gemma", "phi3", "mistral",
     "llama2") replaces the model file's own template or its family's default. draft_max > 0 turns on speculative
     decoding by prompt lookup (up to that many tokens drafted a step and verified in one forward; the output is
-    the same)."""
+    the same). tensor_parallel > 1 runs the model across that many processes started by `mpirun -np N python ...`
+    (docs/scale-out.md): every process makes the LLM with the same arguments; the one whose is_leader is true
+    generates, the others call follow(), which returns when the leader's LLM is gone."""
 
     def __init__(self, model: Optional[str] = None, device: str = "cpu", threads: int = 0, kv_tokens: int = 4096,
-                 chat_template: Optional[str] = None, draft_max: int = 0):
+                 chat_template: Optional[str] = None, draft_max: int = 0, tensor_parallel: int = 1):
         self._llm = _hxrt.LLM(None if model is None else str(model), device, threads, kv_tokens, 16, chat_template,
-                              int(draft_max))
+                              int(draft_max), int(tensor_parallel))
+
+    @property
+    def is_leader(self) -> bool:
+        """Tensor parallelism: True on the process that generates (rank 0), and without parallelism."""
+        return self._llm.is_leader
+
+    def follow(self) -> None:
+        """Tensor parallelism, on the processes other than the leader: runs the leader's forwards until the leader's
+        LLM is gone; raises the error of a rank that failed."""
+        self._llm.follow()
 
     @property
     def model_path(self) -> str:

@@ -239,7 +239,7 @@ class Stream {
 class Llm {
  public:
   Llm(const std::optional<std::string>& model, const std::string& device, int threads, int64_t kv_tokens,
-      int max_sequences, const std::optional<std::string>& chat_template, int draft_max) {
+      int max_sequences, const std::optional<std::string>& chat_template, int draft_max, int tensor_parallel) {
     hxrt::llm::LlmOptions options;
     options.model = model.value_or("");
     options.chat_template = chat_template.value_or("");
@@ -248,11 +248,21 @@ class Llm {
     options.engine.kv_budget_tokens = kv_tokens;
     options.engine.max_sequences = max_sequences;
     options.engine.speculative.draft_max = draft_max;  // Note [Speculative decoding] (llm/engine.cc)
+    options.tensor_parallel = tensor_parallel;         // docs/scale-out.md
     nb::gil_scoped_release release;
     llm_ = take(hxrt::llm::Llm::load(options));
   }
 
   std::string model_path() const { return llm_->model_path(); }
+  bool is_leader() const { return llm_->leader(); }
+  void follow() {
+    hxrt::Status status;
+    {
+      nb::gil_scoped_release release;
+      status = llm_->follow();
+    }
+    check(std::move(status));
+  }
   std::vector<int32_t> tokenize(const std::string& text, bool add_special) const {
     return take(llm_->tokenizer().encode(text, hxrt::llm::EncodeOptions{.add_special = add_special}));
   }
@@ -396,10 +406,12 @@ NB_MODULE(_hxrt, m) {
 
   nb::class_<Llm>(m, "LLM")
       .def(nb::init<const std::optional<std::string>&, const std::string&, int, int64_t, int,
-                    const std::optional<std::string>&, int>(),
+                    const std::optional<std::string>&, int, int>(),
            "model"_a = nb::none(), "device"_a = "cpu", "threads"_a = 0, "kv_tokens"_a = 4096, "max_sequences"_a = 16,
-           "chat_template"_a = nb::none(), "draft_max"_a = 0)
+           "chat_template"_a = nb::none(), "draft_max"_a = 0, "tensor_parallel"_a = 1)
       .def_prop_ro("model_path", &Llm::model_path)
+      .def_prop_ro("is_leader", &Llm::is_leader)
+      .def("follow", &Llm::follow)
       .def_prop_ro("chat_template", &Llm::chat_template)
       .def("apply_chat_template", &Llm::apply_chat_template)
       .def("tokenize", &Llm::tokenize, "text"_a, "add_special"_a = true)

@@ -126,6 +126,16 @@ def test_speculative_decoding_gives_the_same_text(llm):
         hxrt.LLM(default_model(), kv_tokens=256, draft_max=100)
 
 
+def test_tensor_parallel_outside_mpirun_says_how_to_start_it(llm):
+    # One process leads; follow() is for the other ranks. The 3-rank run is tests/llm/tensor_parallel_test.cc.
+    assert llm.is_leader
+    with pytest.raises(hxrt.Error, match="not a follower"):
+        llm.follow()
+    if "OMPI_COMM_WORLD_SIZE" not in os.environ:
+        with pytest.raises(hxrt.Error, match="mpirun -np 3"):
+            hxrt.LLM(default_model(), kv_tokens=256, tensor_parallel=3)
+
+
 def test_grammars_and_json_schemas_constrain_the_text(llm):
     text = "".join(llm.generate(PROMPT, max_tokens=12, grammar='root ::= " " ("Paris" | "Lyon") "."'))
     assert text in (" Paris.", " Lyon.")

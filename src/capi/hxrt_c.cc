@@ -651,6 +651,7 @@ void hxrt_llm_options_init(hxrt_llm_options* options) {
   if (options == nullptr) return;
   *options = hxrt_llm_options{};
   options->kv_tokens = 4096;
+  options->tensor_parallel = 1;
 }
 
 void hxrt_generate_options_init(hxrt_generate_options* options) {
@@ -682,6 +683,7 @@ hxrt_status hxrt_llm_load(const hxrt_llm_options* options, hxrt_llm** llm) {
     if (o.kv_tokens <= 0) return hxrt::invalid_argument("kv_tokens {} must be > 0", o.kv_tokens);
     llm_options.engine.kv_budget_tokens = o.kv_tokens;
     llm_options.engine.speculative.draft_max = o.draft_max;  // Engine::create checks its range
+    llm_options.tensor_parallel = o.tensor_parallel == 0 ? 1 : o.tensor_parallel;
     auto handle = std::make_unique<hxrt_llm>();
     HXRT_ASSIGN_OR_RETURN(handle->llm, hxrt::llm::Llm::load(llm_options));
     *llm = handle.release();
@@ -691,6 +693,17 @@ hxrt_status hxrt_llm_load(const hxrt_llm_options* options, hxrt_llm** llm) {
 
 void hxrt_llm_destroy(hxrt_llm* llm) {
   delete llm;
+}
+
+int hxrt_llm_is_leader(const hxrt_llm* llm) {
+  return llm != nullptr && llm->llm->leader() ? 1 : 0;
+}
+
+hxrt_status hxrt_llm_follow(hxrt_llm* llm) {
+  return guard("hxrt_llm_follow", [&]() -> Status {
+    if (llm == nullptr) return null_argument("llm");
+    return llm->llm->follow();
+  });
 }
 
 hxrt_status hxrt_llm_generate(hxrt_llm* llm, const char* prompt, const hxrt_generate_options* options,

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "hxrt/comm/communicator.h"
 #include "hxrt/hal/driver.h"
 #include "hxrt/llm/text_stream.h"
 
@@ -30,6 +31,19 @@ Result<std::unique_ptr<Llm>> Llm::load(const LlmOptions& options) {
   HXRT_ASSIGN_OR_RETURN(
       llm->session_, runtime::Session::create(llm->drivers_, options.device, runtime::SessionOptions{.name = "llm"}));
   EngineOptions engine_options = options.engine;
+  if (options.tensor_parallel > 1) {
+    if (!comm::launched_by_mpi()) {
+      return failed_precondition("tensor parallelism over {} ranks runs as {} processes: start them with `mpirun -np {}`",
+                                 options.tensor_parallel, options.tensor_parallel, options.tensor_parallel);
+    }
+    HXRT_ASSIGN_OR_RETURN(engine_options.tensor_parallel, comm::world({.backend = "mpi"}));
+    if (engine_options.tensor_parallel->size() != options.tensor_parallel) {
+      return invalid_argument("tensor parallelism over {} ranks, but mpirun started {}: they must be equal",
+                              options.tensor_parallel, engine_options.tensor_parallel->size());
+    }
+  } else if (options.tensor_parallel < 1) {
+    return invalid_argument("tensor_parallel {} must be at least 1", options.tensor_parallel);
+  }
   if (engine_options.eos_tokens.empty()) {
     for (int32_t id = 0; id < llm->tokenizer_->vocab_size(); ++id) {
       if (llm->tokenizer_->is_eog(id)) engine_options.eos_tokens.push_back(id);

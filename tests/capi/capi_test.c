@@ -462,6 +462,21 @@ static void test_llm(void) {
     options.draft_max = 0;
   }
 
+  /* Without tensor parallelism every hxrt_llm leads; asking for 3 ranks outside mpirun is an error that says how
+   * to start them (the 3-rank run itself: tests/llm/tensor_parallel_test.cc). */
+  {
+    hxrt_llm* parallel = NULL;
+    CHECK(hxrt_llm_is_leader(llm) == 1);
+    CHECK(hxrt_llm_follow(llm) == HXRT_FAILED_PRECONDITION);
+    CHECK(hxrt_llm_is_leader(NULL) == 0);
+    if (getenv("OMPI_COMM_WORLD_SIZE") == NULL) {
+      options.tensor_parallel = 3;
+      CHECK(hxrt_llm_load(&options, &parallel) == HXRT_FAILED_PRECONDITION);
+      CHECK(contains(hxrt_last_error_message(), "mpirun -np 3"));
+      options.tensor_parallel = 1;
+    }
+  }
+
   /* A stop string taken from the middle of that text: the text ends before it, and nothing of it was streamed. */
   if (strlen(full) > 12) {
     memcpy(stop, full + 8, 3);

@@ -48,6 +48,10 @@ struct LlmOptions {
   // The engine's options (KV budget, batch limits, planning). eos_tokens: empty takes the tokenizer's
   // end-of-generation tokens.
   EngineOptions engine;
+  // Tensor-parallel ranks (docs/scale-out.md): > 1 joins the MPI world, which mpirun must have started with exactly
+  // this many processes, each calling load() with the same options; it becomes engine.tensor_parallel. Rank 0
+  // (leader()) generates; the others call follow(). 1: one process (engine.tensor_parallel as given).
+  int tensor_parallel = 1;
 };
 
 struct GenerateOptions {
@@ -125,6 +129,10 @@ class Llm {
   const std::string& model_path() const { return path_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   Engine& engine() { return *engine_; }
+  // Tensor parallelism (LlmOptions::tensor_parallel): whether this process leads (rank 0, or no parallelism), and a
+  // follower's loop (Engine::follow): it returns when the leader's Llm is destroyed.
+  bool leader() const { return engine_->leader(); }
+  Status follow() { return engine_->follow(); }
   runtime::Session& session() { return *session_; }
   const formats::GgufFile& file() const { return *file_; }
 
