@@ -21,7 +21,7 @@
 #include "hxrt/llm/llm.h"
 #include "hxrt/llm/model_cache.h"
 #include "profile_report.h"
-#include "tensor_parallel_flag.h"
+#include "parallel_flags.h"
 
 namespace hxrt::tools {
 namespace {
@@ -61,6 +61,7 @@ struct GenerateFlags {
   std::string trace_steps;
   std::shared_ptr<runtime::Profiler> step_trace;
   int tp = 1;  // --tp: tensor-parallel ranks (docs/scale-out.md)
+  int pp = 1;  // --pp: pipeline-parallel ranks
 };
 
 Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
@@ -76,6 +77,7 @@ Result<std::unique_ptr<llm::Llm>> load(const GenerateFlags& flags) {
   options.engine.speculative = flags.speculative;
   options.engine.step_trace = flags.step_trace.get();
   options.tensor_parallel = flags.tp;
+  options.pipeline_parallel = flags.pp;
   return llm::Llm::load(options);
 }
 
@@ -277,7 +279,7 @@ void add_generation_options(CLI::App* cmd, GenerateFlags* flags) {
       ->check(CLI::Range(-2.0, 2.0));
   cmd->add_option("--seed", flags->seed, "sampling seed");
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
-  add_tensor_parallel_flag(cmd, &flags->tp);
+  add_parallel_flags(cmd, &flags->tp, &flags->pp);
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   cmd->add_option("--kv-tokens", flags->kv_tokens, "KV cache budget in tokens")->check(CLI::PositiveNumber);
   cmd->add_flag("--swa-full", flags->swa_full,

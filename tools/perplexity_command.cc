@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "hxrt/llm/llm.h"
 #include "hxrt/llm/model_cache.h"
-#include "tensor_parallel_flag.h"
+#include "parallel_flags.h"
 
 namespace hxrt::tools {
 namespace {
@@ -27,6 +27,7 @@ struct PerplexityFlags {
   int batch = 512;
   bool json = false;
   int tp = 1;  // --tp: tensor-parallel ranks (docs/scale-out.md)
+  int pp = 1;  // --pp: pipeline-parallel ranks
 };
 
 Status run_perplexity(const PerplexityFlags& flags) {
@@ -41,6 +42,7 @@ Status run_perplexity(const PerplexityFlags& flags) {
   options.engine.kv_budget_tokens = std::max(flags.context, 512);
   options.engine.max_batch_tokens = flags.batch;
   options.tensor_parallel = flags.tp;
+  options.pipeline_parallel = flags.pp;
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> loaded, llm::Llm::load(options));
   HXRT_ASSIGN_OR_RETURN(const bool followed, follow_if_follower(*loaded));
   if (followed) return ok_status();
@@ -78,7 +80,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--model,-m", flags->model, "GGUF model file, or a model cache name fetched on first use: " + llm::named_model_list());
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
-  add_tensor_parallel_flag(cmd, &flags->tp);
+  add_parallel_flags(cmd, &flags->tp, &flags->pp);
   cmd->add_option("-c,--ctx-size", flags->context, "tokens per chunk; the second half of each is scored")
       ->check(CLI::Range(4, 1 << 20));
   cmd->add_option("--chunks", flags->chunks, "chunks to evaluate at most (0 = all)")->check(CLI::NonNegativeNumber);

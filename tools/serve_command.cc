@@ -12,7 +12,7 @@
 
 #include "chat_template_flag.h"
 #include "commands.h"
-#include "tensor_parallel_flag.h"
+#include "parallel_flags.h"
 #include "hxrt/llm/llm.h"
 #include "hxrt/llm/model_cache.h"
 #include "hxrt/serve/server.h"
@@ -32,6 +32,7 @@ struct ServeFlags {
   std::string pooling = "mean";    // mean | last
   serve::ServerOptions server;
   int tp = 1;  // --tp: tensor-parallel ranks; rank 0 answers (docs/scale-out.md)
+  int pp = 1;  // --pp: pipeline-parallel ranks
 };
 
 // SIGTERM and SIGINT write their number into this pipe (all a handler may safely do); a thread reads it and drains
@@ -55,6 +56,7 @@ Status run_serve(const ServeFlags& flags) {
   options.engine.speculative.draft_max = flags.draft_max;
   options.engine.embeddings = flags.embeddings;
   options.tensor_parallel = flags.tp;
+  options.pipeline_parallel = flags.pp;
   HXRT_ASSIGN_OR_RETURN(std::unique_ptr<llm::Llm> llm, llm::Llm::load(options));
   // The other ranks follow rank 0's steps; only rank 0 listens.
   HXRT_ASSIGN_OR_RETURN(const bool followed, follow_if_follower(*llm));
@@ -100,7 +102,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--device", flags->device, "device: cpu, opencl, cuda, cpu:0, cuda:1 ...");
   add_chat_template_option(cmd, &flags->chat_template);
   cmd->add_option("--threads,-t", flags->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
-  add_tensor_parallel_flag(cmd, &flags->tp);
+  add_parallel_flags(cmd, &flags->tp, &flags->pp);
   cmd->add_option("--host", flags->server.host, "address to listen on");
   cmd->add_option("--port", flags->server.port, "port (0 = any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--parallel", flags->parallel, "sequences decoded at once (continuous batching)")

@@ -124,6 +124,11 @@ class MpiCommunicator final : public Communicator {
           abandon(request);
           return peer_failure(from, notice);
         }
+        if (Status failed = status(); !failed.ok()) {
+          // Another thread of this rank failed the communicator (abort()): its peers were told; stop waiting.
+          abandon(request);
+          return aborted("this rank's communicator failed while the operation waited: {}", failed.to_string());
+        }
         if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
           abandon(request);
           return aborted("cancelled while waiting for the peers (the stream was aborted)");

@@ -250,6 +250,17 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
   HXRT_ASSIGN_OR_RETURN(const TensorParallelShard shard, tensor_parallel_shard(c, options.tp_rank, options.tp_size));
   const std::string tp_label = fmt::format("tp{}of{}", options.tp_rank, options.tp_size);
   const int64_t head_dim = c.head_dim;
+  const int first_layer = options.first_layer;
+  const int end_layer = options.end_layer > 0 ? options.end_layer : c.n_layers;
+  if (first_layer < 0 || first_layer >= end_layer || end_layer > c.n_layers) {
+    return invalid_argument("layers [{}, {}) are not a stage of {}'s {} layers", first_layer, end_layer, c.architecture,
+                            c.n_layers);
+  }
+  const bool first_stage = first_layer == 0;
+  const bool last_stage = end_layer == c.n_layers;
+  if (!last_stage && options.embeddings) {
+    return unimplemented("embeddings come from the last pipeline stage only; its graph has them");
+  }
   graph::Graph g(c.name.empty() ? c.architecture : c.name);
   const graph::Dim n_tokens = graph::Dim::symbol("n_tokens");
   HXRT_RETURN_IF_ERROR(g.add_input(decoder::kTokens, {DType::kI32, {n_tokens}}).status());
@@ -269,7 +280,7 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
   }
   std::vector<int64_t> cache_layer(static_cast<size_t>(c.n_layers));
   int64_t n_window_layers = 0, n_full_layers = 0;
-  for (int l = 0; l < c.n_layers; ++l) {
+  for (int l = first_layer; l < end_layer; ++l) {
     const bool local = options.window_cache && c.layers[static_cast<size_t>(l)].window > 0;
     cache_layer[static_cast<size_t>(l)] = local ? n_window_layers++ : n_full_layers++;
   }
@@ -291,9 +302,15 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
 
   Builder b(g, file);
   auto wrap = [](Status s, int layer) { return std::move(s).with_context(fmt::format("building layer {}", layer)); };
-  HXRT_ASSIGN_OR_RETURN(std::string embd, b.weight("token_embd.weight"));
-  HXRT_ASSIGN_OR_RETURN(std::string x, b.hxrt("embed", "GatherRows", {embd, decoder::kTokens}));
-  if (f.scale_embeddings) {
+  std::string x = decoder::kHiddenIn;
+  if (!first_stage) {
+    HXRT_RETURN_IF_ERROR(
+        g.add_input(decoder::kHiddenIn, {DType::kF32, {n_tokens, static_cast<int64_t>(c.n_embd)}}).status());
+  } else {
+    HXRT_ASSIGN_OR_RETURN(std::string embd, b.weight("token_embd.weight"));
+    HXRT_ASSIGN_OR_RETURN(x, b.hxrt("embed", "GatherRows", {embd, decoder::kTokens}));
+  }
+  if (first_stage && f.scale_embeddings) {
     HXRT_ASSIGN_OR_RETURN(std::string scale, b.scalar("embed.scale", std::sqrt(static_cast<float>(c.n_embd))));
     HXRT_ASSIGN_OR_RETURN(x, b.node("embed.scaled", "Mul", {x, scale}, {}, "", 14));
   }
@@ -314,7 +331,7 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
       !name.empty()) {
     HXRT_ASSIGN_OR_RETURN(rope_factors, b.weight(name));
   }
-  for (int l = 0; l < c.n_layers; ++l) {
+  for (int l = first_layer; l < end_layer; ++l) {
     const LayerConfig& layer = c.layers[static_cast<size_t>(l)];
     const std::string w = fmt::format("blk.{}.", l);
     const std::string n = fmt::format("l{}.", l);
@@ -467,12 +484,16 @@ Result<graph::Graph> build_decoder_graph(const formats::GgufFile& file, const Mo
     if (!layer_out.ok()) return wrap(std::move(layer_out).take_status(), l);
     x = *layer_out;
   }
+  if (!last_stage) {
+    // The next stage's input: this stage's hidden states, every row.
+    HXRT_ASSIGN_OR_RETURN(std::string flat, b.constant("shape.hidden", {-1, c.n_embd}));
+    HXRT_RETURN_IF_ERROR(b.node(decoder::kHiddenOut, "Reshape", {x, flat}, {}, "", 14).status());
+    HXRT_RETURN_IF_ERROR(g.mark_output(decoder::kHiddenOut));
+    return g;
+  }
   HXRT_ASSIGN_OR_RETURN(std::string rows, b.node("output.rows", "Gather", {x, decoder::kLogitRows}, {}, "", 13));
   HXRT_ASSIGN_OR_RETURN(std::string normed, b.rms_norm("output_norm", rows, "output_norm.weight", c.rms_epsilon));
-  std::string head = embd;
-  if (!c.tied_embeddings) {
-    HXRT_ASSIGN_OR_RETURN(head, b.weight("output.weight"));
-  }
+  HXRT_ASSIGN_OR_RETURN(std::string head, b.weight(c.tied_embeddings ? "token_embd.weight" : "output.weight"));
   // Tensor parallel: this rank's vocabulary rows of the head; the ranks' logits are gathered below.
   const bool split_vocab = tp && shard.n_vocab < c.vocab_size;
   if (split_vocab) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <optional>
 #include <span>
@@ -19,6 +20,7 @@
 
 #include "hxrt/kernels/builtin_registries.h"
 #include "llm/engine_internal.h"
+#include "llm/pipeline_parallel.h"
 #include "llm/tensor_parallel.h"
 
 namespace hxrt::llm {
@@ -65,28 +67,29 @@ Engine::Engine(runtime::Session& session, const formats::GgufFile& file, EngineO
 
 Engine::~Engine() {
   session_.default_stream().synchronize().ignore();
-  if (tp_ != nullptr) {
+  if (steps_ != nullptr && leader()) {
     // The followers leave their loop (Note [Tensor-parallel engine]), told to stop, or told why not.
-    if (leader() && tp_control_ != nullptr) {
-      if (Status failed = tp_->status(); !failed.ok()) {
-        tp_control_->abort(failed);
-      } else {
-        tp::send_stop(*tp_control_).ignore();
-      }
+    Status failed = tp_ != nullptr ? tp_->status() : pp_->status();
+    if (failed.ok() && pp_logits_ != nullptr) failed = pp_logits_->status();
+    if (!failed.ok()) {
+      steps_->abort(failed);
+    } else {
+      tp::send_stop(*steps_).ignore();
     }
-    comm::unregister_group(tp_group_);
   }
+  if (tp_ != nullptr) comm::unregister_group(tp_group_);
 }
 
 Status Engine::follow() {
   if (leader()) return failed_precondition("follow(): this engine is the tensor-parallel leader (rank 0), not a follower");
   for (;;) {
-    HXRT_ASSIGN_OR_RETURN(std::optional<tp::Step> step, tp::receive_step(*tp_control_));
+    HXRT_ASSIGN_OR_RETURN(std::optional<tp::Step> step, tp::receive_step(*steps_));
     if (!step.has_value()) return ok_status();
     Result<runtime::TensorMap> outputs = forward(step->inputs, step->decode_only, hal::kInfinite);
     if (!outputs.ok()) {
       return std::move(outputs).take_status().with_context(
-          fmt::format("tensor-parallel follower rank {} running the leader's step", tp_->rank()));
+          fmt::format("{}-parallel follower rank {} running the leader's step", tp_ != nullptr ? "tensor" : "pipeline",
+                      steps_->rank()));
     }
     ++stats_.steps;
   }
@@ -128,11 +131,27 @@ Status Engine::init() {
     HXRT_RETURN_IF_ERROR(comm::register_group(tp_group_, tp_));
     // The step messages go on a communicator of their own without a deadline: a follower waits as long as the
     // leader has no work (a server between requests).
-    HXRT_ASSIGN_OR_RETURN(tp_control_, tp_->split(0, tp_->rank(), tp_group_ + ".steps"));
-    tp_control_->set_timeout(hal::kInfinite);
+    HXRT_ASSIGN_OR_RETURN(steps_, tp_->split(0, tp_->rank(), tp_group_ + ".steps"));
+    steps_->set_timeout(hal::kInfinite);
     graph_options.tp_rank = tp_->rank();
     graph_options.tp_size = tp_->size();
     graph_options.tp_group = tp_group_;
+  }
+  if (options_.pipeline_parallel != nullptr && options_.pipeline_parallel->size() > 1) {
+    // Note [Pipeline-parallel engine]: this rank's layers; the hidden states go to the next rank on pp_, the last
+    // stage's logits back to rank 0 on a communicator of their own, the step messages on a third.
+    if (tp_ != nullptr) return unimplemented("tensor and pipeline parallelism together (each alone works)");
+    pp_ = options_.pipeline_parallel;
+    HXRT_ASSIGN_OR_RETURN(const pp::Stage stage, pp::pipeline_stage(config_, pp_->rank(), pp_->size()));
+    first_layer_ = stage.first_layer;
+    end_layer_ = stage.end_layer;
+    graph_options.first_layer = stage.first_layer;
+    graph_options.end_layer = stage.end_layer;
+    graph_options.window_cache = false;  // a stage's layers share one cache
+    if (options_.embeddings) return unimplemented("pooled embeddings under pipeline parallelism");
+    HXRT_ASSIGN_OR_RETURN(pp_logits_, pp_->split(0, pp_->rank(), "pipeline.logits"));
+    HXRT_ASSIGN_OR_RETURN(steps_, pp_->split(0, pp_->rank(), "pipeline.steps"));
+    steps_->set_timeout(hal::kInfinite);
   }
   HXRT_ASSIGN_OR_RETURN(graph::Graph graph, build_decoder_graph(file_, config_, graph_options));
   runtime::PlanOptions plan_options;
@@ -164,7 +183,7 @@ Status Engine::init() {
   cache_config.head_dim = config_.head_dim;
   cache_config.block_size = options_.block_size;
   cache_config.dtype = options_.kv_dtype;
-  cache_config.n_layers = config_.n_layers;
+  cache_config.n_layers = pp_ != nullptr ? end_layer_ - first_layer_ : config_.n_layers;
   cache_config.budget_tokens = options_.kv_budget_bytes > 0 ? 0 : options_.kv_budget_tokens;
   cache_config.budget_bytes = options_.kv_budget_bytes;
   if (graph_options.window_cache) {
@@ -726,7 +745,11 @@ Status Engine::step(hal::Duration timeout) {
 // timeout (a replay is not aborted at a deadline), profiled sessions and plans that cannot be captured run normally.
 Result<runtime::TensorMap> Engine::forward(const runtime::TensorMap& inputs, bool decode_only, hal::Duration timeout) {
   // Note [Tensor-parallel engine]: the followers run the same forward.
-  if (tp_ != nullptr && leader()) HXRT_RETURN_IF_ERROR(tp::send_step(*tp_control_, inputs, decode_only));
+  if (steps_ != nullptr && leader()) HXRT_RETURN_IF_ERROR(tp::send_step(*steps_, inputs, decode_only));
+  if (pp_ != nullptr) {
+    deliver();
+    return forward_pipeline(inputs, timeout);
+  }
   const bool capturable =
       decode_only && options_.max_captured_steps > 0 && timeout == hal::kInfinite && !session_.profiler().enabled();
   const std::string lane = executor_->stream().name();
@@ -778,6 +801,70 @@ Result<runtime::TensorMap> Engine::forward(const runtime::TensorMap& inputs, boo
     trace_span(lane, "decode step (replay)", (*stamps)[0], (*stamps)[1]);
   }
   return outputs;
+}
+
+Result<runtime::TensorMap> Engine::forward_pipeline(const runtime::TensorMap& inputs, hal::Duration timeout) {
+  const int rank = pp_->rank();
+  const int last = pp_->size() - 1;
+  const int parts = options_.micro_batches > 0 ? options_.micro_batches : pp_->size();
+  HXRT_ASSIGN_OR_RETURN(std::vector<pp::MicroBatch> micro_batches, pp::split_micro_batches(inputs, parts));
+  const int64_t n_embd = config_.n_embd;
+  const int64_t vocab = config_.vocab_size;
+  int64_t n_outputs = 0;
+  for (const pp::MicroBatch& mb : micro_batches) n_outputs += mb.n_outputs;
+  // Rank 0 takes the last stage's logits on a thread of its own (Note [Pipeline-parallel engine]).
+  std::vector<float> logits;
+  std::future<Status> received;
+  if (rank == 0) {
+    logits.resize(static_cast<size_t>(n_outputs * vocab));
+    received = std::async(std::launch::async, [&]() -> Status {
+      int64_t row = 0;
+      for (const pp::MicroBatch& mb : micro_batches) {
+        HXRT_RETURN_IF_ERROR(pp_logits_->recv(logits.data() + row * vocab, static_cast<size_t>(mb.n_outputs * vocab),
+                                              DType::kF32, last));
+        row += mb.n_outputs;
+      }
+      return ok_status();
+    });
+  }
+  const auto run_stages = [&]() -> Status {
+    runtime::RunOptions run_options;
+    run_options.timeout = timeout;
+    for (size_t i = 0; i < micro_batches.size(); ++i) {
+      pp::MicroBatch& mb = micro_batches[i];
+      const std::string what = fmt::format("pipeline stage {} (layers {}..{}), micro-batch {} of {}", rank,
+                                           first_layer_, end_layer_ - 1, i + 1, micro_batches.size());
+      if (rank > 0) {
+        std::vector<float> hidden(static_cast<size_t>(mb.n_tokens * n_embd));
+        HXRT_RETURN_IF_ERROR_CTX(pp_->recv(hidden.data(), hidden.size(), DType::kF32, rank - 1), "{}", what);
+        mb.inputs.insert_or_assign(decoder::kHiddenIn, HostTensor::f32(Shape{mb.n_tokens, n_embd}, hidden));
+      }
+      Result<runtime::TensorMap> out = executor_->run(mb.inputs, run_options);
+      if (!out.ok()) return std::move(out).take_status().with_context(what);
+      const HostTensor& result = out->at(rank < last ? decoder::kHiddenOut : decoder::kLogits);
+      comm::Communicator& to = rank < last ? *pp_ : *pp_logits_;
+      HXRT_RETURN_IF_ERROR_CTX(
+          to.send(result.bytes.data(), result.bytes.size() / sizeof(float), DType::kF32, rank < last ? rank + 1 : 0),
+          "{}", what);
+    }
+    return ok_status();
+  };
+  Status stages = run_stages();
+  if (!stages.ok()) {
+    // The ranks waiting on this one hear why (a failed run never reached its send).
+    pp_->abort(stages);
+    pp_logits_->abort(stages);
+  }
+  if (rank == 0) {
+    Status got = received.get();
+    HXRT_RETURN_IF_ERROR(stages);
+    HXRT_RETURN_IF_ERROR(got);
+    runtime::TensorMap outputs;
+    outputs.emplace(decoder::kLogits, HostTensor::f32(Shape{n_outputs, vocab}, logits));
+    return outputs;
+  }
+  HXRT_RETURN_IF_ERROR(stages);
+  return runtime::TensorMap{};
 }
 
 Status Engine::run_until_idle(hal::Duration timeout) {

@@ -31,19 +31,28 @@ Result<std::unique_ptr<Llm>> Llm::load(const LlmOptions& options) {
   HXRT_ASSIGN_OR_RETURN(
       llm->session_, runtime::Session::create(llm->drivers_, options.device, runtime::SessionOptions{.name = "llm"}));
   EngineOptions engine_options = options.engine;
-  if (options.tensor_parallel > 1) {
+  // Tensor or pipeline parallelism: the MPI world, which must have exactly the ranks asked for.
+  const auto join_world = [](const char* kind, int ranks) -> Result<std::shared_ptr<comm::Communicator>> {
+    if (ranks < 1) return invalid_argument("{}_parallel {} must be at least 1", kind, ranks);
+    if (ranks == 1) return std::shared_ptr<comm::Communicator>();
     if (!comm::launched_by_mpi()) {
-      return failed_precondition("tensor parallelism over {} ranks runs as {} processes: start them with `mpirun -np {}`",
-                                 options.tensor_parallel, options.tensor_parallel, options.tensor_parallel);
+      return failed_precondition("{} parallelism over {} ranks runs as {} processes: start them with `mpirun -np {}`",
+                                 kind, ranks, ranks, ranks);
     }
-    HXRT_ASSIGN_OR_RETURN(engine_options.tensor_parallel, comm::world({.backend = "mpi"}));
-    if (engine_options.tensor_parallel->size() != options.tensor_parallel) {
-      return invalid_argument("tensor parallelism over {} ranks, but mpirun started {}: they must be equal",
-                              options.tensor_parallel, engine_options.tensor_parallel->size());
+    HXRT_ASSIGN_OR_RETURN(std::shared_ptr<comm::Communicator> world, comm::world({.backend = "mpi"}));
+    if (world->size() != ranks) {
+      return invalid_argument("{} parallelism over {} ranks, but mpirun started {}: they must be equal", kind, ranks,
+                              world->size());
     }
-  } else if (options.tensor_parallel < 1) {
-    return invalid_argument("tensor_parallel {} must be at least 1", options.tensor_parallel);
+    return world;
+  };
+  if (options.tensor_parallel > 1 && options.pipeline_parallel > 1) {
+    return unimplemented("tensor and pipeline parallelism together (each alone works)");
   }
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<comm::Communicator> tp, join_world("tensor", options.tensor_parallel));
+  HXRT_ASSIGN_OR_RETURN(std::shared_ptr<comm::Communicator> pp, join_world("pipeline", options.pipeline_parallel));
+  if (tp != nullptr) engine_options.tensor_parallel = std::move(tp);
+  if (pp != nullptr) engine_options.pipeline_parallel = std::move(pp);
   if (engine_options.eos_tokens.empty()) {
     for (int32_t id = 0; id < llm->tokenizer_->vocab_size(); ++id) {
       if (llm->tokenizer_->is_eog(id)) engine_options.eos_tokens.push_back(id);

@@ -55,6 +55,11 @@ inline constexpr const char* kEmbeddings = "embeddings";    // f32 (n_embeds, n_
 inline constexpr const char* kBlockTablesLocal = "block_tables_local";  // i32 (n_seqs, max_blocks)
 inline constexpr const char* kKCacheLocal = "k_cache_local";  // state: (n_window_layers, n_local_blocks, ...)
 inline constexpr const char* kVCacheLocal = "v_cache_local";  // state, same shape
+// A pipeline stage's graph (DecoderGraphOptions::first_layer / end_layer): the hidden states it starts from
+// (stages after the first, instead of the embedding) and those it ends with (stages before the last, instead of
+// the logits).
+inline constexpr const char* kHiddenIn = "hidden_in";    // f32 (n_tokens, n_embd)
+inline constexpr const char* kHiddenOut = "hidden_out";  // f32 (n_tokens, n_embd)
 }  // namespace decoder
 
 struct DecoderGraphOptions {
@@ -77,6 +82,11 @@ struct DecoderGraphOptions {
   int tp_rank = 0;
   int tp_size = 1;
   std::string tp_group = "tp";
+  // Pipeline parallelism (Note [Pipeline-parallel engine] in llm/pipeline_parallel.cc): the graph of layers
+  // [first_layer, end_layer) only (end_layer 0: to the last). A stage after the first starts from kHiddenIn; one
+  // before the last ends with kHiddenOut instead of the logits. Its KV caches hold its layers only.
+  int first_layer = 0;
+  int end_layer = 0;
 };
 
 // Note [Tensor-parallel decoder]

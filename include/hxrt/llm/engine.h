@@ -108,6 +108,12 @@ struct EngineOptions {
   // with the same options and its own session; rank 0 (the leader) takes requests, schedules, samples and answers,
   // broadcasting each forward's inputs, and the other ranks call follow(). Null or one rank: none.
   std::shared_ptr<comm::Communicator> tensor_parallel;
+  // Pipeline parallelism (Note [Pipeline-parallel engine] in llm/pipeline_parallel.cc): every rank of this
+  // communicator makes an Engine as above and runs its stage of the layers; rank 0 leads. Not with tensor_parallel.
+  std::shared_ptr<comm::Communicator> pipeline_parallel;
+  // Pipeline parallelism: micro-batches a step is split into, at most (one per sequence at most). 0: as many as
+  // there are ranks.
+  int micro_batches = 0;
 };
 
 // How a request's prompt becomes one embedding (Request::pooling): the mean of every prompt token's final hidden
@@ -247,7 +253,7 @@ class Engine {
   const runtime::ExecutionPlan& plan() const { return executor_->plan(); }
 
   // Tensor parallelism: whether this engine schedules (no group, or rank 0 of it).
-  bool leader() const { return tp_ == nullptr || tp_->rank() == 0; }
+  bool leader() const { return steps_ == nullptr || steps_->rank() == 0; }
   // A follower's loop (ranks > 0): runs the forwards the leader broadcasts until the leader's engine is destroyed
   // (OK), or the group fails (its error, naming the rank that failed). FailedPrecondition on the leader.
   Status follow();
@@ -287,6 +293,8 @@ class Engine {
   // The forward of a step: a replay of the step's shape bucket when it is a decode step that can be captured.
   // Delivers the previous step's tokens meanwhile (or before, when the forward is synchronous).
   Result<runtime::TensorMap> forward(const runtime::TensorMap& inputs, bool decode_only, hal::Duration timeout);
+  // Note [Pipeline-parallel engine]: this rank's part of a step's forward; the logits on rank 0, nothing elsewhere.
+  Result<runtime::TensorMap> forward_pipeline(const runtime::TensorMap& inputs, hal::Duration timeout);
   // Note [Step traces]: one span of this step on `lane` (host times, ns), when options_.step_trace is set.
   void trace_span(std::string_view lane, std::string_view name, int64_t begin_ns, int64_t end_ns);
 
@@ -313,7 +321,13 @@ class Engine {
   std::shared_ptr<const TokenTrie> vocabulary_;  // Note [Grammar-constrained sampling]; null: none set
   std::shared_ptr<comm::Communicator> tp_;        // the tensor-parallel group (more than one rank), or null
   std::string tp_group_;                          // its registered group name (comm::register_group)
-  std::shared_ptr<comm::Communicator> tp_control_;  // the step messages: split from tp_, no timeout (idle waits)
+  std::shared_ptr<comm::Communicator> pp_;        // the pipeline-parallel group (hidden states), or null
+  std::shared_ptr<comm::Communicator> pp_logits_; // the last stage's logits back to rank 0 (split from pp_)
+  int first_layer_ = 0;                           // this rank's pipeline stage: layers [first_layer_, end_layer_)
+  int end_layer_ = 0;
+  // The step messages (Note [Tensor-parallel engine]): split from tp_ or pp_, no timeout (a follower waits as long
+  // as the leader has no work). Null without parallelism.
+  std::shared_ptr<comm::Communicator> steps_;
   int kv_heads_ = 0;                              // KV heads this rank's caches hold
 };
 

@@ -52,6 +52,9 @@ struct LlmOptions {
   // this many processes, each calling load() with the same options; it becomes engine.tensor_parallel. Rank 0
   // (leader()) generates; the others call follow(). 1: one process (engine.tensor_parallel as given).
   int tensor_parallel = 1;
+  // Pipeline-parallel ranks (docs/scale-out.md), likewise: > 1 splits the layers among that many processes started
+  // by mpirun (engine.pipeline_parallel). Not with tensor_parallel > 1.
+  int pipeline_parallel = 1;
 };
 
 struct GenerateOptions {

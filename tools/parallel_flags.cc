@@ -1,11 +1,14 @@
-#include "tensor_parallel_flag.h"
+#include "parallel_flags.h"
 
 namespace hxrt::tools {
 
-void add_tensor_parallel_flag(CLI::App* cmd, int* tp) {
+void add_parallel_flags(CLI::App* cmd, int* tp, int* pp) {
   cmd->add_option("--tp", *tp,
                   "tensor-parallel ranks: run as one of N processes started by `mpirun -np N` (rank 0 prints and "
                   "answers; docs/scale-out.md)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--pp", *pp,
+                  "pipeline-parallel ranks (layers split among N processes started by `mpirun -np N`; any head count)")
       ->check(CLI::PositiveNumber);
 }
 

@@ -1,6 +1,7 @@
-// Tensor-parallel decoding of the default model (SmolLM2-135M: 9 heads, 3 KV heads, so 3 ranks) against the same
-// model on one rank: greedy tokens, logits, batched requests and perplexity. Run by mpiexec with 3 ranks
-// (tests/CMakeLists.txt); rank 0 leads and also runs the one-rank reference, the others follow.
+// Tensor- and pipeline-parallel decoding against the same model on one rank and the double-precision reference:
+// the default model (SmolLM2-135M: 9 heads, 3 KV heads, so 3 tensor-parallel ranks; 30 layers) and small random
+// Llamas. Run by mpiexec with 3 ranks, and with 2 for the pipeline tests (tests/CMakeLists.txt); rank 0 leads and
+// also runs the one-rank reference, the others follow.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,30 +22,33 @@ namespace {
 
 std::shared_ptr<comm::Communicator> g_world;
 
-LlmOptions options_for(const std::string& model, bool parallel) {
+enum class Parallel { kNone, kTensor, kPipeline };
+
+LlmOptions options_for(const std::string& model, Parallel parallel) {
   LlmOptions options;
   options.model = model;
-  options.threads = 1;  // 3 ranks share this machine's cores
+  options.threads = 1;  // the ranks share this machine's cores
   options.engine.kv_budget_tokens = 1024;
   options.engine.max_batch_tokens = 128;
-  if (parallel) options.engine.tensor_parallel = g_world;
+  if (parallel == Parallel::kTensor) options.engine.tensor_parallel = g_world;
+  if (parallel == Parallel::kPipeline) options.engine.pipeline_parallel = g_world;
   return options;
 }
 
-// Every rank loads the tensor-parallel model; the followers follow until rank 0's `lead` returns and its engine is
+// Every rank loads the parallel model; the followers follow until rank 0's `lead` returns and its engine is
 // destroyed. Rank 0 gets the model and the reference.
 template <typename Lead>
-void run_parallel(Lead lead) {
+void run_parallel(Lead lead, Parallel kind = Parallel::kTensor) {
   const std::string model = hxrt::testing::find_default_model();
   if (model.empty()) GTEST_SKIP() << hxrt::testing::kDefaultModelMissing;
-  Result<std::unique_ptr<Llm>> parallel = Llm::load(options_for(model, true));
+  Result<std::unique_ptr<Llm>> parallel = Llm::load(options_for(model, kind));
   ASSERT_TRUE(parallel.ok()) << parallel.status().to_string();
   if (g_world->rank() != 0) {
     Status followed = (*parallel)->engine().follow();
     EXPECT_TRUE(followed.ok()) << followed.to_string();
     return;
   }
-  Result<std::unique_ptr<Llm>> reference = Llm::load(options_for(model, false));
+  Result<std::unique_ptr<Llm>> reference = Llm::load(options_for(model, Parallel::kNone));
   ASSERT_TRUE(reference.ok()) << reference.status().to_string();
   lead(**parallel, **reference);
 }
@@ -270,6 +274,91 @@ TEST(TensorParallel, PerplexityIsTheOneRankOne) {
     // llama.cpp's own perplexity of this file moves by 0.45% across its settings (docs/llm.md): 1% here.
     EXPECT_NEAR(got->ppl, expected->ppl, 0.01 * expected->ppl) << "within 1%";
   });
+}
+
+// Pipeline parallelism changes no arithmetic (each layer runs as in one process; the hidden states travel in f32):
+// the logits are the one-rank ones to the bit, for one request and for a batch split into micro-batches.
+TEST(PipelineParallelTiny, StagesGiveTheOneRankBits) {
+  for (DType weights : {DType::kF32, DType::kQ4_1}) {
+    testing::TinyLlamaSpec spec;
+    spec.n_layers = 5;
+    spec.weight_type = weights;
+    auto model = testing::TinyLlama::create(spec);
+    hal::DriverRegistry drivers;
+    ASSERT_TRUE(hal::register_builtin_drivers(drivers, 1).ok());
+    auto session = runtime::Session::create(drivers, "cpu");
+    ASSERT_TRUE(session.ok());
+    EngineOptions options;
+    options.kv_budget_tokens = 512;
+    EngineOptions parallel_options = options;
+    parallel_options.pipeline_parallel = g_world;
+    Result<std::unique_ptr<Engine>> engine = Engine::create(**session, model->file(), parallel_options);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    if (g_world->rank() != 0) {
+      Status followed = (*engine)->follow();
+      EXPECT_TRUE(followed.ok()) << followed.to_string();
+      continue;
+    }
+    auto reference_session = runtime::Session::create(drivers, "cpu");
+    ASSERT_TRUE(reference_session.ok());
+    Result<std::unique_ptr<Engine>> reference = Engine::create(**reference_session, model->file(), options);
+    ASSERT_TRUE(reference.ok()) << reference.status().to_string();
+    std::vector<Request> requests;
+    for (int r = 0; r < 3; ++r) {
+      Request request;
+      for (int i = 0; i < 9 + 7 * r; ++i) request.prompt.push_back((i * 31 + r * 7 + 3) % spec.vocab);
+      request.max_new_tokens = 6;
+      request.return_logits = true;
+      requests.push_back(request);
+    }
+    for (Engine* e : {reference->get(), engine->get()}) {
+      for (const Request& r : requests) ASSERT_TRUE(e->submit(r).ok());
+      ASSERT_TRUE(e->run_until_idle().ok());
+    }
+    std::vector<RequestResult> expected = (*reference)->take_finished();
+    std::vector<RequestResult> got = (*engine)->take_finished();
+    ASSERT_EQ(got.size(), expected.size());
+    const auto by_id = [](const RequestResult& a, const RequestResult& b) { return a.id < b.id; };
+    std::sort(got.begin(), got.end(), by_id);
+    std::sort(expected.begin(), expected.end(), by_id);
+    for (size_t r = 0; r < got.size(); ++r) {
+      EXPECT_EQ(got[r].tokens, expected[r].tokens) << dtype_name(weights) << " request " << r;
+      EXPECT_EQ(got[r].logits, expected[r].logits) << dtype_name(weights) << " request " << r;
+    }
+  }
+}
+
+TEST(PipelineParallel, TheDefaultModelGivesTheOneRankBits) {
+  run_parallel(
+      [](Llm& parallel, Llm& reference) {
+        std::vector<Request> requests;
+        for (const char* text : {"The capital of France is", "def fibonacci(n):", "Once upon a time"}) {
+          Request request;
+          request.prompt = *reference.tokenizer().encode(text);
+          request.max_new_tokens = 16;
+          request.ignore_eos = true;
+          request.return_logits = true;
+          requests.push_back(request);
+        }
+        for (Engine* e : {&reference.engine(), &parallel.engine()}) {
+          for (const Request& r : requests) ASSERT_TRUE(e->submit(r).ok());
+          ASSERT_TRUE(e->run_until_idle().ok());
+        }
+        std::vector<RequestResult> expected = reference.engine().take_finished();
+        std::vector<RequestResult> got = parallel.engine().take_finished();
+        ASSERT_EQ(got.size(), expected.size());
+        const auto by_id = [](const RequestResult& a, const RequestResult& b) { return a.id < b.id; };
+        std::sort(got.begin(), got.end(), by_id);
+        std::sort(expected.begin(), expected.end(), by_id);
+        for (size_t r = 0; r < got.size(); ++r) {
+          EXPECT_TRUE(got[r].status.ok()) << got[r].status.to_string();
+          EXPECT_EQ(got[r].tokens, expected[r].tokens) << "request " << r;
+          EXPECT_TRUE(got[r].logits == expected[r].logits) << "request " << r << ": logits differ";
+        }
+        std::printf("pipeline parallel (%d stages): %zu requests, tokens and logits bit-identical\n", g_world->size(),
+                    got.size());
+      },
+      Parallel::kPipeline);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// --tp N: tensor-parallel decoding for the commands that run the LLM engine (generate, perplexity, serve), under
-// `mpirun -np N` (docs/scale-out.md).
+// --tp N / --pp N: tensor- or pipeline-parallel decoding for the commands that run the LLM engine (generate,
+// perplexity, serve), under `mpirun -np N` (docs/scale-out.md).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,7 +9,7 @@
 
 namespace hxrt::tools {
 
-void add_tensor_parallel_flag(CLI::App* cmd, int* tp);
+void add_parallel_flags(CLI::App* cmd, int* tp, int* pp);
 // On a follower rank (> 0) runs the leader's steps until it stops and returns true: the command is then done (it
 // prints nothing). False on the leader and without --tp.
 Result<bool> follow_if_follower(llm::Llm& loaded);
