@@ -1,5 +1,8 @@
 #include "hxrt/llm/decoder.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -8,6 +11,19 @@
 
 namespace hxrt::llm {
 namespace {
+
+// Asks the kernel to reclaim the whole pages of [data, data + size) (advice only).
+void release_pages(const std::byte* data, uint64_t size) {
+#ifdef MADV_PAGEOUT
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+#else
+  (void)data;
+  (void)size;
+#endif
+}
 
 // Builds the graph node by node; errors carry the node name.
 class Builder {
@@ -104,6 +120,11 @@ class Builder {
     const uint64_t bytes = static_cast<uint64_t>(count / block) * info.block_bytes;
     std::vector<std::byte> copy(rows * bytes);
     for (uint64_t r = 0; r < rows; ++r) std::memcpy(copy.data() + r * bytes, data.data + r * row_bytes + offset, bytes);
+    // Rows of a few hundred bytes put every rank's columns on every page, so the copy brought the whole tensor into
+    // this process's memory. The pages are the file's, clean and read once: handed back, they leave this rank with
+    // the 1/N it keeps (MADV_PAGEOUT reclaims file pages and never discards data; on memory that is not a file's
+    // it does nothing without swap, and the advice failing changes nothing either).
+    release_pages(data.data, data.size);
     HXRT_RETURN_IF_ERROR(
         graph_.add_initializer(id, {dtype, graph::SymShape{shape.dim(0), count}}, graph::WeightData::copy_of(copy))
             .status());

@@ -19,7 +19,10 @@ Llm::~Llm() = default;
 Result<std::unique_ptr<Llm>> Llm::load(const LlmOptions& options) {
   std::unique_ptr<Llm> llm(new Llm());
   HXRT_ASSIGN_OR_RETURN(llm->path_, resolve_model(options.model, options.fetch_default_model));
-  HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(llm->path_, /*prefetch=*/true));
+  // One process maps every page of the file at once (its weights are all about to be read). A rank of a parallel
+  // group reads its share only: its pages come in as they are first read, so its memory holds that share.
+  const bool whole_model = options.tensor_parallel <= 1 && options.pipeline_parallel <= 1;
+  HXRT_ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(llm->path_, /*prefetch=*/whole_model));
   llm->file_ = std::make_unique<formats::GgufFile>(std::move(file));
   HXRT_ASSIGN_OR_RETURN(TokenizerSpec spec, tokenizer_spec_from_gguf(*llm->file_));
   if (!options.chat_template.empty()) spec.chat_template = options.chat_template;

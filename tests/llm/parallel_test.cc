@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -61,6 +62,22 @@ void run_parallel(Lead lead, Parallel kind = Parallel::kTensor) {
 constexpr float kLogitTolerance = 2.0f;
 constexpr float kMeanLogitTolerance = 0.3f;
 constexpr float kNearTie = 0.25f;
+
+// Bytes of the weights a plan's nodes read, without the embedding table: a gather reads only its rows, so the table's
+// pages that a rank touches are few (and it stays whole on every rank that embeds).
+uint64_t weight_bytes(const graph::Graph& graph) {
+  std::set<graph::ValueId> used;
+  for (graph::NodeId id = 0; id < graph.num_nodes(); ++id) {
+    const graph::Node& node = graph.node(id);
+    const bool gather = node.op_type == "GatherRows";
+    for (graph::ValueId input : node.inputs) {
+      if (input != graph::kNoValue && graph.value(input).is_initializer && !gather) used.insert(input);
+    }
+  }
+  uint64_t bytes = 0;
+  for (graph::ValueId id : used) bytes += graph.value(id).weight.size;
+  return bytes;
+}
 
 // The reference's gap between its best and second-best logit in `row`.
 float top2_gap(const std::vector<float>& row) {
@@ -199,6 +216,11 @@ TEST(TensorParallel, EachRankPlansItsShare) {
     }
     EXPECT_EQ(all_reduces, 2 * c.n_layers) << "one after the attention output and one after the down projection";
     EXPECT_EQ(gathers, 1) << "the vocabulary-split head's logits";
+    // Each rank reads a third of the weights (the norms, a few KiB, are whole on every rank).
+    const double share = static_cast<double>(weight_bytes(graph)) /
+                         static_cast<double>(weight_bytes(reference.engine().plan().graph()));
+    std::printf("tensor parallel rank 0 of %d: %.3f of the one-rank weight bytes\n", g_world->size(), share);
+    EXPECT_NEAR(share, 1.0 / g_world->size(), 0.01);
   });
 }
 
