@@ -65,3 +65,20 @@ function(hxrt_write_if_changed path content)
     file(WRITE ${path} "${content}")
   endif()
 endfunction()
+
+# hxrt_mpi_test(NAME RANKS TARGET [ARGS ...] [LABELS ...]): TARGET run by mpiexec as RANKS processes on this machine
+# (loopback and shared memory only). Open MPI and PMIx keep their components loaded to the end, and ASan unwinds
+# allocations fully there, so that LeakSanitizer names the MPI libraries' own allocations (tests/sanitizers/lsan.supp
+# suppresses those, never hxrt's).
+function(hxrt_mpi_test name ranks target)
+  cmake_parse_arguments(ARG "" "" "ARGS;LABELS" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --mca btl self,vader
+                   ${MPIEXEC_NUMPROC_FLAG} ${ranks} $<TARGET_FILE:${target}> ${ARG_ARGS})
+  set(environment OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1)
+  if(HXRT_SANITIZE STREQUAL "address")
+    list(APPEND environment "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0")
+  endif()
+  string(JOIN "+" labels ${ARG_LABELS})
+  set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${environment}")
+endfunction()

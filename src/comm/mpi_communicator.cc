@@ -79,6 +79,16 @@ const Transport& transport() {
   return *loaded;
 }
 
+// What a destroyed communicator left in flight: requests a failure abandoned (a late peer may still complete them;
+// freeing a pending collective's request is erroneous in MPI) and the handle they belong to. Kept, reachable, to
+// the end of the process.
+struct Remains {
+  void* handle;
+  std::vector<void*> requests;
+};
+std::mutex g_remains_mutex;
+std::vector<Remains>* g_remains = new std::vector<Remains>();
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(const HxrtMpiTransport* api, void* handle, std::string name, int rank, int size,
@@ -86,8 +96,8 @@ class MpiCommunicator final : public Communicator {
       : Communicator("mpi", std::move(name), rank, size, timeout), api_(api), handle_(handle) {}
 
   ~MpiCommunicator() override {
-    // Requests a failure abandoned: a late peer may still complete them; waited for briefly, else leaked (freeing
-    // a pending collective's request is erroneous in MPI). They touch no caller memory (Note [Staged requests]).
+    // Requests a failure abandoned: a late peer may still complete them; waited for briefly, else kept (Remains).
+    // They touch no caller memory (Note [Staged requests]).
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
     while (!orphans_.empty() && std::chrono::steady_clock::now() < end) {
       for (size_t i = 0; i < orphans_.size();) {
@@ -101,7 +111,12 @@ class MpiCommunicator final : public Communicator {
       }
       if (!orphans_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (orphans_.empty()) api_->free_comm(handle_);
+    if (orphans_.empty()) {
+      api_->free_comm(handle_);
+    } else {
+      std::lock_guard<std::mutex> lock(g_remains_mutex);
+      g_remains->push_back(Remains{handle_, std::move(orphans_)});
+    }
   }
 
  protected:

@@ -48,6 +48,10 @@ struct Request {
 // decode step's all-reduce is a few KiB; docs/scale-out.md measures it).
 
 std::mutex g_init_mutex;
+// Communicators freed while notices they sent may still be in flight: kept to the end of the process (their
+// buffers must outlive the sends), reachable from here.
+std::mutex g_retired_mutex;
+std::vector<Communicator*>* g_retired = new std::vector<Communicator*>();
 bool g_initialised = false;
 bool g_we_initialised = false;
 MPI_Op g_half_ops[2][4];  // [f16, bf16][sum, prod, max, min]
@@ -219,7 +223,12 @@ void free_comm(void* handle) {
     MPI_Comm_free(&comm->data);  // pending operations complete first (MPI frees it afterwards)
     MPI_Comm_free(&comm->control);
   }
-  if (comm->sent_notices.empty()) delete comm;  // else its notices may still be in flight: kept
+  if (comm->sent_notices.empty()) {
+    delete comm;
+  } else {
+    std::lock_guard<std::mutex> lock(g_retired_mutex);
+    g_retired->push_back(comm);  // its notices may still be in flight
+  }
 }
 
 int start(void* handle, int kind, const void* send, void* recv, size_t count, int dtype, int op, int peer,
