@@ -128,6 +128,7 @@ class MpiCommunicator final : public Communicator {
                     sizeof error) != 0) {
       return unavailable("MPI: {}", error);
     }
+    const auto started = std::chrono::steady_clock::now();
     for (uint64_t poll = 0;; ++poll) {
       int done = 0;
       if (api_->test(request, &done, error, sizeof error) != 0) return unavailable("MPI: {}", error);
@@ -156,9 +157,12 @@ class MpiCommunicator final : public Communicator {
               std::chrono::duration_cast<std::chrono::milliseconds>(timeout()).count());
         }
       }
-      if (poll < 256) {
+      // MPI advances a non-blocking collective only inside MPI calls: a large one moves as fast as it is polled.
+      // So: spin, then yield (the peers on this machine get the cores), and sleep between polls only once the wait
+      // has lasted long enough to be an idle one (a follower waiting for the next request).
+      if (poll < 2048) {
         cpu_relax();
-      } else if (poll < 4096) {
+      } else if (std::chrono::steady_clock::now() - started < std::chrono::milliseconds(20)) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(50));

@@ -28,10 +28,15 @@ struct Communicator {
   int size = 1;
   std::mutex notice_mutex;
   std::deque<std::string> sent_notices;  // buffers of notices in flight (kept: a notice is sent once per failure)
+  // Staging buffers of completed requests, kept for the next ones: a new buffer per request would cost page faults
+  // and zeroing on every large message.
+  std::mutex spare_mutex;
+  std::vector<std::vector<unsigned char>> spare;
 };
 
 // Every request works on its own copies of the caller's memory (Note [Staged requests]).
 struct Request {
+  Communicator* owner = nullptr;
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<unsigned char> send;  // staged input (reduce-scatter, send)
   std::vector<unsigned char> recv;  // staged result: copied to `out` on completion
@@ -69,6 +74,29 @@ std::string mpi_error_text(int code) {
   int length = 0;
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
   return std::string(text, static_cast<size_t>(length));
+}
+
+// A staging buffer from the communicator's spares (its capacity kept), or a new one.
+std::vector<unsigned char> take_spare(Communicator* comm) {
+  std::lock_guard<std::mutex> lock(comm->spare_mutex);
+  if (comm->spare.empty()) return {};
+  std::vector<unsigned char> buffer = std::move(comm->spare.back());
+  comm->spare.pop_back();
+  return buffer;
+}
+
+// Deletes a request whose staging buffers the caller no longer needs, giving them back to its communicator.
+void recycle(Request* request) {
+  Communicator* comm = request->owner;
+  {
+    std::lock_guard<std::mutex> lock(comm->spare_mutex);
+    for (std::vector<unsigned char>* buffer : {&request->send, &request->recv}) {
+      if (buffer->capacity() == 0 || comm->spare.size() >= 4) continue;
+      buffer->clear();
+      comm->spare.push_back(std::move(*buffer));
+    }
+  }
+  delete request;
 }
 
 int fail(char* error, size_t bytes, const char* what, int code) {
@@ -254,6 +282,9 @@ int start(void* handle, int kind, const void* send, void* recv, size_t count, in
   const size_t ranks = static_cast<size_t>(comm->size);
   const auto* input = static_cast<const unsigned char*>(send);
   auto* request = new Request;
+  request->owner = comm;
+  request->send = take_spare(comm);
+  request->recv = take_spare(comm);
   int code = MPI_SUCCESS;
   const char* what = "";
   switch (kind) {
@@ -302,12 +333,12 @@ int start(void* handle, int kind, const void* send, void* recv, size_t count, in
       code = MPI_Ibarrier(comm->data, &request->request);
       break;
     default:
-      delete request;
+      recycle(request);
       set_error(error, error_bytes, "unknown operation " + std::to_string(kind));
       return 1;
   }
   if (code != MPI_SUCCESS) {
-    delete request;
+    recycle(request);
     return fail(error, error_bytes, what, code);
   }
   *out = request;
@@ -319,16 +350,24 @@ int test(void* handle, int* done, char* error, size_t error_bytes) {
   int flag = 0;
   MPI_Status status;
   if (int code = MPI_Test(&request->request, &flag, &status); code != MPI_SUCCESS) {
-    delete request;
+    if (request->abandoned) {
+      delete request;
+    } else {
+      recycle(request);
+    }
     *done = 1;
     return fail(error, error_bytes, "MPI_Test", code);
   }
   *done = flag;
   if (flag) {
-    if (!request->abandoned && request->out != nullptr && !request->recv.empty()) {
-      std::memcpy(request->out, request->recv.data(), request->recv.size());
+    if (request->abandoned) {
+      delete request;  // its communicator may be gone (Remains in ../mpi_communicator.cc keeps it, but not its spares)
+    } else {
+      if (request->out != nullptr && !request->recv.empty()) {
+        std::memcpy(request->out, request->recv.data(), request->recv.size());
+      }
+      recycle(request);
     }
-    delete request;
   }
   return 0;
 }
