@@ -203,6 +203,9 @@ typedef struct hxrt_llm_options {
    * starts (`mpirun -np N program`), each loading it with the same options. Rank 0 generates (hxrt_llm_is_leader);
    * the others call hxrt_llm_follow. 0 or 1 (hxrt_llm_options_init: 1): one process. */
   int32_t tensor_parallel;
+  /* Pipeline parallelism (ABI 4): > 1 splits the layers among that many processes started by mpirun, likewise
+   * (any head count; not with tensor_parallel > 1). 0 or 1 (hxrt_llm_options_init: 1): one process. */
+  int32_t pipeline_parallel;
 } hxrt_llm_options;
 
 typedef enum hxrt_finish_reason {
@@ -267,7 +270,7 @@ HXRT_API void hxrt_llm_cancel(hxrt_llm* llm);
  * `capacity` are written to `tokens` (may be NULL with capacity 0 to ask for the count). */
 HXRT_API hxrt_status hxrt_llm_tokenize(hxrt_llm* llm, const char* text, int32_t* tokens, size_t capacity,
                                        size_t* count);
-/* Tensor parallelism (hxrt_llm_options.tensor_parallel, ABI 4): 1 on the rank that generates (and without
+/* Tensor or pipeline parallelism (hxrt_llm_options, ABI 4): 1 on the rank that generates (and without
  * parallelism), 0 on the others; those call hxrt_llm_follow, which runs the leader's forwards and returns when the
  * leader destroys its hxrt_llm (HXRT_OK), or with the error of the rank that failed. */
 HXRT_API int hxrt_llm_is_leader(const hxrt_llm* llm);

@@ -164,12 +164,14 @@ class LLM:
     decoding by prompt lookup (up to that many tokens drafted a step and verified in one forward; the output is
     the same). tensor_parallel > 1 runs the model across that many processes started by `mpirun -np N python ...`
     (docs/scale-out.md): every process makes the LLM with the same arguments; the one whose is_leader is true
-    generates, the others call follow(), which returns when the leader's LLM is gone."""
+    generates, the others call follow(), which returns when the leader's LLM is gone. pipeline_parallel > 1 splits
+    the layers among the processes instead (any head count)."""
 
     def __init__(self, model: Optional[str] = None, device: str = "cpu", threads: int = 0, kv_tokens: int = 4096,
-                 chat_template: Optional[str] = None, draft_max: int = 0, tensor_parallel: int = 1):
+                 chat_template: Optional[str] = None, draft_max: int = 0, tensor_parallel: int = 1,
+                 pipeline_parallel: int = 1):
         self._llm = _hxrt.LLM(None if model is None else str(model), device, threads, kv_tokens, 16, chat_template,
-                              int(draft_max), int(tensor_parallel))
+                              int(draft_max), int(tensor_parallel), int(pipeline_parallel))
 
     @property
     def is_leader(self) -> bool:

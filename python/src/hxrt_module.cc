@@ -239,7 +239,8 @@ class Stream {
 class Llm {
  public:
   Llm(const std::optional<std::string>& model, const std::string& device, int threads, int64_t kv_tokens,
-      int max_sequences, const std::optional<std::string>& chat_template, int draft_max, int tensor_parallel) {
+      int max_sequences, const std::optional<std::string>& chat_template, int draft_max, int tensor_parallel,
+      int pipeline_parallel) {
     hxrt::llm::LlmOptions options;
     options.model = model.value_or("");
     options.chat_template = chat_template.value_or("");
@@ -249,6 +250,7 @@ class Llm {
     options.engine.max_sequences = max_sequences;
     options.engine.speculative.draft_max = draft_max;  // Note [Speculative decoding] (llm/engine.cc)
     options.tensor_parallel = tensor_parallel;         // docs/scale-out.md
+    options.pipeline_parallel = pipeline_parallel;
     nb::gil_scoped_release release;
     llm_ = take(hxrt::llm::Llm::load(options));
   }
@@ -406,9 +408,10 @@ NB_MODULE(_hxrt, m) {
 
   nb::class_<Llm>(m, "LLM")
       .def(nb::init<const std::optional<std::string>&, const std::string&, int, int64_t, int,
-                    const std::optional<std::string>&, int, int>(),
+                    const std::optional<std::string>&, int, int, int>(),
            "model"_a = nb::none(), "device"_a = "cpu", "threads"_a = 0, "kv_tokens"_a = 4096, "max_sequences"_a = 16,
-           "chat_template"_a = nb::none(), "draft_max"_a = 0, "tensor_parallel"_a = 1)
+           "chat_template"_a = nb::none(), "draft_max"_a = 0, "tensor_parallel"_a = 1,
+           "pipeline_parallel"_a = 1)
       .def_prop_ro("model_path", &Llm::model_path)
       .def_prop_ro("is_leader", &Llm::is_leader)
       .def("follow", &Llm::follow)

@@ -134,6 +134,8 @@ def test_tensor_parallel_outside_mpirun_says_how_to_start_it(llm):
     if "OMPI_COMM_WORLD_SIZE" not in os.environ:
         with pytest.raises(hxrt.Error, match="mpirun -np 3"):
             hxrt.LLM(default_model(), kv_tokens=256, tensor_parallel=3)
+        with pytest.raises(hxrt.Error, match="mpirun -np 2"):
+            hxrt.LLM(default_model(), kv_tokens=256, pipeline_parallel=2)
 
 
 def test_grammars_and_json_schemas_constrain_the_text(llm):

@@ -652,6 +652,7 @@ void hxrt_llm_options_init(hxrt_llm_options* options) {
   *options = hxrt_llm_options{};
   options->kv_tokens = 4096;
   options->tensor_parallel = 1;
+  options->pipeline_parallel = 1;
 }
 
 void hxrt_generate_options_init(hxrt_generate_options* options) {
@@ -684,6 +685,7 @@ hxrt_status hxrt_llm_load(const hxrt_llm_options* options, hxrt_llm** llm) {
     llm_options.engine.kv_budget_tokens = o.kv_tokens;
     llm_options.engine.speculative.draft_max = o.draft_max;  // Engine::create checks its range
     llm_options.tensor_parallel = o.tensor_parallel == 0 ? 1 : o.tensor_parallel;
+    llm_options.pipeline_parallel = o.pipeline_parallel == 0 ? 1 : o.pipeline_parallel;
     auto handle = std::make_unique<hxrt_llm>();
     HXRT_ASSIGN_OR_RETURN(handle->llm, hxrt::llm::Llm::load(llm_options));
     *llm = handle.release();

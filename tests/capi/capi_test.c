@@ -474,6 +474,10 @@ static void test_llm(void) {
       CHECK(hxrt_llm_load(&options, &parallel) == HXRT_FAILED_PRECONDITION);
       CHECK(contains(hxrt_last_error_message(), "mpirun -np 3"));
       options.tensor_parallel = 1;
+      options.pipeline_parallel = 2;
+      CHECK(hxrt_llm_load(&options, &parallel) == HXRT_FAILED_PRECONDITION);
+      CHECK(contains(hxrt_last_error_message(), "mpirun -np 2"));
+      options.pipeline_parallel = 1;
     }
   }
 
