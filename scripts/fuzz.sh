@@ -4,13 +4,13 @@
 # timeout or a broken invariant; the input is left in build-fuzz/findings/<target>/.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: npy gguf graph_file tokenizer chat_template serve_request
 #                                                  onnx_import model_family grammar
-#                                                  json_schema tool_calls)
+#                                                  json_schema tool_calls step_message)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-30}
 shift || true
 TARGETS_TO_RUN=("$@")
-if [ ${#TARGETS_TO_RUN[@]} -eq 0 ]; then TARGETS_TO_RUN=(npy gguf graph_file tokenizer chat_template serve_request onnx_import model_family grammar json_schema tool_calls); fi
+if [ ${#TARGETS_TO_RUN[@]} -eq 0 ]; then TARGETS_TO_RUN=(npy gguf graph_file tokenizer chat_template serve_request onnx_import model_family grammar json_schema tool_calls step_message); fi
 
 fuzz_targets=()
 for t in "${TARGETS_TO_RUN[@]}"; do fuzz_targets+=("fuzz_$t"); done

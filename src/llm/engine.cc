@@ -807,11 +807,11 @@ Result<runtime::TensorMap> Engine::forward_pipeline(const runtime::TensorMap& in
   const int rank = pp_->rank();
   const int last = pp_->size() - 1;
   const int parts = options_.micro_batches > 0 ? options_.micro_batches : pp_->size();
-  HXRT_ASSIGN_OR_RETURN(std::vector<pp::MicroBatch> micro_batches, pp::split_micro_batches(inputs, parts));
+  HXRT_ASSIGN_OR_RETURN(std::vector<llm::step::MicroBatch> micro_batches, llm::step::split_micro_batches(inputs, parts));
   const int64_t n_embd = config_.n_embd;
   const int64_t vocab = config_.vocab_size;
   int64_t n_outputs = 0;
-  for (const pp::MicroBatch& mb : micro_batches) n_outputs += mb.n_outputs;
+  for (const llm::step::MicroBatch& mb : micro_batches) n_outputs += mb.n_outputs;
   // Rank 0 takes the last stage's logits on a thread of its own (Note [Pipeline-parallel engine]).
   std::vector<float> logits;
   std::future<Status> received;
@@ -819,7 +819,7 @@ Result<runtime::TensorMap> Engine::forward_pipeline(const runtime::TensorMap& in
     logits.resize(static_cast<size_t>(n_outputs * vocab));
     received = std::async(std::launch::async, [&]() -> Status {
       int64_t row = 0;
-      for (const pp::MicroBatch& mb : micro_batches) {
+      for (const llm::step::MicroBatch& mb : micro_batches) {
         HXRT_RETURN_IF_ERROR(pp_logits_->recv(logits.data() + row * vocab, static_cast<size_t>(mb.n_outputs * vocab),
                                               DType::kF32, last));
         row += mb.n_outputs;
@@ -831,7 +831,7 @@ Result<runtime::TensorMap> Engine::forward_pipeline(const runtime::TensorMap& in
     runtime::RunOptions run_options;
     run_options.timeout = timeout;
     for (size_t i = 0; i < micro_batches.size(); ++i) {
-      pp::MicroBatch& mb = micro_batches[i];
+      llm::step::MicroBatch& mb = micro_batches[i];
       const std::string what = fmt::format("pipeline stage {} (layers {}..{}), micro-batch {} of {}", rank,
                                            first_layer_, end_layer_ - 1, i + 1, micro_batches.size());
       if (rank > 0) {

@@ -7,13 +7,11 @@
 #include "hxrt/base/status.h"
 #include "hxrt/comm/communicator.h"
 #include "hxrt/runtime/executor.h"
+#include "llm/step_message.h"
 
 namespace hxrt::llm::tp {
 
-struct Step {
-  runtime::TensorMap inputs;
-  bool decode_only = false;
-};
+using step::Step;
 
 // Leader: this step's forward inputs (the decoder's i32 inputs) to every follower.
 Status send_step(comm::Communicator& group, const runtime::TensorMap& inputs, bool decode_only);

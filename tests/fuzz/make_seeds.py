@@ -333,3 +333,36 @@ write("onnx_import", "conv_pool.onnx", onnx_model(
     [onnx_value_info("x", ONNX_FLOAT, [1, 1, 4, 4])], [onnx_value_info("y", ONNX_FLOAT, [1, 2, 1, 1])],
     [onnx_tensor("k", ONNX_FLOAT, [2, 1, 3, 3], [0.1 * i for i in range(18)]),
      onnx_tensor("kb", ONNX_FLOAT, [2], [0.5, -0.5])], opset=11))
+
+
+# ---- step messages of parallel engines (fuzz_step_message; llm/step_message.h) ----
+STEP_MESSAGE = 0x5458535445500001
+STEP_INPUTS = ["tokens", "positions", "token_seq", "block_tables", "logit_rows", "embed_rows", "block_tables_local"]
+
+
+def step_message(decode_only, tensors):
+    """tensors: name -> (shape, values). The header (kind, decode_only, then present/dim0/dim1 per input) and the
+    int32 payload, as step::encode_step writes them."""
+    header = [STEP_MESSAGE, 1 if decode_only else 0]
+    payload = []
+    for name in STEP_INPUTS:
+        if name not in tensors:
+            header += [0, 0, 0]
+            continue
+        shape, values = tensors[name]
+        header += [1, shape[0], shape[1] if len(shape) == 2 else -1]
+        payload += values
+    return struct.pack("<%dq" % len(header), *header) + struct.pack("<%di" % len(payload), *payload)
+
+
+# A decode step of three sequences (one token each), block tables of width 2.
+write("step_message", "decode3.bin", step_message(True, {
+    "tokens": ([3], [11, 12, 13]), "positions": ([3], [5, 9, 2]), "token_seq": ([3], [0, 1, 2]),
+    "block_tables": ([3, 2], [0, 1, 2, -1, 3, -1]), "logit_rows": ([3], [0, 1, 2])}))
+# A prefill of 4 tokens beside a decode token, every prompt row scored, with a window cache's tables.
+write("step_message", "mixed.bin", step_message(False, {
+    "tokens": ([5], [1, 2, 3, 4, 9]), "positions": ([5], [0, 1, 2, 3, 7]), "token_seq": ([5], [0, 0, 0, 0, 1]),
+    "block_tables": ([2, 1], [0, 4]), "logit_rows": ([5], [0, 1, 2, 3, 4]),
+    "block_tables_local": ([2, 1], [1, 5])}))
+# The stop message.
+write("step_message", "stop.bin", struct.pack("<%dq" % (2 + 3 * 7), *([0] * (2 + 3 * 7))))
