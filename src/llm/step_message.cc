@@ -68,7 +68,8 @@ Status encode_step(const Inputs& inputs, bool decode_only, Header* header, std::
     const std::vector<int32_t> v = values(*t);
     payload->insert(payload->end(), v.begin(), v.end());
   }
-  for (const auto& [name, tensor] : inputs) {
+  for (const auto& entry : inputs) {
+    const std::string& name = entry.first;
     if (std::find_if(kInputs.begin(), kInputs.end(), [&](const char* known) { return name == known; }) ==
         kInputs.end()) {
       return internal_error("step message: input '{}' has no place in it", name);
