@@ -177,10 +177,12 @@ Status Communicator::check_peer(std::string_view what, int peer) const {
 
 Status Communicator::execute(std::string_view what, const Operation& operation, const std::atomic<bool>* cancel) {
   std::lock_guard<std::mutex> run_lock(run_mutex_);
-  const std::string where = fmt::format("{} of {} × {} on {}", what, operation.count, dtype_name(operation.dtype),
-                                        describe());
+  // Formatted only on failure: a decode step runs dozens of collectives.
+  const auto where = [&] {
+    return fmt::format("{} of {} × {} on {}", what, operation.count, dtype_name(operation.dtype), describe());
+  };
   if (Status earlier = status(); !earlier.ok()) {
-    return std::move(earlier).with_context(fmt::format("{}: the communicator failed earlier", where));
+    return std::move(earlier).with_context(fmt::format("{}: the communicator failed earlier", where()));
   }
   Status status = [&]() -> Status {
     if (!is_collective_dtype(operation.dtype)) {
@@ -216,7 +218,7 @@ Status Communicator::execute(std::string_view what, const Operation& operation, 
     return ok_status();
   }();
   if (status.ok()) return status;
-  status = std::move(status).with_context(where);
+  status = std::move(status).with_context(where());
   // A peer's notice fails this rank without a notice back (the peer knows); anything else is news to the others.
   if (std::exchange(peer_failed_, false)) {
     fail(status);

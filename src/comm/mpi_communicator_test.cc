@@ -14,11 +14,12 @@
 #include "hxrt/base/float16.h"
 #include "hxrt/comm/communicator.h"
 #include "hxrt/hal/driver.h"
+#include "testing/mpi_world.h"
 
 namespace hxrt::comm {
 namespace {
 
-std::shared_ptr<Communicator> g_world;
+const std::shared_ptr<Communicator>& g_world = hxrt::testing::mpi_world();
 
 std::shared_ptr<Communicator> fresh(const std::string& name, hal::Duration timeout = std::chrono::seconds(60)) {
   Result<std::shared_ptr<Communicator>> c = g_world->split(0, g_world->rank(), name);
@@ -345,16 +346,3 @@ TEST(MpiFailures, BadArgumentsOnOneRankReachTheOthers) {
 
 }  // namespace
 }  // namespace hxrt::comm
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  hxrt::Result<std::shared_ptr<hxrt::comm::Communicator>> world = hxrt::comm::world({.backend = "mpi"});
-  if (!world.ok()) {
-    std::fprintf(stderr, "%s\n", world.status().to_string().c_str());
-    return 1;
-  }
-  hxrt::comm::g_world = *world;
-  const int result = RUN_ALL_TESTS();
-  hxrt::comm::g_world.reset();
-  return result;
-}

@@ -49,7 +49,6 @@ class Builder {
   Result<std::vector<std::string>> row_slices(const std::string& name, const std::vector<int64_t>& rows,
                                               const std::vector<std::string>& parts) {
     HXRT_ASSIGN_OR_RETURN(const formats::GgufTensor* tensor, file_.tensor(name));
-    HXRT_ASSIGN_OR_RETURN(const DType dtype, file_.tensor_dtype(*tensor));
     HXRT_ASSIGN_OR_RETURN(const graph::WeightData data, file_.weight(*tensor));
     const Shape shape = tensor->shape();
     int64_t total = 0;
@@ -57,17 +56,11 @@ class Builder {
     if (shape.rank() < 1 || shape.rank() > 2 || shape.dim(0) != total || data.size % static_cast<uint64_t>(total) != 0) {
       return invalid_argument("tensor '{}' of shape {} cannot be split into row ranges of {} rows", name, shape, total);
     }
-    const uint64_t row_bytes = data.size / static_cast<uint64_t>(total);
     std::vector<std::string> out;
-    uint64_t offset = 0;
+    int64_t begin = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
-      std::vector<graph::Dim> dims = {graph::Dim(rows[i])};
-      if (shape.rank() == 2) dims.emplace_back(shape.dim(1));
-      const uint64_t bytes = static_cast<uint64_t>(rows[i]) * row_bytes;
-      graph::WeightData part{data.data + offset, bytes, data.keepalive};
-      out.push_back(fmt::format("{}[{}]", name, parts[i]));
-      HXRT_RETURN_IF_ERROR(graph_.add_initializer(out.back(), {dtype, graph::SymShape(std::move(dims))}, std::move(part)).status());
-      offset += bytes;
+      HXRT_ASSIGN_OR_RETURN(out.emplace_back(), row_range(name, begin, rows[i], parts[i]));
+      begin += rows[i];
     }
     return out;
   }

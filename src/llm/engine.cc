@@ -835,9 +835,14 @@ Result<runtime::TensorMap> Engine::forward_pipeline(const runtime::TensorMap& in
       const std::string what = fmt::format("pipeline stage {} (layers {}..{}), micro-batch {} of {}", rank,
                                            first_layer_, end_layer_ - 1, i + 1, micro_batches.size());
       if (rank > 0) {
-        std::vector<float> hidden(static_cast<size_t>(mb.n_tokens * n_embd));
-        HXRT_RETURN_IF_ERROR_CTX(pp_->recv(hidden.data(), hidden.size(), DType::kF32, rank - 1), "{}", what);
-        mb.inputs.insert_or_assign(decoder::kHiddenIn, HostTensor::f32(Shape{mb.n_tokens, n_embd}, hidden));
+        // Received straight into the stage's input tensor.
+        HostTensor& hidden = mb.inputs[decoder::kHiddenIn];
+        hidden.dtype = DType::kF32;
+        hidden.shape = Shape{mb.n_tokens, n_embd};
+        hidden.bytes.resize(static_cast<size_t>(mb.n_tokens * n_embd) * sizeof(float));
+        HXRT_RETURN_IF_ERROR_CTX(
+            pp_->recv(hidden.bytes.data(), static_cast<size_t>(mb.n_tokens * n_embd), DType::kF32, rank - 1), "{}",
+            what);
       }
       Result<runtime::TensorMap> out = executor_->run(mb.inputs, run_options);
       if (!out.ok()) return std::move(out).take_status().with_context(what);

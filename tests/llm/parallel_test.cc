@@ -17,11 +17,12 @@
 #include "hxrt/llm/llm.h"
 #include "llm/testing/tiny_llama.h"
 #include "testing/default_model.h"
+#include "testing/mpi_world.h"
 
 namespace hxrt::llm {
 namespace {
 
-std::shared_ptr<comm::Communicator> g_world;
+const std::shared_ptr<comm::Communicator>& g_world = hxrt::testing::mpi_world();
 
 enum class Parallel { kNone, kTensor, kPipeline };
 
@@ -36,6 +37,33 @@ LlmOptions options_for(const std::string& model, Parallel parallel) {
   return options;
 }
 
+// On ranks other than 0: follows `engine` until rank 0's engine is destroyed, and returns true (the caller is done
+// with this case). False on rank 0.
+bool follows(Engine& engine) {
+  if (g_world->rank() == 0) return false;
+  Status followed = engine.follow();
+  EXPECT_TRUE(followed.ok()) << followed.to_string();
+  return true;
+}
+
+// Submits every request at once (a batch), runs them to the end, and returns their results in submission order.
+std::vector<RequestResult> run_all(Engine& engine, const std::vector<Request>& requests) {
+  std::vector<RequestId> ids;
+  for (const Request& r : requests) {
+    Result<RequestId> id = engine.submit(r);
+    EXPECT_TRUE(id.ok()) << id.status().to_string();
+    ids.push_back(id.ok() ? *id : -1);
+  }
+  EXPECT_TRUE(engine.run_until_idle().ok());
+  std::vector<RequestResult> results(ids.size());
+  for (RequestResult& r : engine.take_finished()) {
+    EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+    const auto at = std::find(ids.begin(), ids.end(), r.id);
+    if (at != ids.end()) results[static_cast<size_t>(at - ids.begin())] = std::move(r);
+  }
+  return results;
+}
+
 // Every rank loads the parallel model; the followers follow until rank 0's `lead` returns and its engine is
 // destroyed. Rank 0 gets the model and the reference.
 template <typename Lead>
@@ -44,11 +72,7 @@ void run_parallel(Lead lead, Parallel kind = Parallel::kTensor) {
   if (model.empty()) GTEST_SKIP() << hxrt::testing::kDefaultModelMissing;
   Result<std::unique_ptr<Llm>> parallel = Llm::load(options_for(model, kind));
   ASSERT_TRUE(parallel.ok()) << parallel.status().to_string();
-  if (g_world->rank() != 0) {
-    Status followed = (*parallel)->engine().follow();
-    EXPECT_TRUE(followed.ok()) << followed.to_string();
-    return;
-  }
+  if (follows((*parallel)->engine())) return;
   Result<std::unique_ptr<Llm>> reference = Llm::load(options_for(model, Parallel::kNone));
   ASSERT_TRUE(reference.ok()) << reference.status().to_string();
   lead(**parallel, **reference);
@@ -153,11 +177,7 @@ TEST(TensorParallelTiny, EveryShardingGivesTheReferenceLogits) {
     options.tensor_parallel = g_world;
     Result<std::unique_ptr<Engine>> engine = Engine::create(**session, model->file(), options);
     ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-    if (g_world->rank() != 0) {
-      Status followed = (*engine)->follow();
-      EXPECT_TRUE(followed.ok()) << followed.to_string();
-      continue;
-    }
+    if (follows(**engine)) continue;
     std::vector<int32_t> prompt;
     for (int i = 0; i < 23; ++i) prompt.push_back((i * 37 + 5) % spec.vocab);
     Request request;
@@ -260,19 +280,8 @@ TEST(TensorParallel, BatchedRequestsGetTheOneRankTokens) {
       requests.push_back(request);
     }
     // All three at once: batched prefill and decode steps, the batch's inputs broadcast to the followers.
-    auto run = [&](Engine& engine) {
-      std::vector<RequestId> ids;
-      for (const Request& r : requests) ids.push_back(*engine.submit(r));
-      EXPECT_TRUE(engine.run_until_idle().ok());
-      std::vector<RequestResult> results(ids.size());
-      for (RequestResult& r : engine.take_finished()) {
-        EXPECT_TRUE(r.status.ok()) << r.status.to_string();
-        results[static_cast<size_t>(std::find(ids.begin(), ids.end(), r.id) - ids.begin())] = std::move(r);
-      }
-      return results;
-    };
-    const std::vector<RequestResult> expected = run(reference.engine());
-    const std::vector<RequestResult> got = run(parallel.engine());
+    const std::vector<RequestResult> expected = run_all(reference.engine(), requests);
+    const std::vector<RequestResult> got = run_all(parallel.engine(), requests);
     ASSERT_EQ(got.size(), expected.size());
     for (size_t r = 0; r < got.size(); ++r) compare(got[r], expected[r], "request " + std::to_string(r));
   });
@@ -316,11 +325,7 @@ TEST(PipelineParallelTiny, StagesGiveTheOneRankBits) {
     parallel_options.pipeline_parallel = g_world;
     Result<std::unique_ptr<Engine>> engine = Engine::create(**session, model->file(), parallel_options);
     ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-    if (g_world->rank() != 0) {
-      Status followed = (*engine)->follow();
-      EXPECT_TRUE(followed.ok()) << followed.to_string();
-      continue;
-    }
+    if (follows(**engine)) continue;
     auto reference_session = runtime::Session::create(drivers, "cpu");
     ASSERT_TRUE(reference_session.ok());
     Result<std::unique_ptr<Engine>> reference = Engine::create(**reference_session, model->file(), options);
@@ -333,16 +338,9 @@ TEST(PipelineParallelTiny, StagesGiveTheOneRankBits) {
       request.return_logits = true;
       requests.push_back(request);
     }
-    for (Engine* e : {reference->get(), engine->get()}) {
-      for (const Request& r : requests) ASSERT_TRUE(e->submit(r).ok());
-      ASSERT_TRUE(e->run_until_idle().ok());
-    }
-    std::vector<RequestResult> expected = (*reference)->take_finished();
-    std::vector<RequestResult> got = (*engine)->take_finished();
+    const std::vector<RequestResult> expected = run_all(**reference, requests);
+    const std::vector<RequestResult> got = run_all(**engine, requests);
     ASSERT_EQ(got.size(), expected.size());
-    const auto by_id = [](const RequestResult& a, const RequestResult& b) { return a.id < b.id; };
-    std::sort(got.begin(), got.end(), by_id);
-    std::sort(expected.begin(), expected.end(), by_id);
     for (size_t r = 0; r < got.size(); ++r) {
       EXPECT_EQ(got[r].tokens, expected[r].tokens) << dtype_name(weights) << " request " << r;
       EXPECT_EQ(got[r].logits, expected[r].logits) << dtype_name(weights) << " request " << r;
@@ -362,16 +360,9 @@ TEST(PipelineParallel, TheDefaultModelGivesTheOneRankBits) {
           request.return_logits = true;
           requests.push_back(request);
         }
-        for (Engine* e : {&reference.engine(), &parallel.engine()}) {
-          for (const Request& r : requests) ASSERT_TRUE(e->submit(r).ok());
-          ASSERT_TRUE(e->run_until_idle().ok());
-        }
-        std::vector<RequestResult> expected = reference.engine().take_finished();
-        std::vector<RequestResult> got = parallel.engine().take_finished();
+        const std::vector<RequestResult> expected = run_all(reference.engine(), requests);
+        const std::vector<RequestResult> got = run_all(parallel.engine(), requests);
         ASSERT_EQ(got.size(), expected.size());
-        const auto by_id = [](const RequestResult& a, const RequestResult& b) { return a.id < b.id; };
-        std::sort(got.begin(), got.end(), by_id);
-        std::sort(expected.begin(), expected.end(), by_id);
         for (size_t r = 0; r < got.size(); ++r) {
           EXPECT_TRUE(got[r].status.ok()) << got[r].status.to_string();
           EXPECT_EQ(got[r].tokens, expected[r].tokens) << "request " << r;
@@ -385,16 +376,3 @@ TEST(PipelineParallel, TheDefaultModelGivesTheOneRankBits) {
 
 }  // namespace
 }  // namespace hxrt::llm
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  hxrt::Result<std::shared_ptr<hxrt::comm::Communicator>> world = hxrt::comm::world({.backend = "mpi"});
-  if (!world.ok()) {
-    std::fprintf(stderr, "%s\n", world.status().to_string().c_str());
-    return 1;
-  }
-  hxrt::llm::g_world = *world;
-  const int result = RUN_ALL_TESTS();
-  hxrt::llm::g_world.reset();
-  return result;
-}
