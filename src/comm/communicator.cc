@@ -291,7 +291,12 @@ Status Communicator::enqueue(hal::Stream& stream, std::string what, Operation op
   auto on_skip = [this, what](const Status& error) {
     abort(Status(error).with_context(fmt::format("rank {} skipped {}: its stream failed first", rank_, what)));
   };
-  return stream.host_task(std::move(task), std::move(on_skip));
+  Status enqueued = stream.host_task(std::move(task), std::move(on_skip));
+  if (!enqueued.ok()) {
+    // The stream failed before the collective could even be queued: this rank will not come either.
+    abort(Status(enqueued).with_context(fmt::format("rank {} could not enqueue {}", rank_, what)));
+  }
+  return enqueued;
 }
 
 Status Communicator::all_reduce(hal::Stream& stream, hal::BufferView send, hal::BufferView recv, DType dtype,

@@ -310,6 +310,11 @@ TEST(MpiFailures, ARankWhoseStreamFailsIsNamedByTheOthers) {
   ASSERT_TRUE(buffer.ok());
   ASSERT_TRUE((*stream)->fill(**buffer, 0, 4).ok());
   if (c->rank() == failing) {
+    // Busy first, so that the collective is queued behind the failure rather than refused at enqueue.
+    ASSERT_TRUE((*stream)->host_task([](const hal::HostTaskContext&) {
+                  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                  return ok_status();
+                }).ok());
     ASSERT_TRUE((*stream)->host_task([](const hal::HostTaskContext&) { return internal_error("kernel blew up"); }).ok());
   }
   const auto start = std::chrono::steady_clock::now();
