@@ -13,6 +13,7 @@
 #include "hxrt/base/check.h"
 #include "hxrt/base/float16.h"
 #include "hxrt/ops/kernel_def.h"
+#include "kernels/cpu/quant_matmul_blockint.h"
 #include "kernels/cpu/quant_matmul_kquant.h"
 #include "kernels/cpu/quant_simd.h"
 #include "kernels/cpu/quant_matmul_vnni.h"
@@ -501,6 +502,7 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
   std::vector<BlockQ8A> aq;  // (m, k / 32) quantized activations
   const int64_t nb = k / kQuantBlock;
   // AVX-512 VNNI: the activations in the kernels' layout, (m, nb) (Note [VNNI-512 pairs] in quant_matmul_vnni.h).
+  const bool blockint_w = blockint::handles(w_type);  // Note [Block integers] in quant_matmul_blockint.h
   const bool kquant_w = kquant::handles(w_type);
   const int group = activation_group(w_type);
   const bool vnni512 = vnni512::handles(w_type) && isa == QuantIsa::kAvx512Vnni;
@@ -532,6 +534,11 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
       const auto* wb = static_cast<const std::byte*>(out.w);
       const float* bias = out.bias;
       float* y = out.y;
+      if (blockint_w) {
+        blockint::tile(w_type, isa, aq.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
+                       w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);
+        continue;
+      }
       if (vnni512) {
         vnni512::tile(w_type, act.data() + i0 * nb, i1 - i0, wb + static_cast<uint64_t>(j0) * w_row_bytes,
                       w_row_bytes, nb, j1 - j0, bias != nullptr ? bias + j0 : nullptr, y + i0 * n + j0, n);

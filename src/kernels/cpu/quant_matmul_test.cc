@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hxrt/base/float16.h"
+#include "hxrt/base/quant_blocks.h"
 #include "hxrt/base/quant_types.h"
 #include "hxrt/graph/graph.h"
 #include "hxrt/ops/op_schema.h"
@@ -61,9 +62,9 @@ std::vector<double> reference(DType type, const std::vector<float>& a, int64_t m
   }
   std::vector<double> y(static_cast<size_t>(m * n));
   if (quantize_a) {
-    // Per block: d_a · Σ (w_i - c) q_i + c · s_a, where c is the block's offset (q4_1: m, q4_0: -8 d, q8_0: 0) and
-    // s_a the activation block's stored scaled sum, exactly as the kernels factor it. The other types' offsets use
-    // the exact integer sums (Note [Runs] in quant_matmul_kquant.h): c = 0.
+    // Per block: d_a · Σ (w_i - c) q_i + c · s_a, where c is q4_1's offset m and s_a the activation block's stored
+    // scaled sum, exactly as the kernels factor it. The other types' offsets use the exact integer sums (Note [Runs]
+    // in quant_matmul_kquant.h, Note [Block integers] in quant_matmul_blockint.h): c = 0.
     const int64_t nb = k / kQuantBlock;
     std::vector<BlockQ8A> blocks(static_cast<size_t>(nb));
     for (int64_t i = 0; i < m; ++i) {
@@ -71,10 +72,9 @@ std::vector<double> reference(DType type, const std::vector<float>& a, int64_t m
       for (int64_t j = 0; j < n; ++j) {
         double sum = bias != nullptr ? bias[j] : 0.0;
         for (int64_t b = 0; b < nb; ++b) {
-          double c = 0.0;  // q4_0 and q4_1 only (their blocks are the activation's)
+          double c = 0.0;  // q4_1 only (its blocks are the activation's)
           const std::byte* row = w.data() + j * row_bytes;
           if (type == DType::kQ4_1) c = f16_to_f32(reinterpret_cast<const BlockQ4_1*>(row)[b].m);
-          if (type == DType::kQ4_0) c = -8.0 * f16_to_f32(reinterpret_cast<const BlockQ4_0*>(row)[b].d);
           const BlockQ8A& ab = blocks[static_cast<size_t>(b)];
           double dot = 0.0;
           for (int64_t p = 0; p < kQuantBlock; ++p) {
@@ -208,7 +208,7 @@ TEST(QuantMatMulTest, SuperBlockActivationsShareOneScale) {
 
 // The error bound of Note [Error bounds] (base/quant_types.cc) for Y[i, j] of a quantized W against exact f32
 // activations: per activation group (32 values, or 256 for the super-block types), |Δa| <= max|a_group| · (1/254 +
-// 2⁻¹¹) on each value, plus the f16 rounding of q4_0/q4_1's scaled sums (|c| · 2⁻¹¹ · Σ|a| per block) and float
+// 2⁻¹¹) on each value, plus the f16 rounding of q4_1's scaled sums (|c| · 2⁻¹¹ · Σ|a| per block) and float
 // accumulation (2⁻²⁰ · Σ|w·a|).
 double error_bound(DType type, const float* a, const double* w, const std::byte* w_row, int64_t k) {
   const int64_t group = activation_group(type) * kQuantBlock;
@@ -227,7 +227,6 @@ double error_bound(DType type, const float* a, const double* w, const std::byte*
       }
       double c = 0.0;
       if (type == DType::kQ4_1) c = f16_to_f32(reinterpret_cast<const BlockQ4_1*>(w_row)[b].m);
-      if (type == DType::kQ4_0) c = -8.0 * f16_to_f32(reinterpret_cast<const BlockQ4_0*>(w_row)[b].d);
       bound += amax * (1.0 / 254.0 + std::ldexp(1.0, -11)) * wsum + std::fabs(c) * std::ldexp(1.0, -11) * asum +
                std::ldexp(1.0, -20) * wa;
     }
@@ -413,6 +412,57 @@ TEST(QuantMatMulTest, Avx512VnniGivesTheAvx2Bits) {
           ASSERT_TRUE(
               quant_matmul(type, a.data(), m, k, w.data(), n, b, vnni.data(), {m, n}, QuantIsa::kAvx512Vnni).ok());
           EXPECT_EQ(std::memcmp(avx2.data(), vnni.data(), avx2.size() * sizeof(float)), 0);
+        }
+      }
+    }
+  }
+}
+
+// Note [Block integers] (quant_matmul_blockint.h), written out from its definition: per block the exact integer
+// Σ v·q, then acc = fma(float(isum), d_w · d_a, acc), then acc + bias. Every ISA — the scalar path too — gives these
+// bits for q4_0 and iq4_nl, alone, in decode-sized tiles (the in-place sixteen-row kernel) and in prefill tiles
+// (the stored panels), with partial sixteen-row groups and with and without bias.
+TEST(QuantMatMulTest, BlockIntegerTypesGiveTheDefinitionsBitsOnEveryIsa) {
+  std::mt19937 rng(21);
+  for (DType type : {DType::kQ4_0, DType::kIQ4_NL}) {
+    for (int64_t k : {32, 96, 576}) {
+      const int64_t nb = k / kQuantBlock;
+      for (int64_t m : {1, 3, 8, 9, 40}) {
+        const int64_t n = 37;
+        const std::vector<std::byte> w = random_weights(type, n, k, rng);
+        const std::vector<float> a = random_floats(m * k, rng);
+        const std::vector<float> bias = random_floats(n, rng);
+        const uint64_t row_bytes = storage_bytes(type, static_cast<uint64_t>(k)).value();
+        std::vector<BlockQ8A> aq(static_cast<size_t>(m * nb));
+        for (int64_t i = 0; i < m; ++i) quantize_activation_row(a.data() + i * k, k, aq.data() + i * nb);
+        for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+          std::vector<float> expected(static_cast<size_t>(m * n));
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w.data() + j * row_bytes);
+              float acc = 0.0f;
+              for (int64_t blk = 0; blk < nb; ++blk) {
+                const BlockQ8A& ab = aq[static_cast<size_t>(i * nb + blk)];
+                int32_t isum = 0;
+                for (int l = 0; l < 32; ++l) {
+                  const int nibble = l < 16 ? blocks[blk].qs[l] & 0x0F : blocks[blk].qs[l - 16] >> 4;
+                  const int v = type == DType::kQ4_0 ? nibble - 8 : kIQ4NLValues[static_cast<size_t>(nibble)];
+                  isum += v * ab.qs[l];
+                }
+                const float scale = f16_to_f32(blocks[blk].d) * ab.d;
+                acc = std::fma(static_cast<float>(isum), scale, acc);
+              }
+              expected[static_cast<size_t>(i * n + j)] = acc + (b != nullptr ? b[j] : 0.0f);
+            }
+          }
+          for (QuantIsa isa : supported_isas()) {
+            SCOPED_TRACE(fmt::format("{} {} m={} k={} bias={}", dtype_name(type), quant_isa_name(isa), m, k,
+                                     b != nullptr));
+            std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
+            ASSERT_TRUE(quant_matmul(type, a.data(), m, k, w.data(), n, b, y.data(), quant_matmul_tiles(m, n, 2),
+                                     isa).ok());
+            EXPECT_EQ(std::memcmp(y.data(), expected.data(), y.size() * sizeof(float)), 0);
+          }
         }
       }
     }

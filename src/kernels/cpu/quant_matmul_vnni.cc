@@ -353,11 +353,9 @@ void pack_activation_row(DType w_type, const BlockQ8A* row, int64_t nb, ActBlock
 bool handles(DType w_type) {
   switch (w_type) {
     case DType::kQ8_0:
-    case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kIQ4_NL: return true;
+    case DType::kQ5_1: return true;
     default: return false;
   }
 }

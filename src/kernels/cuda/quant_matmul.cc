@@ -1,4 +1,5 @@
-// MatMulQ on CUDA: Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]) with W in a GGUF layout (q8_0, q4_0, q4_1, f16, f32).
+// MatMulQ on CUDA: Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]) with W in a GGUF layout (q8_0, q4_1, f16, f32;
+// q4_0 and the other block types are kernels/jit/quant_blocks.cc's).
 //
 // Geometry: a block of WG threads owns WG output columns (W rows) and TILE_M activation rows; thread t computes
 // column blockIdx.x · WG + t for those rows, so every activation block it reads from shared memory serves TILE_M
@@ -7,7 +8,7 @@
 // Quantized W uses the CPU kernel's arithmetic (kernels/cpu/quant_matmul.h), as the OpenCL kernel does: the block
 // first quantizes its TILE_M activation rows into shared memory as quantize_activation_row does (q = rint(x · 127 /
 // max|x|), d = max|x| / 127 and s = d · Σq kept at f16 precision), then each W block contributes d_w · d_a · Σ w·q
-// (exact integer products) plus c_w · s_a (c_w = -8·d_w for q4_0, m for q4_1), accumulated in the CPU's eight lanes
+// (exact integer products) plus c_w · s_a (c_w = m for q4_1), accumulated in the CPU's eight lanes
 // (Note [CPU lanes] in kernels/opencl/quant_matmul.cc: lane l sums elements 4l..4l+3 of every block, reduced as
 // ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7))); f16/f32 W are float dot products in sixteen lanes, folded to
 // eight. So on CUDA, as on OpenCL, the results are bit-identical to the CPU's AVX2/AVX-512 paths.
@@ -40,7 +41,7 @@ constexpr int64_t kSharedLimit = 48 * 1024;   // static shared memory a CUDA blo
 constexpr int64_t kQ8ABytes = 32 + 2 * 4;     // one quantized activation block in shared memory: qs, d, s
 
 constexpr std::string_view kSource = R"CUDA(
-// WTYPE: 0 q8_0, 1 q4_0, 2 q4_1, 3 f16, 4 f32.
+// WTYPE: 0 q8_0, 2 q4_1, 3 f16, 4 f32.
 #ifndef WTYPE
 #define WTYPE 0
 #endif
@@ -58,9 +59,6 @@ constexpr std::string_view kSource = R"CUDA(
 #endif
 #if WTYPE == 0
 #define BLOCK_BYTES 34
-#define QS_OFFSET 2
-#elif WTYPE == 1
-#define BLOCK_BYTES 18
 #define QS_OFFSET 2
 #else
 #define BLOCK_BYTES 20
@@ -115,8 +113,6 @@ extern "C" __global__ void matmul_q(const float* __restrict__ a, const hx_u8* __
     const float dw = hx_half_to_float((hx_u16)(block[0] | (block[1] << 8)));
 #if WTYPE == 2
     const float cw = hx_half_to_float((hx_u16)(block[2] | (block[3] << 8)));
-#elif WTYPE == 1
-    const float cw = -8.0f * dw;
 #else
     const float cw = 0.0f;
 #endif
@@ -220,7 +216,6 @@ const CudaProgram& program() {
 int weight_code(DType w) {
   switch (w) {
     case DType::kQ8_0: return 0;
-    case DType::kQ4_0: return 1;
     case DType::kQ4_1: return 2;
     case DType::kF16: return 3;
     case DType::kF32: return 4;
@@ -237,7 +232,7 @@ Result<Geometry> geometry(const ops::TensorRef& a, const ops::TensorRef& w) {
   if (a.shape.rank() < 1) return invalid_argument("MatMulQ: A must have rank >= 1, got {}", a.shape);
   if (w.shape.rank() != 2) return invalid_argument("MatMulQ: W must be [N, K], got {}", w.shape);
   if (weight_code(w.dtype) < 0) {
-    return invalid_argument("MatMulQ: weight type {} is not supported (q8_0, q4_0, q4_1, f16, f32)", w.dtype);
+    return invalid_argument("MatMulQ: weight type {} is not supported (q8_0, q4_1, f16, f32)", w.dtype);
   }
   Geometry g;
   g.k = a.shape.dim(-1);
@@ -327,7 +322,7 @@ Status register_quant_matmul(ops::KernelRegistry& registry) {
   ops::KernelDef def = cuda_def("MatMulQ", "hxrt", 1, "MatMulQ",
                                 "q8 activations × GGUF blocks with integer dot products in the CPU's lane order; f16/f32 "
                                 "W in float; WG columns × TILE_M rows per block");
-  def.input_dtypes = {{DType::kF32}, {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32}, {DType::kF32}};
+  def.input_dtypes = {{DType::kF32}, {DType::kQ8_0, DType::kQ4_1, DType::kF16, DType::kF32}, {DType::kF32}};
   def.priority = 10;
   def.tiling = matmul_tiling;
   def.launch = matmul_launch;
@@ -339,8 +334,10 @@ Status register_quant_matmul(ops::KernelRegistry& registry) {
 std::vector<ProgramBuild> quant_matmul_builds() {
   std::vector<ProgramBuild> builds;
   // Every block type of kernels/jit/quant_blocks.cc, at a decode and a prefill tile.
-  for (int qtype : {6, 7, 20, 10, 11, 12, 13, 14, 23}) {
-    builds.push_back({quant_blocks_program().get(), jit::quant_gather_options(qtype, false), {"gather_rows_q"}});
+  for (int qtype : {2, 6, 7, 20, 10, 11, 12, 13, 14, 23}) {
+    if (qtype != 2) {  // q4_0's GatherRows is the per-backend one (kernels/jit/llm_ops.cc)
+      builds.push_back({quant_blocks_program().get(), jit::quant_gather_options(qtype, false), {"gather_rows_q"}});
+    }
     builds.push_back({quant_blocks_program().get(), jit::quant_matmul_options(qtype, 1, 48, true), {"matmul_kq"}});
     builds.push_back({quant_blocks_program().get(), jit::quant_matmul_options(qtype, 4, 48, false), {"matmul_kq"}});
   }
@@ -352,7 +349,7 @@ std::vector<ProgramBuild> quant_matmul_builds() {
     }
   }
   // SmolLM2's shapes: K = 576 (NB 18) and 1536 (NB 48), decode (TILE_M 1) and prefill (TILE_M 4) tiles.
-  for (int wtype = 0; wtype <= 4; ++wtype) {
+  for (int wtype : {0, 2, 3, 4}) {
     for (const auto& [tile_m, nb] : {std::pair<int, int>{1, 18}, {4, 48}}) {
       ops::Tiling tiling;
       tiling.values = {{"wg", kMaxGroup}, {"tile_m", tile_m}, {"nb", wtype < 3 ? nb : 0}};

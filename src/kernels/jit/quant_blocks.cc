@@ -1,6 +1,6 @@
 // The JIT backends' kernels of the block types with several scales per block or a non-uniform grid — q5_0, q5_1,
-// iq4_nl and the K-quants q2_K..q6_K, iq4_xs — written once: one device source for OpenCL and CUDA, whose first
-// lines map a few names onto each (address spaces, work-item ids, the barrier, kernel arguments). The block layouts
+// iq4_nl and the K-quants q2_K..q6_K, iq4_xs — and q4_0's MatMulQ, written once: one device source for OpenCL and
+// CUDA, whose first lines map a few names onto each (address spaces, work-item ids, the barrier, kernel arguments). The block layouts
 // are base/quant_blocks.h's, the type codes ggml's type ids (QTYPE), as everywhere else.
 //
 //   gather_rows_q: GatherRows, one work-item per output element, widening it with ggml's float arithmetic
@@ -11,7 +11,9 @@
 //                  in kernels/cpu/quant_matmul_kquant.h) and keeps the CPU AVX2 kernel's eight float lanes: lane l
 //                  accumulates fma(sc[l / 4] · Σ q·a over elements 4l..4l+3, d · d_a) and a scalar the min terms,
 //                  reduced as hsum256 — so the result is the CPU's bit for bit wherever it runs its AVX2 or
-//                  AVX-512 path (Note [CPU lanes] of the q8_0/q4 kernels).
+//                  AVX-512 path (Note [CPU lanes] of the q8_0/q4_1 kernels). q4_0 and iq4_nl instead sum each
+//                  block's lanes to one exact integer and take one float step per output and block (Note [Block
+//                  integers] in kernels/cpu/quant_matmul_blockint.h), bit-identical to the CPU on every ISA.
 // Grid of matmul_kq: (ceil(n / WG), ceil(m / TILE_M)); TILE_M is bucketed (1, 2, 4, 8) and lowered to keep the
 // quantized activations within kLocalBudget.
 #include <algorithm>
@@ -162,6 +164,9 @@ HXQ_FN float hxq_half(const hxq_u8* p) { return hx_half_to_float((hx_u16)(p[0] |
 #endif
 // The types whose runs have mins (their q are unsigned): the others skip the min terms, as the CPU kernel does.
 #define HAS_MINS (QTYPE == 7 || QTYPE == 10 || QTYPE == 12 || QTYPE == 13)
+// The types of Note [Block integers] (kernels/cpu/quant_matmul_blockint.h): one exact integer and one float step per
+// output and block, instead of the eight lanes.
+#define BLOCK_INTEGERS (QTYPE == 2 || QTYPE == 20)
 
 HXQ_FN int hxq_iq4(int nibble) {
   switch (nibble) {
@@ -299,6 +304,12 @@ HXQ_FN void hxq_run(const HXQ_GLOBAL hxq_u8* b, int j, int* q, int* sc, float* d
     q[l + 16] = hxq_iq4(b[2 + l] >> 4);
   }
   *d = hxq_half(b);
+#elif QTYPE == 2
+  for (int l = 0; l < 16; ++l) {
+    q[l] = (b[2 + l] & 0x0F) - 8;
+    q[l + 16] = (b[2 + l] >> 4) - 8;
+  }
+  *d = hxq_half(b);
 #elif QTYPE == 10
   for (int l = 0; l < 32; ++l) q[l] = (b[16 + 32 * (j / 4) + l] >> (2 * (j % 4))) & 3;
   sc[0] = b[2 * j] & 0x0F;
@@ -416,10 +427,14 @@ HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), H
   const int j = HXQ_GROUP_X * WG + tid;
   if (j >= n) return;
   float acc[TILE_M][8];  // the CPU's lanes: lane l sums d·d_a·(Σ_runs sc·(q·a over elements 4l..4l+3)) across blocks
+#if !BLOCK_INTEGERS
   float extra[TILE_M];   // the min terms
+#endif
   for (int r = 0; r < TILE_M; ++r) {
     for (int l = 0; l < 8; ++l) acc[r][l] = 0.0f;
+#if !BLOCK_INTEGERS
     extra[r] = 0.0f;
+#endif
   }
   const HXQ_GLOBAL hxq_u8* w_row = HXQ_PTR(const hxq_u8, w) + (long)j * (NB / RUNS) * BLOCK_BYTES;
   int q[32];
@@ -459,7 +474,13 @@ HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), H
       if (r >= rows) break;
       const float da = act_d[r * NB + b * RUNS];
       const float scale = d * da;
+#if BLOCK_INTEGERS
+      int total = 0;  // exact, so the order of this sum does not matter
+      for (int l = 0; l < 8; ++l) total += isum[r][l];
+      acc[r][0] = HXQ_FMA((float)total, scale, acc[r][0]);
+#else
       for (int l = 0; l < 8; ++l) acc[r][l] = HXQ_FMA((float)isum[r][l], scale, acc[r][l]);
+#endif
 #if HAS_MINS && RUNS > 1
       extra[r] = HXQ_FMA(-(mn[0] * da), (float)imin[r], extra[r]);  // the CPU's minus_block_mins
 #endif
@@ -470,7 +491,11 @@ HXQ_KERNEL matmul_kq(HXQ_IN(float, a), HXQ_IN(hxq_u8, w), HXQ_IN(float, bias), H
 #else
   const float bj = 0.0f;
 #endif
+#if BLOCK_INTEGERS
+  for (int r = 0; r < rows; ++r) HXQ_PTR(float, y)[(long)(i0 + r) * n + j] = acc[r][0] + bj;
+#else
   for (int r = 0; r < rows; ++r) HXQ_PTR(float, y)[(long)(i0 + r) * n + j] = (hxq_sum_lanes8(acc[r]) + extra[r]) + bj;
+#endif
 }
 
 // ---- mixture of experts (Note [Device experts]) ----
@@ -572,10 +597,13 @@ bool block_type(DType dtype) {
   }
 }
 
-std::vector<DType> block_types() {
+// MatMulQ's types here: the block types and q4_0 (Note [Block integers]; GatherRows of q4_0 is the per-backend one).
+bool matmul_type(DType dtype) { return block_type(dtype) || dtype == DType::kQ4_0; }
+
+std::vector<DType> types_where(bool (*pred)(DType)) {
   std::vector<DType> out;
   for (int i = 0; i < kDTypeCount; ++i) {
-    if (block_type(static_cast<DType>(i))) out.push_back(static_cast<DType>(i));
+    if (pred(static_cast<DType>(i))) out.push_back(static_cast<DType>(i));
   }
   return out;
 }
@@ -585,7 +613,7 @@ int qtype(DType dtype) { return static_cast<int>(*dtype_info(dtype).ggml_type); 
 ops::KernelDef gather_rows_kernel(const Backend& backend, std::shared_ptr<const Program> program) {
   ops::KernelDef def = make_def(backend, "GatherRows", "hxrt", 1, "GatherRowsBlocks",
                                 "one work-item per element, widening q5/iq4/K-quant rows with ggml's arithmetic");
-  def.input_dtypes = {block_types(), {DType::kI32, DType::kI64}};
+  def.input_dtypes = {types_where(&block_type), {DType::kI32, DType::kI64}};
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
     const int64_t elements = query.outputs.empty() ? 0 : query.outputs[0].num_elements();
     HXRT_RETURN_IF_ERROR(check_int32(elements, "GatherRows outputs"));
@@ -643,8 +671,9 @@ int64_t tile_rows(int64_t m, int64_t nb) {
 
 ops::KernelDef matmul_kernel(const Backend& backend, std::shared_ptr<const Program> program) {
   ops::KernelDef def = make_def(backend, "MatMulQ", "hxrt", 1, "MatMulQBlocks",
-                                "q5/iq4/K-quant W: q8 activations in local memory, the CPU's lanes (bit-identical)");
-  def.input_dtypes = {{DType::kF32}, block_types(), {DType::kF32}};
+                                "q4_0/q5/iq4/K-quant W: q8 activations in local memory, the CPU's arithmetic "
+                                "(bit-identical)");
+  def.input_dtypes = {{DType::kF32}, types_where(&matmul_type), {DType::kF32}};
   def.tiling = [](const ops::TilingQuery& query) -> Result<ops::Tiling> {
     if (query.inputs.size() < 2) return invalid_argument("MatMulQ tiling needs A and W");
     HXRT_ASSIGN_OR_RETURN(const KqGeometry g, kq_geometry(query.inputs[0].shape, query.inputs[1].shape));
@@ -666,7 +695,7 @@ ops::KernelDef matmul_kernel(const Backend& backend, std::shared_ptr<const Progr
     const ops::TensorRef& a = launch.inputs[0];
     const ops::TensorRef& w = launch.inputs[1];
     const ops::TensorRef& y = launch.outputs[0];
-    if (a.dtype != DType::kF32 || y.dtype != DType::kF32 || !block_type(w.dtype)) {
+    if (a.dtype != DType::kF32 || y.dtype != DType::kF32 || !matmul_type(w.dtype)) {
       return invalid_argument("MatMulQ: A, Y must be f32 and W a block type, got {}, {}, {}", a.dtype, y.dtype,
                               w.dtype);
     }

@@ -1,4 +1,5 @@
-// MatMulQ on OpenCL: Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]) with W in a GGUF layout (q8_0, q4_0, q4_1, f16, f32).
+// MatMulQ on OpenCL: Y[m, n] = A[m, k] · W[n, k]ᵀ (+ bias[n]) with W in a GGUF layout (q8_0, q4_1, f16, f32;
+// q4_0 and the other block types are kernels/jit/quant_blocks.cc's).
 //
 // Geometry: a work-group of WG work-items owns WG · COLS output columns (W rows) and TILE_M activation rows; each
 // work-item computes COLS adjacent columns for those rows, so every activation block it loads serves COLS weight
@@ -7,7 +8,7 @@
 // Quantized W uses the CPU kernel's arithmetic (kernels/cpu/quant_matmul.h): the group first quantizes its TILE_M
 // activation rows into local memory as quantize_activation_row does (q = rint(x · 127 / max|x|), d = max|x| / 127 and
 // s = d · Σq kept at f16 precision), then each W block contributes d_w · d_a · Σ w·q (exact integer products) plus
-// c_w · s_a (c_w = -8·d_w for q4_0, m for q4_1), accumulated in the CPU's lane order (Note [CPU lanes]); f16/f32 W
+// c_w · s_a (c_w = m for q4_1), accumulated in the CPU's lane order (Note [CPU lanes]); f16/f32 W
 // are float dot products in the same way. Where the CPU kernel takes its AVX2 or AVX-512 path the results are
 // bit-identical to it; against its scalar path they differ by float rounding (normalised error ~1e-7).
 //
@@ -35,7 +36,7 @@ constexpr int64_t kLocalBudget = 32 * 1024;  // bytes of quantized activations p
 constexpr int64_t kQ8ABytes = 32 + 2 * 4;    // one quantized activation block in local memory: qs, d, s
 
 constexpr std::string_view kSource = R"CLC(
-// WTYPE: 0 q8_0, 1 q4_0, 2 q4_1, 3 f16, 4 f32.
+// WTYPE: 0 q8_0, 2 q4_1, 3 f16, 4 f32.
 #ifndef WTYPE
 #define WTYPE 0
 #endif
@@ -56,9 +57,6 @@ constexpr std::string_view kSource = R"CLC(
 #endif
 #if WTYPE == 0
 #define BLOCK_BYTES 34
-#define QS_OFFSET 2
-#elif WTYPE == 1
-#define BLOCK_BYTES 18
 #define QS_OFFSET 2
 #else
 #define BLOCK_BYTES 20
@@ -160,11 +158,7 @@ __kernel void matmul_q(__global const uchar* a_buf, ulong a_off, __global const 
       const uchar16 raw = vload16(0, block + QS_OFFSET);
       const short16 w0 = convert_short16(raw & (uchar16)(0x0F));  // elements 0..15
       const short16 w1 = convert_short16(raw >> (uchar16)(4));    // elements 16..31
-#if WTYPE == 1
-      const float cw = -8.0f * dw;
-#else
-      const float cw = half_to_float(scales.y);
-#endif
+      const float cw = half_to_float(scales.y);  // q4_1's m
 #endif
 #pragma unroll
       for (int r = 0; r < TILE_M; ++r) {
@@ -261,7 +255,6 @@ __kernel void matmul_q(__global const uchar* a_buf, ulong a_off, __global const 
 int weight_code(DType w) {
   switch (w) {
     case DType::kQ8_0: return 0;
-    case DType::kQ4_0: return 1;
     case DType::kQ4_1: return 2;
     case DType::kF16: return 3;
     case DType::kF32: return 4;
@@ -278,7 +271,7 @@ Result<Geometry> geometry(const ops::TensorRef& a, const ops::TensorRef& w) {
   if (a.shape.rank() < 1) return invalid_argument("MatMulQ: A must have rank >= 1, got {}", a.shape);
   if (w.shape.rank() != 2) return invalid_argument("MatMulQ: W must be [N, K], got {}", w.shape);
   if (weight_code(w.dtype) < 0) {
-    return invalid_argument("MatMulQ: weight type {} is not supported (q8_0, q4_0, q4_1, f16, f32)", w.dtype);
+    return invalid_argument("MatMulQ: weight type {} is not supported (q8_0, q4_1, f16, f32)", w.dtype);
   }
   Geometry g;
   g.k = a.shape.dim(-1);
@@ -350,7 +343,7 @@ Status register_quant_matmul(ops::KernelRegistry& registry) {
   ops::KernelDef def = opencl_def("MatMulQ", "hxrt", 1, "MatMulQ",
                                   "q8 activations × GGUF blocks with integer dot products (as the CPU kernel); f16/f32 "
                                   "W in float; WG columns × TILE_M rows per work-group");
-  def.input_dtypes = {{DType::kF32}, {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kF16, DType::kF32}, {DType::kF32}};
+  def.input_dtypes = {{DType::kF32}, {DType::kQ8_0, DType::kQ4_1, DType::kF16, DType::kF32}, {DType::kF32}};
   def.priority = 10;
   def.tiling = matmul_tiling;
   def.launch = [program](hal::Stream& stream, const ops::KernelLaunch& launch) {

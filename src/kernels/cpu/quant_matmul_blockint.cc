@@ -1,0 +1,370 @@
+#include "kernels/cpu/quant_matmul_blockint.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "hxrt/base/check.h"
+#include "hxrt/base/float16.h"
+#include "hxrt/base/quant_blocks.h"
+#include "kernels/cpu/quant_kquant_traits.h"
+#include "kernels/cpu/quant_simd.h"
+
+namespace hxrt::kernels::cpu::blockint {
+namespace {
+
+// Both types are {f16 d; 16 bytes of nibbles}; only the nibbles' integers differ.
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockIQ4_NL) == 18);
+static_assert(offsetof(BlockQ4_0, qs) == 2 && offsetof(BlockIQ4_NL, qs) == 2);
+constexpr int64_t kBlockBytes = 18;
+
+constexpr int64_t kLanes = 16;      // W rows (columns of Y) per zmm in the AVX-512 kernel
+constexpr int kDirectRows = 8;      // activation rows the AVX-512 kernel computes from W decoded in registers
+constexpr int64_t kAvx2Rows = 16;   // activation rows one decoded AVX2 block serves
+
+// Note [Block integers]: the signed integer v of nibble n, and the bias that makes it unsigned for vpdpbusd.
+template <DType W>
+struct Grid;
+template <>
+struct Grid<DType::kQ4_0> {
+  static constexpr int kBias = 8;
+  static int value(int n) { return n - 8; }
+};
+template <>
+struct Grid<DType::kIQ4_NL> {
+  static constexpr int kBias = 128;
+  static int value(int n) { return kIQ4NLValues[static_cast<size_t>(n)]; }
+};
+
+// kIQ4NLValues + 128, the unsigned integers the AVX-512 kernel looks iq4_nl's nibbles up in.
+constexpr std::array<uint8_t, 16> kIQ4NLBiased = [] {
+  std::array<uint8_t, 16> out{};
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(kIQ4NLValues[i] + 128);
+  return out;
+}();
+
+inline const BlockQ4_0& block_at(const std::byte* w_row, int64_t b) {
+  return *reinterpret_cast<const BlockQ4_0*>(w_row + b * kBlockBytes);
+}
+
+// The exact Σ q of an activation block.
+inline int32_t block_sum(const BlockQ8A& a) { return int32_t{a.sum[0]} + int32_t{a.sum[1]}; }
+
+// --- scalar: the definition, written out -------------------------------------------------------------------------
+
+template <DType W>
+float dot_scalar(const std::byte* w_row, const BlockQ8A* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ4_0& block = block_at(w_row, b);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      isum += Grid<W>::value(block.qs[j] & 0x0F) * int32_t{a[b].qs[j]};
+      isum += Grid<W>::value(block.qs[j] >> 4) * int32_t{a[b].qs[j + 16]};
+    }
+    const float scale = f16_to_f32(block.d) * a[b].d;
+    acc = std::fma(static_cast<float>(isum), scale, acc);
+  }
+  return acc;
+}
+
+template <DType W>
+void tile_scalar(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb, int64_t cols,
+                 const float* bias, float* y, int64_t ldy) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const float b = bias != nullptr ? bias[j] : 0.0f;
+      y[i * ldy + j] = dot_scalar<W>(w + static_cast<uint64_t>(j) * row_bytes, a + i * nb, nb) + b;
+    }
+  }
+}
+
+// --- AVX2: eight W rows, one block at a time, each row's integer reduced across its lanes ---------------------------
+
+// The 32 signed integers of a block (values 0..15 in the low lane).
+template <DType W>
+__attribute__((target("avx2"))) inline __m256i values_avx2(const BlockQ4_0& block) {
+  const __m256i nibbles = expand_nibbles(block.qs);
+  if constexpr (W == DType::kQ4_0) return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
+  return kquant::iq4_lookup(nibbles);
+}
+
+// Lane c = the sum of p[c]'s eight lanes, exactly.
+__attribute__((target("avx2"))) inline __m256i sum_each_of_8(const __m256i* p) {
+  const __m256i s0 = _mm256_hadd_epi32(p[0], p[1]);
+  const __m256i s1 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i s2 = _mm256_hadd_epi32(p[4], p[5]);
+  const __m256i s3 = _mm256_hadd_epi32(p[6], p[7]);
+  const __m256i t0 = _mm256_hadd_epi32(s0, s1);  // p0..p3: sums of the low 128-bit lanes, then of the high
+  const __m256i t1 = _mm256_hadd_epi32(s2, s3);  // p4..p7 the same
+  return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+}
+
+template <DType W>
+__attribute__((target("avx2,fma,f16c"))) void tile_avx2(const BlockQ8A* a, int64_t rows, const std::byte* w,
+                                                        uint64_t row_bytes, int64_t nb, int64_t cols,
+                                                        const float* bias, float* y, int64_t ldy) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t j0 = 0; j0 < cols; j0 += 8) {
+    const int64_t nc = std::min<int64_t>(8, cols - j0);
+    const std::byte* w_rows[8];  // columns past cols repeat the last one and are not stored
+    for (int64_t c = 0; c < 8; ++c) w_rows[c] = w + static_cast<uint64_t>(j0 + std::min(c, nc - 1)) * row_bytes;
+    alignas(32) float b8[8] = {};
+    for (int64_t c = 0; c < nc && bias != nullptr; ++c) b8[c] = bias[j0 + c];
+    for (int64_t i0 = 0; i0 < rows; i0 += kAvx2Rows) {
+      const int64_t nr = std::min(kAvx2Rows, rows - i0);
+      __m256 acc[kAvx2Rows];
+      for (__m256& v : acc) v = _mm256_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b) {
+        __m256i v[8];
+        __m256i mag[8];
+        alignas(16) uint16_t d[8];
+        for (int c = 0; c < 8; ++c) {
+          const BlockQ4_0& block = block_at(w_rows[c], b);
+          v[c] = values_avx2<W>(block);
+          mag[c] = _mm256_abs_epi8(v[c]);
+          d[c] = block.d;
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
+        for (int64_t r = 0; r < nr; ++r) {
+          const BlockQ8A& ab = a[(i0 + r) * nb + b];
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+          __m256i p[8];
+          for (int c = 0; c < 8; ++c) {
+            p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(mag[c], _mm256_sign_epi8(q, v[c])), ones);
+          }
+          const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(ab.d));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each_of_8(p)), scale, acc[r]);
+        }
+      }
+      for (int64_t r = 0; r < nr; ++r) {
+        alignas(32) float out[8];
+        _mm256_store_ps(out, _mm256_add_ps(acc[r], _mm256_load_ps(b8)));
+        std::memcpy(y + (i0 + r) * ldy + j0, out, static_cast<size_t>(nc) * sizeof(float));
+      }
+    }
+  }
+}
+
+// --- AVX-512 VNNI: sixteen W rows as the lanes of a zmm ---------------------------------------------------------
+// (GCC 12's false -Wmaybe-uninitialized inside the AVX-512 intrinsics is silenced as in quant_simd.h.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// One block of sixteen W rows: lane c of u[k] holds column c's biased integers of values 4k..4k+3 (k < 4: the low
+// nibbles of qs[4k..4k+3]; k >= 4: the high nibbles of qs[4(k-4)..]), lane c of d its scale.
+struct alignas(64) PanelBlock {
+  __m512i u[8];
+  __m512 d;
+};
+
+// Block b of the sixteen W rows at w_block + offsets[c] (w_block = column 0's block b), by five dword gathers.
+template <DType W>
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline void decode16(const std::byte* w_block,
+                                                                                 __m512i offsets, PanelBlock& out) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i head = _mm512_i32gather_epi32(offsets, w_block, 1);  // d, then qs[0..1]
+  out.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512i bytes = _mm512_i32gather_epi32(offsets, w_block + 2 + 4 * k, 1);
+    __m512i lo = _mm512_and_si512(bytes, low);
+    __m512i hi = _mm512_and_si512(_mm512_srli_epi32(bytes, 4), low);
+    if constexpr (W == DType::kIQ4_NL) {
+      const __m512i table =
+          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLBiased.data())));
+      lo = _mm512_shuffle_epi8(table, lo);
+      hi = _mm512_shuffle_epi8(table, hi);
+    }
+    out.u[k] = lo;
+    out.u[k + 4] = hi;
+  }
+}
+
+// One block for R activation rows (row r's block at a[r · nb]): acc[r] = fma(Σ v·q, d_w · d_a, acc[r]) in 16 lanes.
+template <DType W, int R>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline void block_step(const PanelBlock& p,
+                                                                                            const BlockQ8A* a,
+                                                                                            int64_t nb,
+                                                                                            __m512* acc) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const BlockQ8A& ab = a[r * nb];
+    int32_t q[8];
+    std::memcpy(q, ab.qs, sizeof(q));
+    __m512i isum = _mm512_set1_epi32(-Grid<W>::kBias * block_sum(ab));
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) isum = _mm512_dpbusd_epi32(isum, p.u[k], _mm512_set1_epi32(q[k]));
+    const __m512 scale = _mm512_mul_ps(p.d, _mm512_set1_ps(ab.d));
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[r]);
+  }
+}
+
+// R activation rows × a group of sixteen W rows from its stored panel: y[r · ldy + c] = acc + bias, lanes in mask.
+template <DType W, int R>
+__attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void panel_rows(const PanelBlock* panel, const BlockQ8A* a,
+                                                                            int64_t nb, __mmask16 mask, __m512 bias,
+                                                                            float* y, int64_t ldy) {
+  __m512 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) block_step<W, R>(panel[b], a + b, nb, acc);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, mask, _mm512_add_ps(acc[r], bias));
+}
+
+// Decode (rows <= kDirectRows): the W rows are read in place, two to a zmm as in Note [VNNI-512 pairs], and each
+// block's sixteen-lane integers are reduced to one integer per W row before the float step. Pair p holds rows
+// (p, p + 4) for p < 4 and (p + 4, p + 8) above, so that the reduction's output lane L is W row L.
+//   pair_block: [low nibbles of row x | high of x | low of row y | high of y], against the activation block
+//   broadcast into both halves.
+template <DType W>
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i pair_block(const BlockQ4_0& x,
+                                                                                     const BlockQ4_0& y) {
+  const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs)));
+  const __m256i hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y.qs)));
+  const __m512i raw = from_halves(lo, hi);
+  const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFF00FF00u, raw, 4), _mm512_set1_epi8(0x0F));
+  if constexpr (W == DType::kIQ4_NL) {
+    return _mm512_shuffle_epi8(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLBiased.data()))), u);
+  }
+  return u;
+}
+
+// Lane L = the sum of the eight lanes of W row L in z (pairs as above), exactly: three levels of unpack-and-add.
+__attribute__((target("avx512f"), always_inline)) inline __m512i reduce_pairs(const __m512i* z) {
+  __m512i l1[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    l1[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]),
+                             _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]));
+  }
+  __m512i l2[2];
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    l2[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(l1[2 * i], l1[2 * i + 1]),
+                             _mm512_unpackhi_epi64(l1[2 * i], l1[2 * i + 1]));
+  }
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(l2[0], l2[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(l2[0], l2[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// R activation rows × the sixteen W rows at rows[0..15] (rows past the tile repeat the last), read in place.
+// The sixteen W rows are one stretch of memory read sixteen places at a time, which the hardware prefetchers do not
+// follow: every third block fetches the lines the next group (`ahead` bytes on) will read at the same place.
+template <DType W, int R>
+__attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void gemv_rows(const std::byte* const* rows,
+                                                                           __m512i offsets, uint64_t ahead,
+                                                                           const BlockQ8A* a, int64_t nb,
+                                                                           __mmask16 mask, __m512 bias, float* y,
+                                                                           int64_t ldy) {
+  __m512 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (ahead != 0 && b % 3 == 0) {
+      for (int c = 0; c < 16; ++c) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows[c] + ahead + b * kBlockBytes), _MM_HINT_T0);
+      }
+    }
+    __m512i u[8];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const int x = p < 4 ? p : p + 4;
+      u[p] = pair_block<W>(block_at(rows[x], b), block_at(rows[x + 4], b));
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, rows[0] + b * kBlockBytes, 1)));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const BlockQ8A& ab = a[r * nb + b];
+      const __m512i q2 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs)));
+      __m512i z[8];
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[p], q2);
+      const __m512i isum =
+          _mm512_sub_epi32(reduce_pairs(z), _mm512_set1_epi32(Grid<W>::kBias * block_sum(ab)));
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(ab.d));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, mask, _mm512_add_ps(acc[r], bias));
+}
+
+template <DType W>
+__attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void tile_vnni512(const BlockQ8A* a, int64_t rows,
+                                                                              const std::byte* w,
+                                                                              uint64_t row_bytes, int64_t nb,
+                                                                              int64_t cols, const float* bias,
+                                                                              float* y, int64_t ldy) {
+  HXRT_CHECK(row_bytes * (kLanes - 1) <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max()),
+             "blockint: W rows of {} bytes are too long for 32-bit gather offsets", row_bytes);
+  using PanelFn = void (*)(const PanelBlock*, const BlockQ8A*, int64_t, __mmask16, __m512, float*, int64_t);
+  static constexpr PanelFn kPanel[kDirectRows] = {&panel_rows<W, 1>, &panel_rows<W, 2>, &panel_rows<W, 3>,
+                                                  &panel_rows<W, 4>, &panel_rows<W, 5>, &panel_rows<W, 6>,
+                                                  &panel_rows<W, 7>, &panel_rows<W, 8>};
+  using GemvFn = void (*)(const std::byte* const*, __m512i, uint64_t, const BlockQ8A*, int64_t, __mmask16, __m512,
+                          float*, int64_t);
+  static constexpr GemvFn kGemv[kDirectRows] = {&gemv_rows<W, 1>, &gemv_rows<W, 2>, &gemv_rows<W, 3>,
+                                                &gemv_rows<W, 4>, &gemv_rows<W, 5>, &gemv_rows<W, 6>,
+                                                &gemv_rows<W, 7>, &gemv_rows<W, 8>};
+  thread_local std::vector<PanelBlock> panel;  // a group's blocks, decoded once for all its activation rows
+  for (int64_t j0 = 0; j0 < cols; j0 += kLanes) {
+    const int64_t nc = std::min(kLanes, cols - j0);
+    alignas(64) int32_t offsets[kLanes];  // columns past cols read the last one again and are not stored
+    const std::byte* w_rows[kLanes];
+    for (int64_t c = 0; c < kLanes; ++c) {
+      offsets[c] = static_cast<int32_t>(std::min(c, nc - 1) * row_bytes);
+      w_rows[c] = w + static_cast<uint64_t>(j0) * row_bytes + static_cast<uint64_t>(offsets[c]);
+    }
+    const __m512i offs = _mm512_load_si512(offsets);
+    const auto mask = static_cast<__mmask16>((1u << nc) - 1);
+    const __m512 b16 = bias != nullptr ? _mm512_maskz_loadu_ps(mask, bias + j0) : _mm512_setzero_ps();
+    if (rows <= kDirectRows) {
+      const uint64_t ahead = kLanes * row_bytes;
+      kGemv[rows - 1](w_rows, offs, ahead, a, nb, mask, b16, y + j0, ldy);
+      continue;
+    }
+    prefetch_rows(w, j0 + kLanes, std::min(cols, j0 + 2 * kLanes), row_bytes);
+    panel.resize(static_cast<size_t>(nb));
+    for (int64_t b = 0; b < nb; ++b) decode16<W>(w_rows[0] + b * kBlockBytes, offs, panel[static_cast<size_t>(b)]);
+    for (int64_t i0 = 0; i0 < rows; i0 += kDirectRows) {
+      const int64_t nr = std::min<int64_t>(kDirectRows, rows - i0);
+      kPanel[nr - 1](panel.data(), a + i0 * nb, nb, mask, b16, y + i0 * ldy + j0, ldy);
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+template <DType W>
+void tile_for(QuantIsa isa, const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,
+              int64_t cols, const float* bias, float* y, int64_t ldy) {
+  switch (isa) {
+    case QuantIsa::kAvx512Vnni: tile_vnni512<W>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case QuantIsa::kAvx2: tile_avx2<W>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case QuantIsa::kScalar: tile_scalar<W>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+  }
+}
+
+}  // namespace
+
+bool handles(DType w_type) { return w_type == DType::kQ4_0 || w_type == DType::kIQ4_NL; }
+
+void tile(DType w_type, QuantIsa isa, const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes,
+          int64_t nb, int64_t cols, const float* bias, float* y, int64_t ldy) {
+  switch (w_type) {
+    case DType::kQ4_0: tile_for<DType::kQ4_0>(isa, a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    case DType::kIQ4_NL: tile_for<DType::kIQ4_NL>(isa, a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
+    default: HXRT_CHECK(false, "blockint::tile: {} is not q4_0 or iq4_nl", w_type);
+  }
+}
+
+}  // namespace hxrt::kernels::cpu::blockint
