@@ -70,9 +70,9 @@ struct NoScales {};
 template <DType W>
 struct Traits;
 
-// q8_0, q4_0 and q4_1 take the decoded rows of the AVX2 prefill tiles only (Note [AVX2 decoded rows]); their
-// rows kernels are quant_matmul.cc's, whose arithmetic these repeat: q8_0 signed, q4_0 and q4_1 unsigned nibbles
-// with the offset term c · s_a (c = -8·d or m, kept in mn[0]).
+// q8_0 and q4_1 take the decoded rows of the AVX2 prefill tiles only (Note [AVX2 decoded rows]); their rows kernels
+// are quant_matmul.cc's, whose arithmetic these repeat: q8_0 signed, q4_1 unsigned nibbles with the offset term
+// c · s_a (c = m, kept in mn[0]).
 template <>
 struct Traits<DType::kQ8_0> {
   using Block = BlockQ8_0;
@@ -84,20 +84,6 @@ struct Traits<DType::kQ8_0> {
   __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
   }
-};
-
-template <>
-struct Traits<DType::kQ4_0> {
-  using Block = BlockQ4_0;
-  using Scales = NoScales;
-  static constexpr int kRuns = 1;
-  static constexpr bool kSigned = false;
-  static Scales scales(const Block&) { return {}; }
-  static RunInfo info(const Block& b, const Scales&, int) {
-    const float d = f16_to_f32(b.d);
-    return {.d = d, .mn = {-8.0f * d, 0.0f}};
-  }
-  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) { return expand_nibbles(b.qs); }
 };
 
 template <>
@@ -114,7 +100,7 @@ struct Traits<DType::kQ4_1> {
 };
 
 // The types whose extra term is the offset c · s_a (quant_matmul.cc) rather than the mins of Note [Runs].
-constexpr bool offset_term(DType w) { return w == DType::kQ4_0 || w == DType::kQ4_1; }
+constexpr bool offset_term(DType w) { return w == DType::kQ4_1; }
 
 template <>
 struct Traits<DType::kQ5_0> {
@@ -158,25 +144,6 @@ struct Traits<DType::kQ5_1> {
   __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) {
     const __m256i high = _mm256_and_si256(bits_to_bytes(le32(b.qh)), _mm256_set1_epi8(0x10));
     return _mm256_or_si256(expand_nibbles(b.qs), high);
-  }
-};
-
-template <>
-struct Traits<DType::kIQ4_NL> {
-  using Block = BlockIQ4_NL;
-  using Scales = NoScales;
-  static constexpr int kRuns = 1;
-  static constexpr bool kSigned = true;
-  static Scales scales(const Block&) { return {}; }
-  static RunInfo info(const Block& b, const Scales&, int) { return {.d = f16_to_f32(b.d)}; }
-  static void q_scalar(const Block& b, int, int8_t* q) {
-    for (int j = 0; j < 16; ++j) {
-      q[j] = kIQ4NLValues[b.qs[j] & 0x0F];
-      q[j + 16] = kIQ4NLValues[b.qs[j] >> 4];
-    }
-  }
-  __attribute__((target("avx2"))) static __m256i q_avx2(const Block& b, int) {
-    return iq4_lookup(expand_nibbles(b.qs));
   }
 };
 

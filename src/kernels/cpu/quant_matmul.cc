@@ -53,12 +53,11 @@ QuantIsa quant_best_isa() {
 bool matmulq_weight_supported(DType w_type) {
   switch (w_type) {
     case DType::kQ8_0:
-    case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kF16:
     case DType::kBF16:
     case DType::kF32: return true;
-    default: return kquant::handles(w_type);
+    default: return blockint::handles(w_type) || kquant::handles(w_type);
   }
 }
 
@@ -173,9 +172,10 @@ void quantize_activation_row(const float* x, int64_t k, BlockQ8A* out, QuantIsa 
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Quantized dot products. Each W block contributes  d_w·d_a·Σ u·q  +  c_w·s_a  where u are the block's unsigned
-// integers (nibbles, or |q| for q8_0 with the activation's signs flipped to match), and c_w is the offset term:
-// -8·d_w for q4_0, m for q4_1, 0 for q8_0. See Note [Batch invariance] in the header for why the multi-row
+// Quantized dot products of q8_0 and q4_1 (q4_0 and iq4_nl: quant_matmul_blockint.h; the others:
+// quant_matmul_kquant.h). Each W block contributes  d_w·d_a·Σ u·q  +  c_w·s_a  where u are the block's unsigned
+// integers (nibbles, or |q| for q8_0 with the activation's signs flipped to match), and c_w is the offset term: m
+// for q4_1, 0 for q8_0. See Note [Batch invariance] in the header for why the multi-row
 // kernels keep each row's operation sequence identical to the one-row kernel. This file holds the scalar and AVX2
 // kernels; the AVX-512 VNNI ones, which read several blocks per instruction, are in quant_matmul_vnni.cc.
 namespace {
@@ -187,10 +187,6 @@ struct WeightBlock;
 template <>
 struct WeightBlock<DType::kQ8_0> {
   using Type = BlockQ8_0;
-};
-template <>
-struct WeightBlock<DType::kQ4_0> {
-  using Type = BlockQ4_0;
 };
 template <>
 struct WeightBlock<DType::kQ4_1> {
@@ -216,7 +212,6 @@ float dot_scalar(const void* w_row, const BlockQ8A* a, int64_t nb) {
       }
     }
     sum += dw * a[b].d * static_cast<float>(isum);
-    if constexpr (W == DType::kQ4_0) extra += -8.0f * dw * a[b].s;
     if constexpr (W == DType::kQ4_1) extra += f16_to_f32(w[b].m) * a[b].s;
   }
   return sum + extra;
@@ -248,7 +243,6 @@ __attribute__((target("avx2,f16c"))) inline DecodedBlock decode_block(const type
   } else {
     out.u = expand_nibbles(block.qs);
     out.sign = _mm256_setzero_si256();
-    if constexpr (W == DType::kQ4_0) out.c = -8.0f * out.d;
     if constexpr (W == DType::kQ4_1) out.c = _cvtsh_ss(block.m);
   }
   return out;
@@ -563,9 +557,6 @@ Status quant_matmul_group(DType w_type, const float* a, int64_t m, int64_t k,
       switch (w_type) {
         case DType::kQ8_0:
           quant_tile<DType::kQ8_0>(isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);
-          break;
-        case DType::kQ4_0:
-          quant_tile<DType::kQ4_0>(isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);
           break;
         case DType::kQ4_1:
           quant_tile<DType::kQ4_1>(isa, aq.data(), nb, wb, w_row_bytes, n, bias, y, i0, i1, j0, j1);

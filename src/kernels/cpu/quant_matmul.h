@@ -5,7 +5,8 @@
 // the scaled block sum; for the 256-value super-block types the eight blocks of a super-block share one scale, as
 // llama.cpp's q8_K), then every output is a sum over blocks (super-blocks) of integer dot products scaled in float
 // (AVX-512 VNNI: 512-bit vpdpbusd on two W rows at once, Note [VNNI-512 pairs] in quant_matmul_vnni.h; AVX2
-// vpmaddubsw; or scalar). f16 and f32 W use float dot products on the f32 activations.
+// vpmaddubsw; or scalar) — for q4_0 and iq4_nl one exact integer and one float step per block (Note [Block
+// integers] in quant_matmul_blockint.h). f16 and f32 W use float dot products on the f32 activations.
 //
 // Note [Batch invariance]: the value of Y[i, j] depends only on row i of A, row j of W, the weight type and the ISA —
 // never on m, on the tiling or on which other rows share the batch. Every (i, j) goes through the same sequence of
@@ -34,7 +35,7 @@ inline constexpr int kMaxGroupWeights = 4;  // weights (and outputs) of one MatM
 inline constexpr int kQuantTileRows = 4;    // activation rows one micro-kernel call computes together
 inline constexpr int kSuperBlockRuns = 8;   // activation blocks of one K-quant super-block (256 values)
 
-// A quantized activation block: value i ≈ d * qs[i]; s = d * Σ qs (for the offsets of q4_0 and q4_1); sum[h] = Σ qs
+// A quantized activation block: value i ≈ d * qs[i]; s = d * Σ qs (for the offset of q4_1); sum[h] = Σ qs
 // over values 16·h .. 16·h + 15, exactly (for the 16-value groups of the K-quants, quant_matmul_kquant.h).
 struct BlockQ8A {
   float d;

@@ -1,7 +1,8 @@
 // MatMulQ at SmolLM2-135M's shapes, in GB/s of weight bytes read (counter "weight_bytes"): the q4_1 layer GEMVs
 // (decode, M = 1) and the q8_0 49152-row output projection (the tied token embedding), on 1 thread and on a pool of
 // 2; plus prefill (M = 64). BM_MatMulQ_Type runs every weight type on one ffn_down-sized weight, streamed from
-// memory (decode) and at M = 64 (prefill), for the per-type table in docs/llm.md.
+// memory (decode), at M = 16 (sixteen sequences' decode step) and at M = 64 (prefill), for the per-type table in
+// docs/llm.md.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -184,7 +185,8 @@ void BM_MatMulQ_Type(benchmark::State& state) {
 
 void matmulq_type_args(benchmark::internal::Benchmark* b) {
   for (int64_t t = 0; t < static_cast<int64_t>(matmulq_weight_types().size()); ++t) {
-    b->Args({t, 1, 1536, 576, 1})->Args({t, 1, 1536, 576, 2})->Args({t, 64, 1536, 576, 1})->Args({t, 64, 1536, 576, 2});
+    b->Args({t, 1, 1536, 576, 1})->Args({t, 1, 1536, 576, 2})->Args({t, 16, 1536, 576, 1});
+    b->Args({t, 64, 1536, 576, 1})->Args({t, 64, 1536, 576, 2});
   }
 }
 BENCHMARK(BM_MatMulQ_Type)->Apply(matmulq_type_args)->Unit(benchmark::kMicrosecond)->UseRealTime();

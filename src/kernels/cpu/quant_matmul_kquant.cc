@@ -344,7 +344,6 @@ bool handles(DType w_type) {
   switch (w_type) {
     case DType::kQ5_0:
     case DType::kQ5_1:
-    case DType::kIQ4_NL:
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ4_K:
@@ -359,11 +358,9 @@ void panel_tile_avx2(DType w_type, const BlockQ8A* a, int64_t rows, const std::b
                      int64_t cols, const float* bias, float* y, int64_t ldy) {
   switch (w_type) {
     case DType::kQ8_0: panel_tile_avx2<DType::kQ8_0>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    case DType::kQ4_0: panel_tile_avx2<DType::kQ4_0>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ4_1: panel_tile_avx2<DType::kQ4_1>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ5_0: panel_tile_avx2<DType::kQ5_0>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ5_1: panel_tile_avx2<DType::kQ5_1>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    case DType::kIQ4_NL: panel_tile_avx2<DType::kIQ4_NL>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ2_K: panel_tile_avx2<DType::kQ2_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ3_K: panel_tile_avx2<DType::kQ3_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ4_K: panel_tile_avx2<DType::kQ4_K>(a, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
@@ -378,7 +375,6 @@ RowsFn rows_kernel(DType w_type, QuantIsa isa, int rows) {
   switch (w_type) {
     case DType::kQ5_0: return pick<DType::kQ5_0>(isa, rows);
     case DType::kQ5_1: return pick<DType::kQ5_1>(isa, rows);
-    case DType::kIQ4_NL: return pick<DType::kIQ4_NL>(isa, rows);
     case DType::kQ2_K: return pick<DType::kQ2_K>(isa, rows);
     case DType::kQ3_K: return pick<DType::kQ3_K>(isa, rows);
     case DType::kQ4_K: return pick<DType::kQ4_K>(isa, rows);

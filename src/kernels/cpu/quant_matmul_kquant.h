@@ -1,5 +1,5 @@
-// MatMulQ dot products for the weight types that carry several scales per block or a non-uniform grid: q5_0, q5_1,
-// iq4_nl (32-value blocks) and the 256-value super-blocks q2_K, q3_K, q4_K, q5_K, q6_K and iq4_xs (internal to
+// MatMulQ dot products for the weight types that carry several scales per block or a high bit: q5_0, q5_1
+// (32-value blocks) and the 256-value super-blocks q2_K, q3_K, q4_K, q5_K, q6_K and iq4_xs (internal to
 // quant_matmul.cc and its tests).
 //
 // Note [Runs]: every type is computed as a sequence of 32-value runs, each matching one activation block (BlockQ8A):
@@ -8,7 +8,7 @@
 // against the scales), lane l = sc[l / 4] · Σ q·a over values 4l..4l+3, against the activation's exact half sums for
 // the mins.
 //
-// Note [Super-block sums]: the 32-value types (q5_0, q5_1, iq4_nl) have one float d per run and one activation scale
+// Note [Super-block sums]: the 32-value types (q5_0, q5_1) have one float d per run and one activation scale
 // d_a per run, so each run contributes d · d_a · lanes − d_a · (mn[0] · sum[0] + mn[1] · sum[1]) in float. The
 // super-block types (q2_K..q6_K, iq4_xs) have one float d (and dmin) per 256 values and integer sub-scales and
 // mins, so MatMulQ quantizes their activations with one scale per super-block too (activation_group: llama.cpp's
@@ -54,7 +54,7 @@ using RowsFn = void (*)(const void* w_row, const BlockQ8A* a, const HalfSums* hs
 // does not handle. Activation rows are quantized with activation_group(w_type).
 RowsFn rows_kernel(DType w_type, QuantIsa isa, int rows);
 
-// AVX2, for prefill tiles of more than kQuantTileRows rows, of these types and q8_0, q4_0, q4_1: W decoded once per
+// AVX2, for prefill tiles of more than kQuantTileRows rows, of these types and q8_0, q4_1: W decoded once per
 // tile (Note [AVX2 decoded rows] in the .cc), bit-identical to the rows kernels: y[i * ldy + j] = dot(activation
 // row i, W row j) (+ bias[j]) for i < rows, j < cols; activation row i is a + i · nb.
 void panel_tile_avx2(DType w_type, const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t row_bytes, int64_t nb,

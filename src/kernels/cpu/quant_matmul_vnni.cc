@@ -16,12 +16,6 @@ namespace {
 template <DType W>
 struct Layout;
 template <>
-struct Layout<DType::kQ4_0> {
-  using Block = BlockQ4_0;
-  static constexpr int kStepBlocks = 4;
-  static constexpr int kOffsetWord = 0;  // c = -8·d
-};
-template <>
 struct Layout<DType::kQ4_1> {
   using Block = BlockQ4_1;
   static constexpr int kStepBlocks = 4;
@@ -31,12 +25,6 @@ template <>
 struct Layout<DType::kQ8_0> {
   using Block = BlockQ8_0;
   static constexpr int kStepBlocks = 2;
-  static constexpr int kOffsetWord = 0;  // no offset
-};
-template <>
-struct Layout<DType::kIQ4_NL> {
-  using Block = BlockIQ4_NL;
-  static constexpr int kStepBlocks = 4;
   static constexpr int kOffsetWord = 0;  // no offset
 };
 // The q5 steps are three blocks: their d (and m) words lie in a step's first 64 bytes, which the step fills.
@@ -55,7 +43,7 @@ struct Layout<DType::kQ5_1> {
 
 // The types whose integers go in as q + 128 against an accumulator started at ActBlock::corr (signed × signed).
 constexpr bool biased(DType w) {
-  return w == DType::kQ8_0 || w == DType::kQ5_0 || w == DType::kIQ4_NL;
+  return w == DType::kQ8_0 || w == DType::kQ5_0;
 }
 // The types with a high bit per value in qh (bit i of the little-endian uint32 is bit 4 of value i).
 constexpr bool five_bit(DType w) {
@@ -116,17 +104,6 @@ constexpr WordIndex make_nibble_shifts() {
 }
 constexpr WordIndex kNibbleShifts = make_nibble_shifts();
 
-// kIQ4NLValues + 128, the unsigned integers of iq4_nl (biased()), in each 128-bit lane.
-struct alignas(64) ByteTable {
-  uint8_t byte[64];
-};
-constexpr ByteTable make_iq4_biased() {
-  ByteTable t{};
-  for (int i = 0; i < 64; ++i) t.byte[i] = static_cast<uint8_t>(kIQ4NLValues[static_cast<size_t>(i % 16)] + 128);
-  return t;
-}
-constexpr ByteTable kIQ4Biased = make_iq4_biased();
-
 #define HXRT_VNNI512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 // More wrappers of AVX-512 intrinsics that GCC 12 warns in (as those of quant_simd.h).
@@ -162,8 +139,8 @@ struct PairDecode {
 
   // d of both rows for a step's `blocks` blocks (r0, r1 at the step) in lanes 0..7, their offsets in lanes 8..15.
   HXRT_VNNI512_TARGET static __m512 header(const std::byte* r0, const std::byte* r1, int blocks) {
-    // The offset words times -8 (q4_0: c = -8·d) or -1 (q5_1: mn = -m).
-    constexpr float kOffsetScale = W == DType::kQ4_0 ? -8.0f : W == DType::kQ5_1 ? -1.0f : 1.0f;
+    // The offset words times -1 for q5_1 (mn = -m).
+    constexpr float kOffsetScale = W == DType::kQ5_1 ? -1.0f : 1.0f;
     const __m512 header_scale =
         _mm512_mask_blend_ps(__mmask16{0xFF00}, _mm512_set1_ps(1.0f), _mm512_set1_ps(kOffsetScale));
     const int64_t head_bytes = std::min<int64_t>(64, int64_t{blocks} * kBlockBytes);
@@ -191,7 +168,6 @@ struct PairDecode {
       wq = broadcast128(q0);
       wq = _mm512_mask_broadcast_i32x4(wq, __mmask16{0xFF00}, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1)));
       wq = _mm512_and_si512(_mm512_srlv_epi16(wq, _mm512_load_si512(kNibbleShifts.word)), _mm512_set1_epi8(0x0F));
-      if constexpr (W == DType::kIQ4_NL) wq = _mm512_shuffle_epi8(_mm512_load_si512(kIQ4Biased.byte), wq);
       if constexpr (five_bit(W)) {
         // Byte i of the pair's zmm is value i of row c (i < 32) or value i - 32 of row c + 1: one mask of both qh.
         const uint64_t qh = uint64_t{le32(b0 + kQhByte)} | uint64_t{le32(b1 + kQhByte)} << 32;
@@ -254,7 +230,7 @@ HXRT_VNNI512_TARGET void micro_kernel(const ActBlock* act, int64_t nb, const std
           const __m512i init = biased(W) ? a.corr2() : _mm512_setzero_si512();
           const __m512i idot = _mm512_dpbusd_epi32(init, wq, a.values2());
           tile.acc[r][p] = _mm512_fmadd_ps(to_float(idot), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), tile.acc[r][p]);
-          if constexpr (W == DType::kQ4_0 || W == DType::kQ4_1) {
+          if constexpr (W == DType::kQ4_1) {
             tile.ext[r][p] = _mm_fmadd_ps(cw, _mm_set1_ps(a.s), tile.ext[r][p]);
           } else if constexpr (W == DType::kQ5_1) {
             tile.ext[r][p] = minus_min_lanes(tile.ext[r][p], cw, cw, a.d, a.sum[0], a.sum[1]);
@@ -289,9 +265,7 @@ HXRT_VNNI512_TARGET void decode_pair(const std::byte* w0, const std::byte* w1, i
 
 template <DType W>
 constexpr PanelForm panel_form() {
-  const PanelTerm term = W == DType::kQ4_0 || W == DType::kQ4_1 ? PanelTerm::kOffset
-                         : W == DType::kQ5_1                    ? PanelTerm::kMin
-                                                                : PanelTerm::kNone;
+  const PanelTerm term = W == DType::kQ4_1 ? PanelTerm::kOffset : W == DType::kQ5_1 ? PanelTerm::kMin : PanelTerm::kNone;
   return {.biased = biased(W), .scaled = false, .term = term};
 }
 
@@ -364,11 +338,9 @@ void tile(DType w_type, const ActBlock* act, int64_t rows, const std::byte* w, u
           int64_t cols, const float* bias, float* y, int64_t ldy) {
   switch (w_type) {
     case DType::kQ8_0: tile_impl<DType::kQ8_0>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    case DType::kQ4_0: tile_impl<DType::kQ4_0>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ4_1: tile_impl<DType::kQ4_1>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ5_0: tile_impl<DType::kQ5_0>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     case DType::kQ5_1: tile_impl<DType::kQ5_1>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
-    case DType::kIQ4_NL: tile_impl<DType::kIQ4_NL>(act, rows, w, row_bytes, nb, cols, bias, y, ldy); return;
     default: HXRT_CHECK(false, "vnni512::tile: {} is not a block type", w_type);
   }
 }

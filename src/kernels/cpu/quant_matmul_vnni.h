@@ -1,7 +1,7 @@
 // The 512-bit AVX-512 VNNI kernels of MatMulQ for quantized W (internal to quant_matmul.cc and its tests).
 //
-// Note [VNNI-512 pairs]: the results are bit-identical to the 256-bit AVX2 kernels (quant_matmul.cc for q8_0, q4_0,
-// q4_1; quant_matmul_kquant.cc for q5_0, q5_1, iq4_nl) and so to the OpenCL and CUDA kernels, which mirror their
+// Note [VNNI-512 pairs]: the results are bit-identical to the 256-bit AVX2 kernels (quant_matmul.cc for q8_0 and
+// q4_1; quant_matmul_kquant.cc for q5_0, q5_1) and so to the OpenCL and CUDA kernels, which mirror their
 // lanes: for every (activation row, W row) eight float lanes, lane l accumulating
 // fma(Σ w·a over elements 4l..4l+3 of the block, d_w·d_a) block after block, reduced as hsum256, plus the offset
 // term c_w·s_a accumulated by a scalar fma chain. What changes is how much one instruction does:
@@ -9,14 +9,14 @@
 //     [low nibbles of c | high nibbles of c | low of c + 1 | high of c + 1] (one broadcast load, one merge-masked
 //     broadcast, one shift, one and) and the activation block is broadcast into both halves (ActBlock::values2), so one
 //     vpdpbusd gives both rows' eight lane sums;
-//   - the f16 scales and offsets of both rows for a whole step of blocks (4 of q4_0/q4_1/iq4_nl, 3 of q5_0/q5_1, 2 of
+//   - the f16 scales and offsets of both rows for a whole step of blocks (4 of q4_1, 3 of q5_0/q5_1, 2 of
 //     q8_0: at most 64 bytes of a row) come from one load per row, one word permute and one conversion; per block a
 //     float permute spreads d_w over its eight lanes;
 //   - q8_0 is signed × signed, which vpdpbusd does not take: W goes in as the unsigned w + 128 and the sum starts at
-//     -128·Σa over the lane's four activations (ActBlock::corr), so the integer is exactly Σ w·a. q5_0 and iq4_nl
-//     do the same (their integers are signed too, and the AVX2 kernels sum them exactly, without an offset term);
-//   - q5_0/q5_1 add their fifth bits with one byte mask of both rows' qh; iq4_nl looks its nibbles up in
-//     kIQ4NLValues + 128; q5_1's min term is quant_matmul_kquant.cc's, lane by lane for the pair;
+//     -128·Σa over the lane's four activations (ActBlock::corr), so the integer is exactly Σ w·a. q5_0
+//     does the same (its integers are signed too, and the AVX2 kernels sum them exactly, without an offset term);
+//   - q5_0/q5_1 add their fifth bits with one byte mask of both rows' qh; q5_1's min term is
+//     quant_matmul_kquant.cc's, lane by lane for the pair;
 // A micro-kernel computes RA activation rows × P pairs of W rows, loading each W block once for the RA rows; every
 // (row, column) runs the same instructions whatever RA, P, the tiling or the thread split, so Note [Batch invariance]
 // holds. An odd last W row is paired with itself and its second half discarded.
@@ -40,7 +40,7 @@ namespace hxrt::kernels::cpu::vnni512 {
 // each): 96 bytes a block, which the prefill tiles stream from L2 once per group of W rows.
 struct alignas(32) ActBlock {
   int8_t qs[32];    // the block's 32 values
-  int32_t corr[8];  // the biased types (q8_0, q5_0, iq4_nl, the signed K-quants): -128 · Σ qs[4l .. 4l + 4), lane l
+  int32_t corr[8];  // the biased types (q8_0, q5_0, the signed K-quants): -128 · Σ qs[4l .. 4l + 4), lane l
   float d;          // scale
   float s;          // scaled sum
   float sum[2];     // the exact half sums of BlockQ8A, as floats (the min terms)
@@ -59,7 +59,7 @@ struct alignas(32) ActBlock {
 };
 static_assert(sizeof(ActBlock) == 96);
 
-// True for the W types tile() computes: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl.
+// True for the W types tile() computes: q8_0, q4_1, q5_0, q5_1 (q4_0 and iq4_nl: quant_matmul_blockint.h).
 bool handles(DType w_type);
 
 // A micro-kernel: RA activation rows (act, nb blocks apiece) × the W rows [0, cols) of a tile (cols <= 2P), writing

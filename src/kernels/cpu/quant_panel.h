@@ -36,8 +36,8 @@ struct alignas(64) PairRun {
 
 // What the accumulator update does besides Σ d_w·d_a · (integer dot) (Note [VNNI-512 pairs]).
 enum class PanelTerm : uint8_t {
-  kNone,    // nothing (q8_0, q5_0, iq4_nl, the signed K-quants)
-  kOffset,  // ext += c_w · s_a (q4_0, q4_1)
+  kNone,    // nothing (q8_0, q5_0, the signed K-quants)
+  kOffset,  // ext += c_w · s_a (q4_1)
   kMin,     // ext = ext − d_a · (mn0 · sum0 + mn1 · sum1) (q5_1, q2_K, q4_K, q5_K)
 };
 struct PanelForm {
