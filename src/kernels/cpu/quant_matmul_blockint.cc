@@ -85,13 +85,26 @@ void tile_scalar(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t r
   }
 }
 
+// A group's W rows (sixteen, or the AVX2 kernel's eight) are one stretch of memory read that many places at a time,
+// which the hardware prefetchers do not follow: the kernels reading them in place call this every third block,
+// fetching the lines the next group will read at the same place. (Prefetching the whole next group at once, as the stored panels
+// do, leaves a one-row decode three times slower: 63 against 20 us for 1536 x 576 q4_0 on a Zen 5.)
+inline void prefetch_next_group(const std::byte* first_row, uint64_t row_bytes, int64_t b, int64_t group = kLanes) {
+  const std::byte* next = first_row + static_cast<uint64_t>(group) * row_bytes + b * kBlockBytes;
+  for (int64_t c = 0; c < group; ++c) {
+    _mm_prefetch(reinterpret_cast<const char*>(next + static_cast<uint64_t>(c) * row_bytes), _MM_HINT_T0);
+  }
+}
+
 // --- AVX2: eight W rows, one block at a time, each row's integer reduced across its lanes ---------------------------
 
-// The 32 signed integers of a block (values 0..15 in the low lane).
+// A block's 32 integers for vpmaddubsw (values 0..15 in the low lane): q4_0's nibbles as they are, unsigned and
+// small enough not to saturate against any activation (its bias of 8 is taken off after the sum); iq4_nl's signed
+// values, whose magnitudes go in unsigned against the activation with their signs.
 template <DType W>
 __attribute__((target("avx2"))) inline __m256i values_avx2(const BlockQ4_0& block) {
   const __m256i nibbles = expand_nibbles(block.qs);
-  if constexpr (W == DType::kQ4_0) return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
+  if constexpr (W == DType::kQ4_0) return nibbles;
   return kquant::iq4_lookup(nibbles);
 }
 
@@ -122,13 +135,14 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const BlockQ8A* a, int64
       __m256 acc[kAvx2Rows];
       for (__m256& v : acc) v = _mm256_setzero_ps();
       for (int64_t b = 0; b < nb; ++b) {
+        if (b % 3 == 0) prefetch_next_group(w_rows[0], row_bytes, b, 8);
         __m256i v[8];
         __m256i mag[8];
         alignas(16) uint16_t d[8];
         for (int c = 0; c < 8; ++c) {
           const BlockQ4_0& block = block_at(w_rows[c], b);
           v[c] = values_avx2<W>(block);
-          mag[c] = _mm256_abs_epi8(v[c]);
+          mag[c] = W == DType::kQ4_0 ? v[c] : _mm256_abs_epi8(v[c]);
           d[c] = block.d;
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
@@ -137,10 +151,13 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const BlockQ8A* a, int64
           const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
           __m256i p[8];
           for (int c = 0; c < 8; ++c) {
-            p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(mag[c], _mm256_sign_epi8(q, v[c])), ones);
+            const __m256i qs = W == DType::kQ4_0 ? q : _mm256_sign_epi8(q, v[c]);
+            p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(mag[c], qs), ones);
           }
+          __m256i isum = sum_each_of_8(p);
+          if constexpr (W == DType::kQ4_0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * block_sum(ab)));
           const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(ab.d));
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each_of_8(p)), scale, acc[r]);
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[r]);
         }
       }
       for (int64_t r = 0; r < nr; ++r) {
@@ -164,27 +181,52 @@ struct alignas(64) PanelBlock {
   __m512 d;
 };
 
-// Block b of the sixteen W rows at w_block + offsets[c] (w_block = column 0's block b), by five dword gathers.
+// Rows x and y of a block as vpdpbusd's unsigned bytes: [low nibbles of x | high of x | low of y | high of y], i.e.
+// values 0..31 of x in the low 256 bits and of y in the high.
 template <DType W>
-__attribute__((target("avx512f,avx512bw"), always_inline)) inline void decode16(const std::byte* w_block,
-                                                                                 __m512i offsets, PanelBlock& out) {
-  const __m512i low = _mm512_set1_epi8(0x0F);
-  const __m512i head = _mm512_i32gather_epi32(offsets, w_block, 1);  // d, then qs[0..1]
-  out.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i pair_block(const BlockQ4_0& x,
+                                                                                     const BlockQ4_0& y) {
+  const __m512i raw = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs))),
+                                                   __mmask16{0xFF00}, _mm_loadu_si128(reinterpret_cast<const __m128i*>(y.qs)));
+  const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFF00FF00u, raw, 4), _mm512_set1_epi8(0x0F));
+  if constexpr (W == DType::kIQ4_NL) {
+    return _mm512_shuffle_epi8(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLBiased.data()))), u);
+  }
+  return u;
+}
+
+// Block b of the sixteen W rows at rows[0..15] (rows past the tile repeat the last): rows p and p + 8 decoded as one
+// pair, then the eight pairs' dwords transposed, an 8 x 8 transpose in each 256-bit half (which keeps rows 0..7 in
+// lanes 0..7 and rows 8..15 in lanes 8..15); the scales by one gather (offsets[c]: row c's distance from rows[0]).
+template <DType W>
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline void decode16(const std::byte* const* rows,
+                                                                                 int64_t b, __m512i offsets,
+                                                                                 PanelBlock& out) {
+  __m512i t[8];
+#pragma GCC unroll 4
+  for (int p = 0; p < 8; p += 2) {
+    const __m512i x = pair_block<W>(block_at(rows[p], b), block_at(rows[p + 8], b));
+    const __m512i y = pair_block<W>(block_at(rows[p + 1], b), block_at(rows[p + 9], b));
+    t[p] = _mm512_unpacklo_epi32(x, y);
+    t[p + 1] = _mm512_unpackhi_epi32(x, y);
+  }
+  __m512i u[8];
+#pragma GCC unroll 2
+  for (int h = 0; h < 8; h += 4) {  // rows 0..3 (h = 0) and 4..7 (h = 4) of each half
+    u[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);      // dwords 0 and 4
+    u[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]);  // 1 and 5
+    u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);  // 2 and 6
+    u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);  // 3 and 7
+  }
+  const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i second = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
-    const __m512i bytes = _mm512_i32gather_epi32(offsets, w_block + 2 + 4 * k, 1);
-    __m512i lo = _mm512_and_si512(bytes, low);
-    __m512i hi = _mm512_and_si512(_mm512_srli_epi32(bytes, 4), low);
-    if constexpr (W == DType::kIQ4_NL) {
-      const __m512i table =
-          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLBiased.data())));
-      lo = _mm512_shuffle_epi8(table, lo);
-      hi = _mm512_shuffle_epi8(table, hi);
-    }
-    out.u[k] = lo;
-    out.u[k + 4] = hi;
+    out.u[k] = _mm512_permutex2var_epi64(u[k], first, u[4 + k]);
+    out.u[k + 4] = _mm512_permutex2var_epi64(u[k], second, u[4 + k]);
   }
+  out.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, rows[0] + b * kBlockBytes, 1)));
 }
 
 // Activation values 4k..4k+3 of a block in every lane, broadcast straight from memory (copying them to ints first
@@ -216,37 +258,37 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline voi
   }
 }
 
-// R activation rows × a group of sixteen W rows from its stored panel: y[r · ldy + c] = acc + bias, lanes in mask.
+// R activation rows × a group of sixteen W rows: from its stored panel when there is one, else each block decoded
+// in registers (rows[c]: W row c of the group, offsets[c] its distance from rows[0]). y[r · ldy + c] = acc + bias
+// for the lanes in mask.
 template <DType W, int R>
-__attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void panel_rows(const PanelBlock* panel, const BlockQ8A* a,
+__attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void panel_rows(const PanelBlock* panel,
+                                                                            const std::byte* const* rows,
+                                                                            uint64_t row_bytes, __m512i offsets,
+                                                                            const BlockQ8A* a,
                                                                             int64_t nb, __mmask16 mask, __m512 bias,
                                                                             float* y, int64_t ldy) {
   __m512 acc[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) block_step<W, R>(panel[b], a + b, nb, acc);
+  for (int64_t b = 0; b < nb; ++b) {
+    if (panel != nullptr) {
+      block_step<W, R>(panel[b], a + b, nb, acc);
+    } else {
+      if (b % 3 == 0) prefetch_next_group(rows[0], row_bytes, b);
+      PanelBlock p;
+      decode16<W>(rows, b, offsets, p);
+      block_step<W, R>(p, a + b, nb, acc);
+    }
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, mask, _mm512_add_ps(acc[r], bias));
 }
 
-// Decode (rows <= kDirectRows): the W rows are read in place, two to a zmm as in Note [VNNI-512 pairs], and each
-// block's sixteen-lane integers are reduced to one integer per W row before the float step. Pair p holds rows
+// One activation row (a decode step): per block, the eight pairs' vpdpbusd lanes are reduced to one integer per W
+// row, which costs fewer instructions than decode16's transpose when only one row uses them. Pair p holds rows
 // (p, p + 4) for p < 4 and (p + 4, p + 8) above, so that the reduction's output lane L is W row L.
-//   pair_block: [low nibbles of row x | high of x | low of row y | high of y], against the activation block
-//   broadcast into both halves.
-template <DType W>
-__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i pair_block(const BlockQ4_0& x,
-                                                                                     const BlockQ4_0& y) {
-  const __m512i raw = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs))),
-                                                   __mmask16{0xFF00}, _mm_loadu_si128(reinterpret_cast<const __m128i*>(y.qs)));
-  const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFF00FF00u, raw, 4), _mm512_set1_epi8(0x0F));
-  if constexpr (W == DType::kIQ4_NL) {
-    return _mm512_shuffle_epi8(
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLBiased.data()))), u);
-  }
-  return u;
-}
-
+//
 // Lane L = the sum of the eight lanes of W row L in z (pairs as above), exactly: three levels of unpack-and-add.
 __attribute__((target("avx512f"), always_inline)) inline __m512i reduce_pairs(const __m512i* z) {
   __m512i l1[4];
@@ -265,46 +307,31 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i reduce_pairs(co
                           _mm512_shuffle_i32x4(l2[0], l2[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// R activation rows × the sixteen W rows at rows[0..15] (rows past the tile repeat the last), read in place.
-// The sixteen W rows are one stretch of memory read sixteen places at a time, which the hardware prefetchers do not
-// follow: every third block fetches the lines the next group (`ahead` bytes on) will read at the same place.
-template <DType W, int R>
-__attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void gemv_rows(const std::byte* const* rows,
-                                                                           __m512i offsets, uint64_t ahead,
-                                                                           const BlockQ8A* a, int64_t nb,
-                                                                           __mmask16 mask, __m512 bias, float* y,
-                                                                           int64_t ldy) {
-  __m512 acc[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+// The activation row a × the sixteen W rows at rows[0..15]: y[c] = acc + bias for the lanes in mask.
+template <DType W>
+__attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void gemv_row(const std::byte* const* rows,
+                                                                          uint64_t row_bytes, __m512i offsets,
+                                                                          const BlockQ8A* a,
+                                                                          int64_t nb, __mmask16 mask, __m512 bias,
+                                                                          float* y) {
+  __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    if (ahead != 0 && b % 3 == 0) {
-      for (int c = 0; c < 16; ++c) {
-        _mm_prefetch(reinterpret_cast<const char*>(rows[c] + ahead + b * kBlockBytes), _MM_HINT_T0);
-      }
-    }
-    __m512i u[8];
+    if (b % 3 == 0) prefetch_next_group(rows[0], row_bytes, b);
+    const BlockQ8A& ab = a[b];
+    const __m512i q2 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs)));
+    __m512i z[8];
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) {
       const int x = p < 4 ? p : p + 4;
-      u[p] = pair_block<W>(block_at(rows[x], b), block_at(rows[x + 4], b));
+      z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), pair_block<W>(block_at(rows[x], b), block_at(rows[x + 4], b)),
+                                 q2);
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, rows[0] + b * kBlockBytes, 1)));
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const BlockQ8A& ab = a[r * nb + b];
-      const __m512i q2 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs)));
-      __m512i z[8];
-#pragma GCC unroll 8
-      for (int p = 0; p < 8; ++p) z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[p], q2);
-      const __m512i isum =
-          _mm512_sub_epi32(reduce_pairs(z), _mm512_set1_epi32(Grid<W>::kBias * block_sum(ab)));
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(ab.d));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[r]);
-    }
+    const __m512i isum = _mm512_sub_epi32(reduce_pairs(z), _mm512_set1_epi32(Grid<W>::kBias * block_sum(ab)));
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, rows[0] + b * kBlockBytes, 1)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(ab.d)), acc);
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, mask, _mm512_add_ps(acc[r], bias));
+  _mm512_mask_storeu_ps(y, mask, _mm512_add_ps(acc, bias));
 }
 
 template <DType W>
@@ -315,15 +342,11 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void tile_vnni512(co
                                                                               float* y, int64_t ldy) {
   HXRT_CHECK(row_bytes * (kLanes - 1) <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max()),
              "blockint: W rows of {} bytes are too long for 32-bit gather offsets", row_bytes);
-  using PanelFn = void (*)(const PanelBlock*, const BlockQ8A*, int64_t, __mmask16, __m512, float*, int64_t);
+  using PanelFn = void (*)(const PanelBlock*, const std::byte* const*, uint64_t, __m512i, const BlockQ8A*, int64_t,
+                           __mmask16, __m512, float*, int64_t);
   static constexpr PanelFn kPanel[kDirectRows] = {&panel_rows<W, 1>, &panel_rows<W, 2>, &panel_rows<W, 3>,
                                                   &panel_rows<W, 4>, &panel_rows<W, 5>, &panel_rows<W, 6>,
                                                   &panel_rows<W, 7>, &panel_rows<W, 8>};
-  using GemvFn = void (*)(const std::byte* const*, __m512i, uint64_t, const BlockQ8A*, int64_t, __mmask16, __m512,
-                          float*, int64_t);
-  static constexpr GemvFn kGemv[kDirectRows] = {&gemv_rows<W, 1>, &gemv_rows<W, 2>, &gemv_rows<W, 3>,
-                                                &gemv_rows<W, 4>, &gemv_rows<W, 5>, &gemv_rows<W, 6>,
-                                                &gemv_rows<W, 7>, &gemv_rows<W, 8>};
   thread_local std::vector<PanelBlock> panel;  // a group's blocks, decoded once for all its activation rows
   for (int64_t j0 = 0; j0 < cols; j0 += kLanes) {
     const int64_t nc = std::min(kLanes, cols - j0);
@@ -336,17 +359,20 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void tile_vnni512(co
     const __m512i offs = _mm512_load_si512(offsets);
     const auto mask = static_cast<__mmask16>((1u << nc) - 1);
     const __m512 b16 = bias != nullptr ? _mm512_maskz_loadu_ps(mask, bias + j0) : _mm512_setzero_ps();
+    if (rows == 1) {
+      gemv_row<W>(w_rows, row_bytes, offs, a, nb, mask, b16, y + j0);
+      continue;
+    }
     if (rows <= kDirectRows) {
-      const uint64_t ahead = kLanes * row_bytes;
-      kGemv[rows - 1](w_rows, offs, ahead, a, nb, mask, b16, y + j0, ldy);
+      kPanel[rows - 1](nullptr, w_rows, row_bytes, offs, a, nb, mask, b16, y + j0, ldy);
       continue;
     }
     prefetch_rows(w, j0 + kLanes, std::min(cols, j0 + 2 * kLanes), row_bytes);
     panel.resize(static_cast<size_t>(nb));
-    for (int64_t b = 0; b < nb; ++b) decode16<W>(w_rows[0] + b * kBlockBytes, offs, panel[static_cast<size_t>(b)]);
+    for (int64_t b = 0; b < nb; ++b) decode16<W>(w_rows, b, offs, panel[static_cast<size_t>(b)]);
     for (int64_t i0 = 0; i0 < rows; i0 += kDirectRows) {
       const int64_t nr = std::min<int64_t>(kDirectRows, rows - i0);
-      kPanel[nr - 1](panel.data(), a + i0 * nb, nb, mask, b16, y + i0 * ldy + j0, ldy);
+      kPanel[nr - 1](panel.data(), w_rows, row_bytes, offs, a + i0 * nb, nb, mask, b16, y + i0 * ldy + j0, ldy);
     }
   }
 }
