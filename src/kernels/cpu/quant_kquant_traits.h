@@ -64,6 +64,11 @@ inline uint32_t le32(const uint8_t* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
+inline uint64_t le64(const uint8_t* p) {
+  uint64_t v = 0;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
 
 struct NoScales {};
 
@@ -157,6 +162,10 @@ struct Traits<DType::kQ2_K> {
   static constexpr int kRuns = 8;
   static constexpr bool kSigned = false;
   static Scales scales(const Block& b) { return {f16_to_f32(b.d), f16_to_f32(b.dmin)}; }
+  __attribute__((target("avx2"), always_inline)) static __m256i half_scales(const Block& b) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    return _mm256_cvtepu8_epi16(_mm_and_si128(bytes, _mm_set1_epi8(0x0F)));
+  }
   static RunInfo info(const Block& b, const Scales& s, int j) {
     const uint8_t lo = b.scales[2 * j];
     const uint8_t hi = b.scales[2 * j + 1];
@@ -185,6 +194,17 @@ struct Traits<DType::kQ3_K> {
   static constexpr int kRuns = 8;
   static constexpr bool kSigned = true;
   static Scales scales(const Block& b) { return {f16_to_f32(b.d), unpack_scales_q3_k(b.scales)}; }
+  // unpack_scales_q3_k's arithmetic, its two halves moved straight into a register.
+  __attribute__((target("avx2"), always_inline)) static __m256i half_scales(const Block& b) {
+    constexpr uint64_t kNibbles = 0x0F0F0F0F0F0F0F0Full;
+    const uint64_t low = le64(b.scales);
+    const uint64_t high = le32(b.scales + 8);
+    const auto pairs = [high](int q) { return (high >> (2 * q)) & 0x03030303u; };
+    const uint64_t first = (low & kNibbles) | ((pairs(0) | pairs(1) << 32) << 4);
+    const uint64_t second = ((low >> 4) & kNibbles) | ((pairs(2) | pairs(3) << 32) << 4);
+    const __m128i bytes = _mm_set_epi64x(static_cast<int64_t>(second), static_cast<int64_t>(first));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(bytes, _mm_set1_epi8(32)));
+  }
   static RunInfo info(const Block&, const Scales& s, int j) {
     return {.d = s.d, .sc = {s.sc[static_cast<size_t>(2 * j)], s.sc[static_cast<size_t>(2 * j + 1)]}};
   }
@@ -233,6 +253,15 @@ struct TraitsK4 {
   static constexpr bool kSigned = false;
   static constexpr bool kRunScale = true;
   static Scales scales(const Block& b) { return scales_k4(b.d, b.dmin, b.scales); }
+  // scales_k4's eight scales, each repeated for both halves of its run.
+  __attribute__((target("avx2"), always_inline)) static __m256i half_scales(const Block& b) {
+    const uint32_t b0 = le32(b.scales);
+    const uint32_t b2 = le32(b.scales + 8);
+    const uint64_t sc = (b0 & 0x3F3F3F3Fu) |
+                        uint64_t{(b2 & 0x0F0F0F0Fu) | (((b0 >> 6) & 0x03030303u) << 4)} << 32;
+    const __m128i bytes = _mm_cvtsi64_si128(static_cast<int64_t>(sc));
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(bytes, bytes));
+  }
   static RunInfo info(const Block&, const Scales& s, int j) {
     const auto sc = static_cast<int16_t>(s.sc[j]);
     const auto mn = static_cast<int16_t>(s.mn[j]);
@@ -274,6 +303,9 @@ struct Traits<DType::kQ6_K> {
   static constexpr int kRuns = 8;
   static constexpr bool kSigned = true;
   static Scales scales(const Block& b) { return {f16_to_f32(b.d)}; }
+  __attribute__((target("avx2"), always_inline)) static __m256i half_scales(const Block& b) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  }
   static RunInfo info(const Block& b, const Scales& s, int j) {
     // Run j = 4·h + t covers groups 8·h + 2·t and 8·h + 2·t + 1, i.e. 2·j and 2·j + 1.
     return {.d = s.d, .sc = {b.scales[2 * j], b.scales[2 * j + 1]}};
@@ -316,6 +348,17 @@ struct Traits<DType::kIQ4_XS> {
     return s;
   }
   static RunInfo info(const Block&, const Scales& s, int j) { return {.d = s.d, .sc = {s.ls[j], s.ls[j]}}; }
+  // scales()'s ls, each repeated for both halves: the low nibbles of scales_l interleaved, the two high bits of each
+  // run spread to a byte apiece.
+  __attribute__((target("avx2"), always_inline)) static __m256i half_scales(const Block& b) {
+    const uint32_t nibbles = le32(b.scales_l);
+    const __m128i low = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(nibbles & 0x0F0F0F0Fu)),
+                                          _mm_cvtsi32_si128(static_cast<int>((nibbles >> 4) & 0x0F0F0F0Fu)));
+    uint64_t high = 0;
+    for (int j = 0; j < 8; ++j) high |= uint64_t{(b.scales_h >> (2 * j)) & 3u} << (8 * j + 4);
+    const __m128i ls = _mm_sub_epi8(_mm_or_si128(low, _mm_cvtsi64_si128(static_cast<int64_t>(high))), _mm_set1_epi8(32));
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(ls, ls));
+  }
   static void q_scalar(const Block& b, int j, int8_t* q) {
     const uint8_t* qs = b.qs + 16 * j;
     for (int l = 0; l < 16; ++l) {

@@ -45,6 +45,28 @@ __attribute__((target("avx2"))) inline __m256i scales_epi32(const RunInfo& run) 
   return _mm256_set_m128i(_mm_set1_epi32(run.sc[1]), _mm_set1_epi32(run.sc[0]));
 }
 
+// Note [Run scale vectors]: a super-block's sixteen half scales as int16 words (word 2j: run j's first half, 2j + 1
+// its second) come from Traits::half_scales once per block, straight from the block's bytes into a register;
+// run_scales16/32 then give each run's scale vectors in two instructions. Building them per run from RunInfo's
+// scalars (general registers, moved through the stack) was most of a decode step's time for the types with sixteen
+// scales: a 1536 x 576 GEMV on one Zen 5 core took q3_K 74 us, iq4_xs 40, q6_K 33 that way, and 23, 21 and 26 with
+// the scales taken as constants. (A stack array filled from RunInfo, loaded once per block, was slower still: its
+// sixteen two-byte stores cannot forward to the one load.)
+// Run j's scales from Traits::half_scales: as scales_epi16 (half 0's scale in the low 128 bits, half 1's in the high) and
+// as scales_epi32.
+__attribute__((target("avx2"))) inline __m256i run_scales16(__m256i halves, int j) {
+  const __m256i pair = _mm256_permutevar8x32_epi32(halves, _mm256_set1_epi32(j));  // (word 2j, word 2j + 1) per dword
+  return _mm256_shuffle_epi8(pair, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
+                                                    2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
+}
+__attribute__((target("avx2"))) inline __m256i run_scales32(__m256i halves, int j) {
+  const __m256i pair = _mm256_permutevar8x32_epi32(halves, _mm256_set1_epi32(j));
+  const __m256i high_words = _mm256_shuffle_epi8(
+      pair, _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 0, 1, -1, -1, 0, 1, -1, -1, 0, 1,  //
+                             -1, -1, 2, 3, -1, -1, 2, 3, -1, -1, 2, 3, -1, -1, 2, 3));
+  return _mm256_srai_epi32(high_words, 16);  // sign-extended
+}
+
 // extra − dmin · d_a · imin: a super-block's min term (the JIT backends repeat it).
 inline float minus_block_mins(float extra, float dmin, float da, int32_t imin) {
   return std::fma(-(dmin * da), static_cast<float>(imin), extra);
@@ -123,6 +145,8 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
     }                                                                                                           \
     for (int64_t b = 0; b < blocks; ++b) {                                                                      \
       const typename T::Scales s = T::scales(w[b]);                                                             \
+      [[maybe_unused]] __m256i halves;                                                                          \
+      if constexpr (kSuper<W>) halves = T::half_scales(w[b]);                                                   \
       __m256i isum[R];                                                                                          \
       int32_t imin[R];                                                                                          \
       for (int r = 0; r < R; ++r) {                                                                             \
@@ -134,8 +158,8 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
         run = T::info(w[b], s, j);                                                                              \
         const __m256i q = T::q_avx2(w[b], j);                                                                   \
         const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q; /* |q| for the signed types */               \
-        const __m256i scales16 = scales_epi16<T>(run);                                                          \
-        const __m256i scales32 = scales_epi32<T>(run);                                                          \
+        const __m256i scales16 = kSuper<W> ? run_scales16(halves, j) : scales_epi16<T>(run);                    \
+        const __m256i scales32 = kSuper<W> ? run_scales32(halves, j) : scales_epi32<T>(run);                    \
         for (int r = 0; r < R; ++r) {                                                                           \
           const BlockQ8A& ab = a[r * nb + b * T::kRuns + j];                                                    \
           __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));                             \
