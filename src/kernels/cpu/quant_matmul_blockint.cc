@@ -25,7 +25,7 @@ static_assert(offsetof(BlockQ4_0, qs) == 2 && offsetof(BlockIQ4_NL, qs) == 2);
 constexpr int64_t kBlockBytes = 18;
 
 constexpr int64_t kLanes = 16;      // W rows (columns of Y) per zmm in the AVX-512 kernel
-constexpr int kDirectRows = 8;      // activation rows the AVX-512 kernel computes from W decoded in registers
+constexpr int kDirectRows = 8;      // activation rows one AVX-512 micro-kernel call takes (its accumulators)
 constexpr int64_t kAvx2Rows = 16;   // activation rows one decoded AVX2 block serves
 
 // Note [Block integers]: the signed integer v of nibble n, and the bias that makes it unsigned for vpdpbusd.

@@ -145,7 +145,7 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
     }                                                                                                           \
     for (int64_t b = 0; b < blocks; ++b) {                                                                      \
       const typename T::Scales s = T::scales(w[b]);                                                             \
-      [[maybe_unused]] __m256i halves;                                                                          \
+      __m256i halves = _mm256_setzero_si256(); /* Note [Run scale vectors] */                                  \
       if constexpr (kSuper<W>) halves = T::half_scales(w[b]);                                                   \
       __m256i isum[R];                                                                                          \
       int32_t imin[R];                                                                                          \
