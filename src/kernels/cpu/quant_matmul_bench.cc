@@ -2,7 +2,7 @@
 // (decode, M = 1) and the q8_0 49152-row output projection (the tied token embedding), on 1 thread and on a pool of
 // 2; plus prefill (M = 64). BM_MatMulQ_Type runs every weight type on one ffn_down-sized weight, streamed from
 // memory (decode), at M = 16 (sixteen sequences' decode step) and at M = 64 (prefill), for the per-type table in
-// docs/llm.md.
+// docs/llm.md; the 32-value types also at the gate/up shape (K = 576, 1536 W rows, decode).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -187,6 +187,9 @@ void matmulq_type_args(benchmark::internal::Benchmark* b) {
   for (int64_t t = 0; t < static_cast<int64_t>(matmulq_weight_types().size()); ++t) {
     b->Args({t, 1, 1536, 576, 1})->Args({t, 1, 1536, 576, 2})->Args({t, 16, 1536, 576, 1});
     b->Args({t, 64, 1536, 576, 1})->Args({t, 64, 1536, 576, 2});
+    // The gate/up shape (K = 576, 1536 W rows), for the types whose blocks divide 576.
+    const DType type = matmulq_weight_types()[static_cast<size_t>(t)];
+    if (576 % dtype_info(type).block_elements == 0) b->Args({t, 1, 576, 1536, 1});
   }
 }
 BENCHMARK(BM_MatMulQ_Type)->Apply(matmulq_type_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
