@@ -87,8 +87,8 @@ void tile_scalar(const BlockQ8A* a, int64_t rows, const std::byte* w, uint64_t r
 
 // A group's W rows (sixteen, or the AVX2 kernel's eight) are one stretch of memory read that many places at a time,
 // which the hardware prefetchers do not follow: the kernels reading them in place call this every third block,
-// fetching the lines the next group will read at the same place. (Prefetching the whole next group at once, as the stored panels
-// do, leaves a one-row decode three times slower: 63 against 20 us for 1536 x 576 q4_0 on a Zen 5.)
+// fetching the lines the next group will read at the same place. (Prefetching the whole next group at once, as the
+// stored panels do, leaves a one-row decode three times slower: 63 against 20 us for 1536 x 576 q4_0 on a Zen 5.)
 inline void prefetch_next_group(const std::byte* first_row, uint64_t row_bytes, int64_t b, int64_t group = kLanes) {
   const std::byte* next = first_row + static_cast<uint64_t>(group) * row_bytes + b * kBlockBytes;
   for (int64_t c = 0; c < group; ++c) {
@@ -186,8 +186,9 @@ struct alignas(64) PanelBlock {
 template <DType W>
 __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i pair_block(const BlockQ4_0& x,
                                                                                      const BlockQ4_0& y) {
-  const __m512i raw = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs))),
-                                                   __mmask16{0xFF00}, _mm_loadu_si128(reinterpret_cast<const __m128i*>(y.qs)));
+  const __m128i qx = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs));
+  const __m128i qy = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y.qs));
+  const __m512i raw = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(qx), __mmask16{0xFF00}, qy);
   const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFF00FF00u, raw, 4), _mm512_set1_epi8(0x0F));
   if constexpr (W == DType::kIQ4_NL) {
     return _mm512_shuffle_epi8(

@@ -17,7 +17,8 @@
 // outputs. llama.cpp's repacked q4_0/iq4_nl GEMMs also take one float step per output and block.
 //
 // The W integers go into vpdpbusd unsigned, biased (q4_0: the nibble, bias 8; iq4_nl: value + 128, bias 128), and
-// each block's sum starts at −bias · Σq (the activation block's exact half sums), so the integer is exactly Σ v·q.
+// each block's sum starts at (or ends with) −bias · Σq (the activation block's exact half sums), so the integer is
+// exactly Σ v·q.
 //
 // Thread-safety: every function is reentrant.
 #pragma once

@@ -8,8 +8,8 @@
 // Quantized W uses the CPU kernel's arithmetic (kernels/cpu/quant_matmul.h): the group first quantizes its TILE_M
 // activation rows into local memory as quantize_activation_row does (q = rint(x · 127 / max|x|), d = max|x| / 127 and
 // s = d · Σq kept at f16 precision), then each W block contributes d_w · d_a · Σ w·q (exact integer products) plus
-// c_w · s_a (c_w = m for q4_1), accumulated in the CPU's lane order (Note [CPU lanes]); f16/f32 W
-// are float dot products in the same way. Where the CPU kernel takes its AVX2 or AVX-512 path the results are
+// c_w · s_a (c_w = m for q4_1), accumulated in the CPU's lane order (Note [CPU lanes]); f16/f32 W are float dot
+// products in the same way. Where the CPU kernel takes its AVX2 or AVX-512 path the results are
 // bit-identical to it; against its scalar path they differ by float rounding (normalised error ~1e-7).
 //
 // Build options come from the tiling: WTYPE, WG, COLS, TILE_M, NB (= k / 32, which sizes the local arrays) and
