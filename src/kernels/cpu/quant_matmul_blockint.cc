@@ -119,6 +119,15 @@ __attribute__((target("avx2"))) inline __m256i sum_each_of_8(const __m256i* p) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
 }
 
+// The f16 scales of eight rows' blocks (at first + offsets[c]) as floats, by one dword gather: eight two-byte
+// stores read back as one vector cannot be forwarded, and that stall was the AVX2 decode's largest cost.
+__attribute__((target("avx2,f16c"))) inline __m256 scales8(const std::byte* first, __m256i offsets) {
+  const __m256i words = _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(first), offsets, 1),
+                                         _mm256_set1_epi32(0xFFFF));
+  const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+  return _mm256_cvtph_ps(packed);
+}
+
 template <DType W>
 __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const BlockQ8A* a, int64_t rows, const std::byte* w,
                                                         uint64_t row_bytes, int64_t nb, int64_t cols,
@@ -130,22 +139,44 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const BlockQ8A* a, int64
     for (int64_t c = 0; c < 8; ++c) w_rows[c] = w + static_cast<uint64_t>(j0 + std::min(c, nc - 1)) * row_bytes;
     alignas(32) float b8[8] = {};
     for (int64_t c = 0; c < nc && bias != nullptr; ++c) b8[c] = bias[j0 + c];
+    alignas(32) int32_t offsets[8];  // row c's distance from row 0, for the scales' gather
+    for (int c = 0; c < 8; ++c) offsets[c] = static_cast<int32_t>(w_rows[c] - w_rows[0]);
+    const __m256i offs = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
     for (int64_t i0 = 0; i0 < rows; i0 += kAvx2Rows) {
       const int64_t nr = std::min(kAvx2Rows, rows - i0);
       __m256 acc[kAvx2Rows];
       for (__m256& v : acc) v = _mm256_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b) {
+      if (nr == 1) {  // decode: each W row's products right after its decode, the accumulator in a register
+        __m256 acc1 = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+          if (b % 3 == 0) prefetch_next_group(w_rows[0], row_bytes, b, 8);
+          const BlockQ8A& ab = a[i0 * nb + b];
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+          __m256i p[8];
+          for (int c = 0; c < 8; ++c) {
+            const __m256i v = values_avx2<W>(block_at(w_rows[c], b));
+            if constexpr (W == DType::kQ4_0) {
+              p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(v, q), ones);
+            } else {
+              p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(q, v)), ones);
+            }
+          }
+          __m256i isum = sum_each_of_8(p);
+          if constexpr (W == DType::kQ4_0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * block_sum(ab)));
+          const __m256 dw = scales8(w_rows[0] + b * kBlockBytes, offs);
+          acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(ab.d)), acc1);
+        }
+        acc[0] = acc1;
+      }
+      for (int64_t b = 0; b < nb && nr > 1; ++b) {
         if (b % 3 == 0) prefetch_next_group(w_rows[0], row_bytes, b, 8);
         __m256i v[8];
         __m256i mag[8];
-        alignas(16) uint16_t d[8];
         for (int c = 0; c < 8; ++c) {
-          const BlockQ4_0& block = block_at(w_rows[c], b);
-          v[c] = values_avx2<W>(block);
+          v[c] = values_avx2<W>(block_at(w_rows[c], b));
           mag[c] = W == DType::kQ4_0 ? v[c] : _mm256_abs_epi8(v[c]);
-          d[c] = block.d;
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
+        const __m256 dw = scales8(w_rows[0] + b * kBlockBytes, offs);
         for (int64_t r = 0; r < nr; ++r) {
           const BlockQ8A& ab = a[(i0 + r) * nb + b];
           const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
