@@ -232,15 +232,18 @@ struct ScalesK4 {
 };
 // unpack_scale_min_k4 for all eight runs, four bytes at a time: runs 0..3 keep the low six bits of bytes 0..3
 // (scales) and 4..7 (mins); runs 4..7 take the nibbles of bytes 8..11 and the top two bits of bytes 0..7.
+// The eight scales (mins = false) or mins as the bytes of one little-endian word.
+inline uint64_t k4_bytes(const uint8_t* packed, bool mins) {
+  const uint32_t own = le32(packed + (mins ? 4 : 0));
+  const uint32_t high = le32(packed + 8) >> (mins ? 4 : 0);
+  return (own & 0x3F3F3F3Fu) | uint64_t{(high & 0x0F0F0F0Fu) | (((own >> 6) & 0x03030303u) << 4)} << 32;
+}
 inline ScalesK4 scales_k4(uint16_t d16, uint16_t dmin16, const uint8_t* packed) {
   ScalesK4 s{.d = f16_to_f32(d16), .dmin = f16_to_f32(dmin16)};
-  const uint32_t b0 = le32(packed);
-  const uint32_t b1 = le32(packed + 4);
-  const uint32_t b2 = le32(packed + 8);
-  const uint32_t sc[2] = {b0 & 0x3F3F3F3Fu, (b2 & 0x0F0F0F0Fu) | (((b0 >> 6) & 0x03030303u) << 4)};
-  const uint32_t mn[2] = {b1 & 0x3F3F3F3Fu, ((b2 >> 4) & 0x0F0F0F0Fu) | (((b1 >> 6) & 0x03030303u) << 4)};
-  std::memcpy(s.sc, sc, sizeof(sc));
-  std::memcpy(s.mn, mn, sizeof(mn));
+  const uint64_t sc = k4_bytes(packed, false);
+  const uint64_t mn = k4_bytes(packed, true);
+  std::memcpy(s.sc, &sc, sizeof(sc));
+  std::memcpy(s.mn, &mn, sizeof(mn));
   return s;
 }
 
@@ -255,11 +258,7 @@ struct TraitsK4 {
   static Scales scales(const Block& b) { return scales_k4(b.d, b.dmin, b.scales); }
   // scales_k4's eight scales, each repeated for both halves of its run.
   __attribute__((target("avx2"), always_inline)) static __m256i half_scales(const Block& b) {
-    const uint32_t b0 = le32(b.scales);
-    const uint32_t b2 = le32(b.scales + 8);
-    const uint64_t sc = (b0 & 0x3F3F3F3Fu) |
-                        uint64_t{(b2 & 0x0F0F0F0Fu) | (((b0 >> 6) & 0x03030303u) << 4)} << 32;
-    const __m128i bytes = _mm_cvtsi64_si128(static_cast<int64_t>(sc));
+    const __m128i bytes = _mm_cvtsi64_si128(static_cast<int64_t>(k4_bytes(b.scales, false)));
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(bytes, bytes));
   }
   static RunInfo info(const Block&, const Scales& s, int j) {

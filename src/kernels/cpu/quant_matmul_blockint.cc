@@ -212,6 +212,12 @@ struct alignas(64) PanelBlock {
   __m512 d;
 };
 
+// The f16 scales of sixteen rows' blocks (at first + offsets[c]) as floats, by one dword gather.
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512 scales16(const std::byte* first,
+                                                                                  __m512i offsets) {
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, first, 1)));
+}
+
 // Rows x and y of a block as vpdpbusd's unsigned bytes: [low nibbles of x | high of x | low of y | high of y], i.e.
 // values 0..31 of x in the low 256 bits and of y in the high.
 template <DType W>
@@ -258,7 +264,7 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline void decode16(
     out.u[k] = _mm512_permutex2var_epi64(u[k], first, u[4 + k]);
     out.u[k + 4] = _mm512_permutex2var_epi64(u[k], second, u[4 + k]);
   }
-  out.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, rows[0] + b * kBlockBytes, 1)));
+  out.d = scales16(rows[0] + b * kBlockBytes, offsets);
 }
 
 // Activation values 4k..4k+3 of a block in every lane, broadcast straight from memory (copying them to ints first
@@ -359,8 +365,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,f16c"))) void gemv_row(const 
                                  q2);
     }
     const __m512i isum = _mm512_sub_epi32(reduce_pairs(z), _mm512_set1_epi32(Grid<W>::kBias * block_sum(ab)));
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offsets, rows[0] + b * kBlockBytes, 1)));
+    const __m512 dw = scales16(rows[0] + b * kBlockBytes, offsets);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(ab.d)), acc);
   }
   _mm512_mask_storeu_ps(y, mask, _mm512_add_ps(acc, bias));

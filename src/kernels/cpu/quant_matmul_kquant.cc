@@ -33,16 +33,11 @@ inline int32_t run_mins(const RunInfo& run, const BlockQ8A& a) {
   return int32_t{run.m[0]} * int32_t{a.sum[0]} + int32_t{run.m[1]} * int32_t{a.sum[1]};
 }
 
-// The run's integer scales as the 16 int16 lanes vpmaddwd takes (halves 0 and 1) and as 8 int32 lanes.
+// The run's integer scales as the 16 int16 lanes vpmaddwd takes (halves 0 and 1).
 template <typename T>
 __attribute__((target("avx2"))) inline __m256i scales_epi16(const RunInfo& run) {
   if constexpr (run_scale<T>()) return _mm256_set1_epi16(run.sc[0]);
   return _mm256_set_m128i(_mm_set1_epi16(run.sc[1]), _mm_set1_epi16(run.sc[0]));
-}
-template <typename T>
-__attribute__((target("avx2"))) inline __m256i scales_epi32(const RunInfo& run) {
-  if constexpr (run_scale<T>()) return _mm256_set1_epi32(run.sc[0]);
-  return _mm256_set_m128i(_mm_set1_epi32(run.sc[1]), _mm_set1_epi32(run.sc[0]));
 }
 
 // Note [Run scale vectors]: a super-block's sixteen half scales as int16 words (word 2j: run j's first half, 2j + 1
@@ -51,18 +46,24 @@ __attribute__((target("avx2"))) inline __m256i scales_epi32(const RunInfo& run) 
 // scalars (general registers, moved through the stack) was most of a decode step's time for the types with sixteen
 // scales: a 1536 x 576 GEMV on one Zen 5 core took q3_K 74 us, iq4_xs 40, q6_K 33 that way, and 23, 21 and 26 with
 // the scales taken as constants. (A stack array filled from RunInfo, loaded once per block, was slower still: its
-// sixteen two-byte stores cannot forward to the one load.)
-// Run j's scales from Traits::half_scales: as scales_epi16 (half 0's scale in the low 128 bits, half 1's in the high) and
-// as scales_epi32.
+// sixteen two-byte stores cannot forward to the one load.) The 32-value types' runs have scale 1 for both halves.
+template <DType W>
+__attribute__((target("avx2"), always_inline)) inline __m256i block_half_scales(const typename Traits<W>::Block& b) {
+  if constexpr (kSuper<W>) return Traits<W>::half_scales(b);
+  return _mm256_set1_epi16(1);
+}
+// Run j's scales from the half scales, half 0's in the low 128 bits and half 1's in the high: as the int16 lanes
+// vpmaddwd takes, and as int32 lanes.
+__attribute__((target("avx2"))) inline __m256i run_pair(__m256i halves, int j) {
+  return _mm256_permutevar8x32_epi32(halves, _mm256_set1_epi32(j));  // (word 2j, word 2j + 1) in every dword
+}
 __attribute__((target("avx2"))) inline __m256i run_scales16(__m256i halves, int j) {
-  const __m256i pair = _mm256_permutevar8x32_epi32(halves, _mm256_set1_epi32(j));  // (word 2j, word 2j + 1) per dword
-  return _mm256_shuffle_epi8(pair, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
+  return _mm256_shuffle_epi8(run_pair(halves, j), _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
                                                     2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
 }
 __attribute__((target("avx2"))) inline __m256i run_scales32(__m256i halves, int j) {
-  const __m256i pair = _mm256_permutevar8x32_epi32(halves, _mm256_set1_epi32(j));
   const __m256i high_words = _mm256_shuffle_epi8(
-      pair, _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 0, 1, -1, -1, 0, 1, -1, -1, 0, 1,  //
+      run_pair(halves, j), _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 0, 1, -1, -1, 0, 1, -1, -1, 0, 1,  //
                              -1, -1, 2, 3, -1, -1, 2, 3, -1, -1, 2, 3, -1, -1, 2, 3));
   return _mm256_srai_epi32(high_words, 16);  // sign-extended
 }
@@ -145,8 +146,7 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
     }                                                                                                           \
     for (int64_t b = 0; b < blocks; ++b) {                                                                      \
       const typename T::Scales s = T::scales(w[b]);                                                             \
-      __m256i halves = _mm256_setzero_si256(); /* Note [Run scale vectors] */                                  \
-      if constexpr (kSuper<W>) halves = T::half_scales(w[b]);                                                   \
+      const __m256i halves = block_half_scales<W>(w[b]); /* Note [Run scale vectors] */                       \
       __m256i isum[R];                                                                                          \
       int32_t imin[R];                                                                                          \
       for (int r = 0; r < R; ++r) {                                                                             \
@@ -158,8 +158,8 @@ __attribute__((target("avx2,avx512vl,avx512vnni"))) inline __m256i lanes_vnni(__
         run = T::info(w[b], s, j);                                                                              \
         const __m256i q = T::q_avx2(w[b], j);                                                                   \
         const __m256i u = T::kSigned ? _mm256_sign_epi8(q, q) : q; /* |q| for the signed types */               \
-        const __m256i scales16 = kSuper<W> ? run_scales16(halves, j) : scales_epi16<T>(run);                    \
-        const __m256i scales32 = kSuper<W> ? run_scales32(halves, j) : scales_epi32<T>(run);                    \
+        const __m256i scales16 = run_scales16(halves, j);                                                       \
+        const __m256i scales32 = run_scales32(halves, j);                                                       \
         for (int r = 0; r < R; ++r) {                                                                           \
           const BlockQ8A& ab = a[r * nb + b * T::kRuns + j];                                                    \
           __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));                             \
