@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "hxrt/hal/driver.h"
@@ -140,8 +142,17 @@ TEST_P(StreamForms, ACollectiveSkippedByAFailedStreamFailsTheCommunicator) {
   auto buffer = (*device)->allocate(16, hal::MemoryKind::kDevice);
   ASSERT_TRUE(buffer.ok());
   auto c = local(std::string("skipped-") + GetParam());
+  // A gate first, opened once the collective is queued: the failure must come after the enqueue, or the stream
+  // refuses the collective at enqueue (the case the next assertion does not test).
+  std::atomic<bool> open{false};
+  ASSERT_TRUE((*stream)->host_task([&open](const hal::HostTaskContext&) {
+                while (!open.load()) std::this_thread::yield();
+                return ok_status();
+              }).ok());
   ASSERT_TRUE((*stream)->host_task([](const hal::HostTaskContext&) { return internal_error("kernel blew up"); }).ok());
-  ASSERT_TRUE(c->all_reduce(**stream, **buffer, **buffer, DType::kF32, ReduceOp::kSum).ok());
+  const Status enqueued = c->all_reduce(**stream, **buffer, **buffer, DType::kF32, ReduceOp::kSum);
+  open.store(true);
+  ASSERT_TRUE(enqueued.ok());
   EXPECT_EQ((*stream)->synchronize().code(), StatusCode::kInternal);
   Status why = c->status();
   EXPECT_EQ(why.code(), StatusCode::kInternal);

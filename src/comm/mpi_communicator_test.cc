@@ -3,6 +3,7 @@
 // works on its own communicator split from the world, so a test that fails one on purpose leaves the others clean.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -309,16 +310,20 @@ TEST(MpiFailures, ARankWhoseStreamFailsIsNamedByTheOthers) {
   auto buffer = (*device)->allocate(64, hal::MemoryKind::kDevice);
   ASSERT_TRUE(buffer.ok());
   ASSERT_TRUE((*stream)->fill(**buffer, 0, 4).ok());
+  std::atomic<bool> open{false};
   if (c->rank() == failing) {
-    // Busy first, so that the collective is queued behind the failure rather than refused at enqueue.
-    ASSERT_TRUE((*stream)->host_task([](const hal::HostTaskContext&) {
-                  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // A gate first, opened once the collective is queued, so that it is queued behind the failure rather than
+    // refused at enqueue.
+    ASSERT_TRUE((*stream)->host_task([&open](const hal::HostTaskContext&) {
+                  while (!open.load()) std::this_thread::yield();
                   return ok_status();
                 }).ok());
     ASSERT_TRUE((*stream)->host_task([](const hal::HostTaskContext&) { return internal_error("kernel blew up"); }).ok());
   }
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(c->all_reduce(**stream, **buffer, **buffer, DType::kF32, ReduceOp::kSum).ok());
+  const Status enqueued = c->all_reduce(**stream, **buffer, **buffer, DType::kF32, ReduceOp::kSum);
+  open.store(true);
+  ASSERT_TRUE(enqueued.ok());
   Status status = (*stream)->synchronize();
   ASSERT_FALSE(status.ok());
   if (c->rank() == failing) {
